@@ -1,0 +1,50 @@
+# tollgate — the commands in the README.
+#   make run     install what is missing, build, serve examples/tiffin.yaml on 127.0.0.1:8080
+#   make test    install what is missing, build with ASan+UBSan, run every test
+#   make bench   build optimized, run the benchmarks (bench/out/report.md)
+#   make lint    clang-format check and clang-tidy
+JOBS ?= $(shell nproc)
+BUILD ?= build
+TEST_BUILD ?= build-asan
+CMAKE_FLAGS ?=
+CONFIG ?= examples/tiffin.yaml
+
+.PHONY: all bootstrap build run test test-build bench lint format clean install
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/build.ninja:
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+
+build: bootstrap $(BUILD)/build.ninja
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/tollgate serve --config $(CONFIG)
+
+$(TEST_BUILD)/build.ninja:
+	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=ON \
+	  -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+
+test-build: bootstrap $(TEST_BUILD)/build.ninja
+	@cmake --build $(TEST_BUILD) -j $(JOBS)
+
+test: test-build
+	@cd $(TEST_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+bench: build
+	@scripts/bench $(BUILD)
+
+lint: bootstrap $(BUILD)/build.ninja
+	@scripts/lint $(BUILD)
+
+format:
+	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD)

@@ -1,0 +1,44 @@
+include(GoogleTest)
+
+# Test helpers shared by tests that start real servers (tests/support/).
+file(GLOB TOLLGATE_TEST_SUPPORT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/support/*.cc)
+add_library(tollgate_test_support STATIC ${TOLLGATE_TEST_SUPPORT_SOURCES}
+)
+target_include_directories(tollgate_test_support PUBLIC ${CMAKE_SOURCE_DIR})
+target_link_libraries(tollgate_test_support PUBLIC tollgate_server GTest::gtest GTest::gmock
+  absl::strings absl::time)
+target_compile_definitions(tollgate_test_support PUBLIC
+  TOLLGATE_BINARY="$<TARGET_FILE:tollgate_cli>"
+  TOLLGATE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+# Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
+foreach(dir core algorithm store/memory store/redis store/sync resilience config server cli)
+  file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
+  if(tests)
+    string(REPLACE "/" "_" name ${dir})
+    add_executable(${name}_test ${tests})
+    target_include_directories(${name}_test PRIVATE ${CMAKE_SOURCE_DIR})
+    target_link_libraries(${name}_test PRIVATE tollgate_test_support GTest::gtest_main)
+    gtest_discover_tests(${name}_test DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 600)
+  endif()
+endforeach()
+
+# Tests against real servers (redis-server, tollgate serve): one binary per file in tests/.
+file(GLOB integration_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*_test.cc)
+foreach(test_source ${integration_tests})
+  get_filename_component(name ${test_source} NAME_WE)
+  add_executable(${name} ${test_source})
+  target_link_libraries(${name} PRIVATE tollgate_test_support GTest::gtest_main)
+  add_dependencies(${name} tollgate_cli)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT 900)
+endforeach()
+
+# Shell-driven tests (tests/*_test.sh): run with the build directory as $1.
+file(GLOB script_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*_test.sh)
+foreach(test_script ${script_tests})
+  get_filename_component(name ${test_script} NAME_WE)
+  add_test(NAME ${name} COMMAND bash ${test_script} ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 900)
+endforeach()

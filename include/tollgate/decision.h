@@ -1,0 +1,49 @@
+// Copyright tollgate authors. The answer to one check.
+#ifndef TOLLGATE_DECISION_H_
+#define TOLLGATE_DECISION_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace tollgate {
+
+// Which part of tollgate made a decision.
+enum class DecisionSource {
+  kMemory,    // the embedded in-memory store
+  kRedis,     // the shared Redis store, exact
+  kSync,      // local counters synced with Redis (hot keys)
+  kFallback,  // the store failed; the limit's `on_store_failure` policy answered
+};
+
+// Why a check was refused. kNone when allowed.
+enum class DenyReason {
+  kNone,
+  // Over the limit now; `retry_after_micros` says when this cost could pass.
+  kOverLimit,
+  // The cost is larger than the limit can ever allow; retrying will never help.
+  kCostExceedsLimit,
+  // The store is unavailable and the limit fails closed.
+  kStoreUnavailable,
+};
+
+// A denial is a value, not an error.
+struct Decision {
+  bool allowed = false;
+  // The limit's maximum (token bucket capacity, or window limit).
+  int64_t limit = 0;
+  // What is left after this check (whole units, rounded down).
+  int64_t remaining = 0;
+  // Until the bucket is full again / the window ends.
+  int64_t reset_after_micros = 0;
+  // Until this cost could pass; 0 when allowed, and 0 for kCostExceedsLimit (never).
+  int64_t retry_after_micros = 0;
+  DecisionSource source = DecisionSource::kMemory;
+  DenyReason reason = DenyReason::kNone;
+};
+
+std::string_view DecisionSourceName(DecisionSource source);
+std::string_view DenyReasonName(DenyReason reason);
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_DECISION_H_

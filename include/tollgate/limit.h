@@ -1,0 +1,73 @@
+// Copyright tollgate authors. What a limit is.
+#ifndef TOLLGATE_LIMIT_H_
+#define TOLLGATE_LIMIT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tollgate {
+
+enum class Algorithm {
+  // `capacity` tokens, refilled continuously at `refill_per_second`.
+  kTokenBucket,
+  // At most `limit` per window aligned to the Unix epoch (window index = now / window).
+  kFixedWindow,
+  // Two-counter approximation: previous window weighted by its overlap with the last
+  // `window`, plus the current window.
+  kSlidingWindow,
+};
+
+// What a limit does when its store (Redis) cannot answer within the deadline.
+enum class FailureMode {
+  // Answer from a local in-memory limiter at this instance's share (limit / N).
+  kFailOpen,
+  // Refuse (HTTP 503 with Retry-After).
+  kFailClosed,
+  // Answer from a strict local limiter with its own numbers (`Limit::local`).
+  kLocal,
+};
+
+enum class Mode {
+  // Every decision is made by the store in one atomic step.
+  kExact,
+  // Counts locally and syncs with the store every `sync_interval_micros`.
+  kSync,
+};
+
+// The numbers of one algorithm. For a token bucket: `capacity` and `refill_per_second`.
+// For the windows: `limit` and `window_micros`.
+struct LimitNumbers {
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  int64_t capacity = 0;
+  double refill_per_second = 0;
+  int64_t limit = 0;
+  int64_t window_micros = 0;
+
+  // The most one key can ever be allowed at once (capacity or limit).
+  int64_t MaxCost() const {
+    return algorithm == Algorithm::kTokenBucket ? capacity : limit;
+  }
+};
+
+// One named limit, as loaded from configuration.
+struct Limit {
+  std::string name;
+  LimitNumbers numbers;
+  FailureMode on_store_failure = FailureMode::kFailOpen;
+  // Used when `on_store_failure` is kLocal.
+  std::optional<LimitNumbers> local;
+  // Deadline for one store call on behalf of this limit.
+  int64_t timeout_micros = 10'000;
+  Mode mode = Mode::kExact;
+  int64_t sync_interval_micros = 1'000'000;
+};
+
+std::string_view AlgorithmName(Algorithm algorithm);
+std::string_view FailureModeName(FailureMode mode);
+std::string_view ModeName(Mode mode);
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_LIMIT_H_

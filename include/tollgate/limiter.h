@@ -1,0 +1,96 @@
+// Copyright tollgate authors. The entry point: check limits for keys.
+//
+//   auto config = tollgate::LoadConfigFile("limits.yaml");
+//   auto limiter = tollgate::Limiter::Create({.limits = config->limits});
+//   auto decision = (*limiter)->Check("api_per_user", "user:42");
+//   if (decision.ok() && !decision->allowed) { /* 429, Retry-After */ }
+#ifndef TOLLGATE_LIMITER_H_
+#define TOLLGATE_LIMITER_H_
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tollgate/clock.h"
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+
+// Keys longer than this are refused with InvalidArgument.
+inline constexpr size_t kMaxKeyBytes = 1024;
+
+struct LimiterOptions {
+  // The limits this limiter knows, by unique name.
+  std::vector<Limit> limits;
+  // Where state lives. nullptr means a fresh in-memory store using `clock`.
+  std::shared_ptr<Store> store;
+  // Time source for the in-memory store. nullptr means SystemClock().
+  // REQUIRES: outlives the limiter.
+  Clock* clock = nullptr;
+};
+
+// One limit to check for one key, by limit name.
+struct CheckRequest {
+  std::string limit;
+  std::string key;
+  int64_t cost = 1;
+};
+
+// The answer to a request of several limits: allowed only if every limit allowed it, in
+// which case all were consumed; otherwise none was.
+struct MultiDecision {
+  bool allowed = false;
+  // One per request item, in order.
+  std::vector<Decision> decisions;
+};
+
+using MultiDecisionCallback = absl::AnyInvocable<void(absl::StatusOr<MultiDecision>) &&>;
+
+// Checks named limits against a store. A denial is a Decision; an error (unknown limit,
+// empty or oversized key, negative cost, store failure) is a non-OK status.
+//
+// Thread-safe: every method may be called concurrently.
+class Limiter {
+ public:
+  // InvalidArgument if two limits share a name or a limit's numbers are invalid.
+  static absl::StatusOr<std::unique_ptr<Limiter>> Create(LimiterOptions options);
+
+  Limiter(const Limiter&) = delete;
+  Limiter& operator=(const Limiter&) = delete;
+  ~Limiter();
+
+  // Checks one limit for one key; blocks until the store answers.
+  absl::StatusOr<Decision> Check(std::string_view limit, std::string_view key, int64_t cost = 1);
+
+  // Checks several limits for one request, all or nothing; blocks until the store answers.
+  absl::StatusOr<MultiDecision> CheckAll(absl::Span<const CheckRequest> requests);
+
+  // Asynchronous CheckAll: `done` runs exactly once, possibly before this returns (memory
+  // store) or on a store thread. Validation errors are delivered through `done` too.
+  void CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCallback done);
+
+  // Asynchronous CheckAll as a future.
+  std::future<absl::StatusOr<MultiDecision>> CheckAllFuture(std::vector<CheckRequest> requests);
+
+  // The limit named `name`, or nullptr.
+  const Limit* FindLimit(std::string_view name) const;
+  const std::vector<Limit>& limits() const;
+  Store& store() const;
+
+ private:
+  struct State;
+  explicit Limiter(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_LIMITER_H_

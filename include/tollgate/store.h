@@ -1,0 +1,60 @@
+// Copyright tollgate authors. Where limit state lives.
+#ifndef TOLLGATE_STORE_H_
+#define TOLLGATE_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+
+namespace tollgate {
+
+// One limit to check for one key.
+struct CheckItem {
+  // REQUIRES: non-null and outlives the call (until the callback has run).
+  const Limit* limit = nullptr;
+  std::string key;
+  // Whole units to consume; 0 peeks without consuming.
+  int64_t cost = 1;
+};
+
+using CheckCallback = absl::AnyInvocable<void(absl::StatusOr<std::vector<Decision>>) &&>;
+
+// A place where limit state lives: the embedded memory store, Redis, ...
+//
+// A check of several items is one all-or-nothing step: if every item passes, all are
+// consumed; if any is refused, nothing is consumed. The decisions come back in the order
+// of the items. In a refused batch each decision says whether that item alone would have
+// passed (`allowed`); none of them consumed anything.
+//
+// A failure to reach the state (Redis down, deadline passed) is a non-OK status, never a
+// refusal; the caller's failure policy decides what to answer.
+//
+// Thread-safe: all methods may be called concurrently from any thread.
+class Store {
+ public:
+  Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  virtual ~Store() = default;
+
+  // Checks `items` and calls `done` exactly once, possibly before returning (the memory
+  // store answers inline) or later on a store-owned thread.
+  // REQUIRES: items non-empty; every item validated (non-empty key, cost >= 0).
+  virtual void CheckAsync(std::vector<CheckItem> items, CheckCallback done) = 0;
+
+  // Blocking form of CheckAsync.
+  absl::StatusOr<std::vector<Decision>> Check(std::vector<CheckItem> items);
+
+  // A short name for logs and metrics ("memory", "redis").
+  virtual std::string_view Name() const = 0;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_STORE_H_

@@ -1,0 +1,81 @@
+// Copyright tollgate authors.
+#include "src/algorithm/sliding_window.h"
+
+#include <cmath>
+
+namespace tollgate::algorithm {
+namespace {
+
+// previous * ((window - elapsed) / window) + current, in this order (the Lua script
+// computes the same expression).
+double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64_t window) {
+  const double weight =
+      static_cast<double>(window - elapsed) / static_cast<double>(window);
+  return static_cast<double>(previous) * weight + static_cast<double>(current);
+}
+
+}  // namespace
+
+Outcome<SlidingWindowState> SlidingWindowCheck(const std::optional<SlidingWindowState>& state,
+                                               int64_t now_micros, const WindowParams& params,
+                                               int64_t cost) {
+  const int64_t window = params.window_micros;
+  const int64_t limit = params.limit;
+  const int64_t index = WindowIndex(now_micros, window);
+  int64_t current = 0;
+  int64_t previous = 0;
+  if (state.has_value()) {
+    if (state->window_index == index) {
+      current = state->current;
+      previous = state->previous;
+    } else if (state->window_index == index - 1) {
+      previous = state->current;
+    }
+  }
+  const int64_t elapsed = now_micros - index * window;
+
+  Outcome<SlidingWindowState> out;
+  out.state = state.value_or(SlidingWindowState{index, 0, 0});
+  out.decision.limit = limit;
+
+  if (cost > limit) {
+    out.decision.reason = DenyReason::kCostExceedsLimit;
+  } else if (Estimate(previous, current, elapsed, window) + static_cast<double>(cost) <=
+             static_cast<double>(limit)) {
+    out.decision.allowed = true;
+    if (cost > 0) {
+      current += cost;
+      out.state = SlidingWindowState{index, current, previous};
+      out.changed = true;
+    }
+  } else {
+    out.decision.reason = DenyReason::kOverLimit;
+    const double w = static_cast<double>(window);
+    if (current + cost <= limit) {
+      // Passes in this window once the previous window's weight has shrunk enough.
+      const double needed_elapsed =
+          w - static_cast<double>(limit - current - cost) * w / static_cast<double>(previous);
+      out.decision.retry_after_micros =
+          CeilMicros(needed_elapsed - static_cast<double>(elapsed)) + 1;
+    } else {
+      // Only in the next window, where this window's count becomes the weighted previous.
+      const double needed_elapsed =
+          w - static_cast<double>(limit - cost) * w / static_cast<double>(current);
+      out.decision.retry_after_micros = (window - elapsed) + CeilMicros(needed_elapsed) + 1;
+    }
+  }
+
+  const double remaining =
+      std::floor(static_cast<double>(limit) - Estimate(previous, current, elapsed, window) +
+                 1e-6);
+  out.decision.remaining = remaining > 0 ? static_cast<int64_t>(remaining) : 0;
+  if (current > 0) {
+    out.decision.reset_after_micros = (index + 2) * window - now_micros;
+  } else if (previous > 0) {
+    out.decision.reset_after_micros = (index + 1) * window - now_micros;
+  }
+  out.expires_at_micros = now_micros + out.decision.reset_after_micros;
+  return out;
+}
+
+}  // namespace tollgate::algorithm

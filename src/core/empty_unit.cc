@@ -1,0 +1,1 @@
+// Copyright tollgate authors. Keeps a library target non-empty while its folder is.

@@ -1,0 +1,171 @@
+// Copyright tollgate authors.
+#include "tollgate/limiter.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "tollgate/memory_store.h"
+
+namespace tollgate {
+namespace {
+
+absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& numbers) {
+  switch (numbers.algorithm) {
+    case Algorithm::kTokenBucket:
+      if (numbers.capacity < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": capacity must be >= 1"));
+      }
+      if (!(numbers.refill_per_second > 0) || !std::isfinite(numbers.refill_per_second)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("limit ", name, ": refill_per_second must be a positive number"));
+      }
+      return absl::OkStatus();
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindow:
+      if (numbers.limit < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
+      }
+      if (numbers.window_micros < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": window must be > 0"));
+      }
+      return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": unknown algorithm"));
+}
+
+}  // namespace
+
+struct Limiter::State {
+  std::vector<Limit> limits;
+  absl::flat_hash_map<std::string, const Limit*> by_name;
+  std::shared_ptr<Store> store;
+};
+
+absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options) {
+  auto state = std::make_unique<State>();
+  state->limits = std::move(options.limits);
+  for (const Limit& limit : state->limits) {
+    if (limit.name.empty()) return absl::InvalidArgumentError("a limit has an empty name");
+    if (absl::Status status = ValidateNumbers(limit.name, limit.numbers); !status.ok()) {
+      return status;
+    }
+    if (limit.on_store_failure == FailureMode::kLocal) {
+      if (!limit.local.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("limit ", limit.name, ": on_store_failure local needs local numbers"));
+      }
+      if (absl::Status status = ValidateNumbers(limit.name, *limit.local); !status.ok()) {
+        return status;
+      }
+    }
+    if (!state->by_name.emplace(limit.name, &limit).second) {
+      return absl::InvalidArgumentError(absl::StrCat("two limits are named ", limit.name));
+    }
+  }
+  state->store = std::move(options.store);
+  if (state->store == nullptr) {
+    MemoryStoreOptions memory_options;
+    memory_options.clock = options.clock;
+    absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Create(memory_options);
+    if (!store.ok()) return store.status();
+    state->store = std::move(*store);
+  }
+  return std::unique_ptr<Limiter>(new Limiter(std::move(state)));
+}
+
+Limiter::Limiter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Limiter::~Limiter() = default;
+
+const Limit* Limiter::FindLimit(std::string_view name) const {
+  // Debian's Abseil is built with its own absl::string_view (not std::string_view).
+  auto it = state_->by_name.find(absl::string_view(name.data(), name.size()));
+  return it == state_->by_name.end() ? nullptr : it->second;
+}
+
+const std::vector<Limit>& Limiter::limits() const { return state_->limits; }
+
+Store& Limiter::store() const { return *state_->store; }
+
+void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCallback done) {
+  if (requests.empty()) {
+    std::move(done)(absl::InvalidArgumentError("no limits to check"));
+    return;
+  }
+  std::vector<CheckItem> items;
+  items.reserve(requests.size());
+  for (CheckRequest& request : requests) {
+    const Limit* limit = FindLimit(request.limit);
+    if (limit == nullptr) {
+      std::move(done)(absl::NotFoundError(absl::StrCat("unknown limit '", request.limit, "'")));
+      return;
+    }
+    if (request.key.empty()) {
+      std::move(done)(absl::InvalidArgumentError(
+          absl::StrCat("limit '", request.limit, "': key must not be empty")));
+      return;
+    }
+    if (request.key.size() > kMaxKeyBytes) {
+      std::move(done)(absl::InvalidArgumentError(absl::StrCat(
+          "limit '", request.limit, "': key is ", request.key.size(), " bytes, more than ",
+          kMaxKeyBytes)));
+      return;
+    }
+    if (request.cost < 0) {
+      std::move(done)(absl::InvalidArgumentError(
+          absl::StrCat("limit '", request.limit, "': cost must be >= 0, got ", request.cost)));
+      return;
+    }
+    items.push_back(CheckItem{limit, std::move(request.key), request.cost});
+  }
+  state_->store->CheckAsync(
+      std::move(items), [done = std::move(done)](
+                            absl::StatusOr<std::vector<Decision>> decisions) mutable {
+        if (!decisions.ok()) {
+          std::move(done)(decisions.status());
+          return;
+        }
+        MultiDecision result;
+        result.allowed = true;
+        for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
+        result.decisions = std::move(*decisions);
+        std::move(done)(std::move(result));
+      });
+}
+
+absl::StatusOr<MultiDecision> Limiter::CheckAll(absl::Span<const CheckRequest> requests) {
+  // The callback writes into this frame, which outlives it: we wait for it before returning.
+  // (The memory store answers inline, so the wait is usually already over.)
+  absl::Notification answered;
+  absl::StatusOr<MultiDecision> result;
+  CheckAllAsync(std::vector<CheckRequest>(requests.begin(), requests.end()),
+                [&](absl::StatusOr<MultiDecision> decision) {
+                  result = std::move(decision);
+                  answered.Notify();
+                });
+  answered.WaitForNotification();
+  return result;
+}
+
+std::future<absl::StatusOr<MultiDecision>> Limiter::CheckAllFuture(
+    std::vector<CheckRequest> requests) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<MultiDecision>>>();
+  std::future<absl::StatusOr<MultiDecision>> result = promise->get_future();
+  CheckAllAsync(std::move(requests), [promise](absl::StatusOr<MultiDecision> decision) {
+    promise->set_value(std::move(decision));
+  });
+  return result;
+}
+
+absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,
+                                        int64_t cost) {
+  const CheckRequest request{std::string(limit), std::string(key), cost};
+  absl::StatusOr<MultiDecision> result = CheckAll(absl::MakeConstSpan(&request, 1));
+  if (!result.ok()) return result.status();
+  return std::move(result->decisions.front());
+}
+
+}  // namespace tollgate

@@ -1,0 +1,158 @@
+// Copyright tollgate authors.
+#include "tollgate/limiter.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tollgate/clock.h"
+
+namespace tollgate {
+namespace {
+
+Limit TokenBucket(std::string name, int64_t capacity, double rate) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = Algorithm::kTokenBucket;
+  limit.numbers.capacity = capacity;
+  limit.numbers.refill_per_second = rate;
+  return limit;
+}
+
+Limit FixedWindow(std::string name, int64_t max, int64_t window_micros) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = Algorithm::kFixedWindow;
+  limit.numbers.limit = max;
+  limit.numbers.window_micros = window_micros;
+  return limit;
+}
+
+class LimiterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto limiter = Limiter::Create(
+        {.limits = {TokenBucket("api", 3, 1), FixedWindow("otp", 2, 600'000'000)},
+         .clock = &clock_});
+    ASSERT_TRUE(limiter.ok()) << limiter.status();
+    limiter_ = std::move(*limiter);
+  }
+
+  SimulatedClock clock_;
+  std::unique_ptr<Limiter> limiter_;
+};
+
+TEST_F(LimiterTest, AllowsTheBurstThenRefusesWithRetryAfter) {
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Decision> decision = limiter_->Check("api", "user:1");
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    EXPECT_TRUE(decision->allowed);
+    EXPECT_EQ(decision->remaining, 2 - i);
+    EXPECT_EQ(decision->source, DecisionSource::kMemory);
+  }
+  absl::StatusOr<Decision> refused = limiter_->Check("api", "user:1");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->reason, DenyReason::kOverLimit);
+  EXPECT_EQ(refused->retry_after_micros, 1'000'000);
+  // Another key has its own bucket.
+  EXPECT_TRUE(limiter_->Check("api", "user:2")->allowed);
+  clock_.AdvanceMillis(1000);
+  EXPECT_TRUE(limiter_->Check("api", "user:1")->allowed);
+}
+
+TEST_F(LimiterTest, RejectsBadRequestsWithClearErrors) {
+  EXPECT_EQ(limiter_->Check("nope", "k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(limiter_->Check("api", "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(limiter_->Check("api", std::string(kMaxKeyBytes + 1, 'k')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(limiter_->Check("api", std::string(kMaxKeyBytes, 'k')).ok());
+  absl::Status negative = limiter_->Check("api", "k", -1).status();
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(negative.message().find("cost"), absl::string_view::npos) << negative;
+  EXPECT_FALSE(limiter_->CheckAll({}).ok());
+}
+
+TEST_F(LimiterTest, CostAboveTheLimitIsRefusedForGood) {
+  absl::StatusOr<Decision> decision = limiter_->Check("api", "user:1", 4);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_FALSE(decision->allowed);
+  EXPECT_EQ(decision->reason, DenyReason::kCostExceedsLimit);
+  EXPECT_EQ(decision->retry_after_micros, 0);
+  EXPECT_EQ(limiter_->Check("api", "user:1", 0)->remaining, 3);  // nothing consumed
+}
+
+TEST_F(LimiterTest, SeveralLimitsAreAllOrNothing) {
+  // Spend the OTP window, then ask for both: the refusal by otp must not spend api.
+  ASSERT_TRUE(limiter_->Check("otp", "phone:1", 2)->allowed);
+  std::vector<CheckRequest> both = {{"api", "user:1", 1}, {"otp", "phone:1", 1}};
+  absl::StatusOr<MultiDecision> result = limiter_->CheckAll(both);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->allowed);
+  ASSERT_EQ(result->decisions.size(), 2u);
+  EXPECT_TRUE(result->decisions[0].allowed);  // would have passed alone
+  EXPECT_FALSE(result->decisions[1].allowed);
+  EXPECT_EQ(limiter_->Check("api", "user:1", 0)->remaining, 3);
+
+  std::vector<CheckRequest> api_twice = {{"api", "user:9", 2}, {"api", "user:9", 1}};
+  result = limiter_->CheckAll(api_twice);
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->allowed);
+  EXPECT_EQ(limiter_->Check("api", "user:9", 0)->remaining, 0);
+}
+
+TEST_F(LimiterTest, AsyncAndFutureFormsAnswerOnce) {
+  std::vector<CheckRequest> one = {{"api", "user:5", 1}};
+  int calls = 0;
+  limiter_->CheckAllAsync(one, [&calls](absl::StatusOr<MultiDecision> result) {
+    ++calls;
+    ASSERT_TRUE(result.ok());
+    EXPECT_TRUE(result->allowed);
+  });
+  EXPECT_EQ(calls, 1);
+  limiter_->CheckAllAsync({{"missing", "k", 1}}, [&calls](absl::StatusOr<MultiDecision> result) {
+    ++calls;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
+  });
+  EXPECT_EQ(calls, 2);
+  std::future<absl::StatusOr<MultiDecision>> future = limiter_->CheckAllFuture(one);
+  absl::StatusOr<MultiDecision> result = future.get();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->decisions[0].remaining, 1);
+}
+
+TEST_F(LimiterTest, ManyThreadsOnOneKeyGetExactlyTheCapacity) {
+  auto limiter = Limiter::Create({.limits = {TokenBucket("burst", 100, 1)}, .clock = &clock_});
+  ASSERT_TRUE(limiter.ok());
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        if ((*limiter)->Check("burst", "hot")->allowed) allowed.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(allowed.load(), 100);
+}
+
+TEST(LimiterCreateTest, RefusesInvalidLimits) {
+  EXPECT_FALSE(Limiter::Create({.limits = {TokenBucket("a", 0, 1)}}).ok());
+  EXPECT_FALSE(Limiter::Create({.limits = {TokenBucket("a", 1, 0)}}).ok());
+  EXPECT_FALSE(Limiter::Create({.limits = {FixedWindow("w", 1, 0)}}).ok());
+  EXPECT_FALSE(Limiter::Create({.limits = {TokenBucket("", 1, 1)}}).ok());
+  absl::StatusOr<std::unique_ptr<Limiter>> duplicate =
+      Limiter::Create({.limits = {TokenBucket("a", 1, 1), TokenBucket("a", 2, 1)}});
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_NE(duplicate.status().message().find("two limits are named a"),
+            absl::string_view::npos);
+  Limit local = TokenBucket("l", 1, 1);
+  local.on_store_failure = FailureMode::kLocal;
+  EXPECT_FALSE(Limiter::Create({.limits = {local}}).ok());
+}
+
+}  // namespace
+}  // namespace tollgate

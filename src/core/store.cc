@@ -1,0 +1,18 @@
+// Copyright tollgate authors.
+#include "tollgate/store.h"
+
+#include <future>
+#include <utility>
+
+namespace tollgate {
+
+absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items) {
+  std::promise<absl::StatusOr<std::vector<Decision>>> promise;
+  std::future<absl::StatusOr<std::vector<Decision>>> result = promise.get_future();
+  CheckAsync(std::move(items), [&promise](absl::StatusOr<std::vector<Decision>> decisions) {
+    promise.set_value(std::move(decisions));
+  });
+  return result.get();
+}
+
+}  // namespace tollgate
