@@ -1,0 +1,76 @@
+// Copyright tollgate authors. What a limit does when its store is slow or down.
+//
+// `ResilientStore` wraps a shared store (Redis) and guarantees that no caller waits longer
+// than the deadline of the limits it checks (`Limit::timeout_micros`, default 10 ms),
+// whatever the store does. When the store fails, times out, or its circuit breaker is open,
+// each limit's `on_store_failure` answers instead:
+//   fail_open   a local in-memory limiter at this instance's share: limit / N (for a token
+//               bucket, capacity / N and refill / N), never below 1;
+//   fail_closed refused, DenyReason::kStoreUnavailable, with `fail_closed_retry_after_ms`;
+//   local       a local in-memory limiter with the limit's own `local` numbers.
+// Such decisions carry DecisionSource::kFallback.
+#ifndef TOLLGATE_RESILIENCE_H_
+#define TOLLGATE_RESILIENCE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "tollgate/clock.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+
+struct CircuitBreakerOptions {
+  // Consecutive failures (errors or missed deadlines) that open the breaker. While open,
+  // checks do not wait on the store at all: the failure policy answers at once.
+  int failure_threshold = 5;
+  // How long the breaker stays open before one probe call is let through. The probe's
+  // success closes it (shared limits resume); its failure opens it again for this long.
+  int64_t open_duration_ms = 500;
+};
+
+enum class CircuitState { kClosed, kOpen, kHalfOpen };
+std::string_view CircuitStateName(CircuitState state);
+
+struct ResilienceOptions {
+  // Time for the breaker and the local fallback limiters. nullptr means SystemClock().
+  // REQUIRES: outlives the store.
+  Clock* clock = nullptr;
+  CircuitBreakerOptions breaker;
+  // The number of live instances sharing the limits (N), read on every fallback decision.
+  // nullptr means 1 (this instance takes the whole limit when the store is down).
+  std::function<int64_t()> instance_count;
+  // Retry-After of a fail_closed refusal.
+  int64_t fail_closed_retry_after_ms = 1000;
+  // Bound on the local fallback limiters' keys.
+  int64_t fallback_max_keys = 1'000'000;
+};
+
+// Counters for metrics. Monotonic.
+struct ResilienceStats {
+  int64_t store_decisions = 0;     // answered by the wrapped store
+  int64_t fallback_decisions = 0;  // answered by a failure policy
+  int64_t store_errors = 0;        // the store answered with an error
+  int64_t deadlines_missed = 0;    // the store did not answer in time
+  int64_t breaker_rejections = 0;  // not sent to the store: the breaker was open
+  int64_t late_replies = 0;        // answers that came after the deadline, discarded
+};
+
+// A Store that adds deadlines, a circuit breaker and per-limit failure policies to another.
+// Thread-safe.
+class ResilientStore : public Store {
+ public:
+  // REQUIRES: primary non-null.
+  static absl::StatusOr<std::unique_ptr<ResilientStore>> Create(std::shared_ptr<Store> primary,
+                                                                ResilienceOptions options = {});
+
+  virtual CircuitState circuit_state() const = 0;
+  virtual ResilienceStats stats() const = 0;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_RESILIENCE_H_

@@ -1,0 +1,56 @@
+// Copyright tollgate authors.
+#include "src/resilience/circuit_breaker.h"
+
+namespace tollgate::resilience {
+
+CircuitBreaker::CircuitBreaker(const CircuitBreakerOptions& options, Clock* clock)
+    : options_(options), clock_(clock) {}
+
+CircuitBreaker::Admission CircuitBreaker::Admit() {
+  absl::MutexLock lock(&mutex_);
+  switch (state_) {
+    case CircuitState::kClosed:
+      return Admission::kAdmit;
+    case CircuitState::kOpen:
+      if (clock_->NowMicros() < open_until_micros_) return Admission::kReject;
+      state_ = CircuitState::kHalfOpen;
+      probe_in_flight_ = true;
+      return Admission::kProbe;
+    case CircuitState::kHalfOpen:
+      if (probe_in_flight_) return Admission::kReject;
+      probe_in_flight_ = true;
+      return Admission::kProbe;
+  }
+  return Admission::kReject;
+}
+
+void CircuitBreaker::RecordSuccess(bool probe) {
+  absl::MutexLock lock(&mutex_);
+  consecutive_failures_ = 0;
+  if (probe) probe_in_flight_ = false;
+  // Any success shows the store answers again (a call admitted before the breaker opened
+  // may come back after it did).
+  state_ = CircuitState::kClosed;
+}
+
+void CircuitBreaker::RecordFailure(bool probe) {
+  absl::MutexLock lock(&mutex_);
+  if (probe) {
+    probe_in_flight_ = false;
+    state_ = CircuitState::kOpen;
+    open_until_micros_ = clock_->NowMicros() + options_.open_duration_ms * 1000;
+    return;
+  }
+  if (state_ != CircuitState::kClosed) return;
+  if (++consecutive_failures_ >= options_.failure_threshold) {
+    state_ = CircuitState::kOpen;
+    open_until_micros_ = clock_->NowMicros() + options_.open_duration_ms * 1000;
+  }
+}
+
+CircuitState CircuitBreaker::state() const {
+  absl::MutexLock lock(&mutex_);
+  return state_;
+}
+
+}  // namespace tollgate::resilience

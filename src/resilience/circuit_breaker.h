@@ -1,0 +1,46 @@
+// Copyright tollgate authors. A circuit breaker for one store endpoint.
+#ifndef TOLLGATE_SRC_RESILIENCE_CIRCUIT_BREAKER_H_
+#define TOLLGATE_SRC_RESILIENCE_CIRCUIT_BREAKER_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "tollgate/clock.h"
+#include "tollgate/resilience.h"
+
+namespace tollgate::resilience {
+
+// Closed: calls go through; `failure_threshold` consecutive failures open it.
+// Open: calls are refused (Admit() returns kReject) for `open_duration_ms`.
+// Half-open: exactly one call (the probe) is admitted; its success closes the breaker, its
+// failure opens it again. Other calls are refused while the probe is out.
+//
+// Thread-safe. Time comes from the injected clock.
+class CircuitBreaker {
+ public:
+  enum class Admission { kAdmit, kProbe, kReject };
+
+  CircuitBreaker(const CircuitBreakerOptions& options, Clock* clock);
+
+  // Asks whether a call may go to the store. Every kAdmit or kProbe must be followed by
+  // exactly one RecordSuccess or RecordFailure with the same `probe` flag.
+  Admission Admit();
+  void RecordSuccess(bool probe);
+  void RecordFailure(bool probe);
+
+  CircuitState state() const;
+
+ private:
+  const CircuitBreakerOptions options_;
+  Clock* const clock_;
+  mutable absl::Mutex mutex_;
+  CircuitState state_ ABSL_GUARDED_BY(mutex_) = CircuitState::kClosed;
+  int consecutive_failures_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t open_until_micros_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool probe_in_flight_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace tollgate::resilience
+
+#endif  // TOLLGATE_SRC_RESILIENCE_CIRCUIT_BREAKER_H_

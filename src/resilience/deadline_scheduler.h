@@ -1,0 +1,61 @@
+// Copyright tollgate authors. Runs callbacks when deadlines pass.
+#ifndef TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
+#define TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <queue>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tollgate::resilience {
+
+// One thread that runs each scheduled callback once its deadline (monotonic time) passes.
+// Callbacks run on that thread and must be short (they answer a caller from a local
+// limiter). There is no cancellation: a callback whose work was already done checks that
+// itself and returns.
+//
+// Deadlines are real (monotonic) time by nature: they bound how long a caller waits on a
+// real socket, so they do not use the injected limit Clock.
+//
+// Thread-safe. The destructor runs every callback still pending, at once, then joins.
+class DeadlineScheduler {
+ public:
+  DeadlineScheduler();
+  DeadlineScheduler(const DeadlineScheduler&) = delete;
+  DeadlineScheduler& operator=(const DeadlineScheduler&) = delete;
+  ~DeadlineScheduler();
+
+  // Runs `callback` about `delay_micros` from now.
+  void Schedule(int64_t delay_micros, absl::AnyInvocable<void() &&> callback);
+
+  // Monotonic microseconds (steady_clock), for measuring waits.
+  static int64_t MonotonicMicros();
+
+ private:
+  struct Entry {
+    int64_t due_micros;
+    uint64_t sequence;
+    mutable absl::AnyInvocable<void() &&> callback;
+    bool operator>(const Entry& other) const {
+      return due_micros != other.due_micros ? due_micros > other.due_micros
+                                            : sequence > other.sequence;
+    }
+  };
+  void Run();
+
+  absl::Mutex mutex_;
+  absl::CondVar wake_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_
+      ABSL_GUARDED_BY(mutex_);
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::thread thread_;
+};
+
+}  // namespace tollgate::resilience
+
+#endif  // TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_

@@ -1,0 +1,235 @@
+// Copyright tollgate authors.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "src/resilience/circuit_breaker.h"
+#include "src/resilience/deadline_scheduler.h"
+#include "tollgate/memory_store.h"
+#include "tollgate/resilience.h"
+
+namespace tollgate {
+
+std::string_view CircuitStateName(CircuitState state) {
+  switch (state) {
+    case CircuitState::kClosed:
+      return "closed";
+    case CircuitState::kOpen:
+      return "open";
+    case CircuitState::kHalfOpen:
+      return "half_open";
+  }
+  return "unknown";
+}
+
+namespace resilience {
+namespace {
+
+// This instance's share of a limit: numbers / N, never below 1.
+LimitNumbers Share(const LimitNumbers& numbers, int64_t instances) {
+  LimitNumbers share = numbers;
+  if (instances <= 1) return share;
+  share.capacity = std::max<int64_t>(1, numbers.capacity / instances);
+  share.refill_per_second = numbers.refill_per_second / static_cast<double>(instances);
+  share.limit = std::max<int64_t>(1, numbers.limit / instances);
+  return share;
+}
+
+// Everything a pending call needs, kept alive by the call's callbacks.
+class Core {
+ public:
+  Core(std::shared_ptr<Store> primary, ResilienceOptions options,
+       std::unique_ptr<MemoryStore> fallback)
+      : primary_(std::move(primary)),
+        options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
+        breaker_(options_.breaker, clock_),
+        fallback_(std::move(fallback)) {}
+
+  Store& primary() { return *primary_; }
+  CircuitBreaker& breaker() { return breaker_; }
+
+  // Answers `items` from each limit's failure policy, all or nothing.
+  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done) {
+    fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
+    const int64_t instances =
+        options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
+    bool any_fail_closed = false;
+    // Keeps the substituted limits alive until the (inline) memory store has answered.
+    std::vector<std::shared_ptr<const Limit>> substitutes;
+    substitutes.reserve(items.size());
+    for (CheckItem& item : items) {
+      if (item.limit->on_store_failure == FailureMode::kFailClosed) any_fail_closed = true;
+      substitutes.push_back(FallbackLimit(*item.limit, instances));
+    }
+    std::vector<CheckItem> local_items;
+    local_items.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      // With a fail_closed limit in the batch nothing may be consumed: the others only peek.
+      const int64_t cost = any_fail_closed ? 0 : items[i].cost;
+      local_items.push_back(CheckItem{substitutes[i].get(), items[i].key, cost});
+    }
+    fallback_->CheckAsync(
+        std::move(local_items),
+        [&](absl::StatusOr<std::vector<Decision>> decisions) {
+          if (!decisions.ok()) {
+            std::move(done)(decisions.status());
+            return;
+          }
+          for (size_t i = 0; i < decisions->size(); ++i) {
+            Decision& decision = (*decisions)[i];
+            decision.source = DecisionSource::kFallback;
+            if (items[i].limit->on_store_failure == FailureMode::kFailClosed) {
+              decision.allowed = false;
+              decision.reason = DenyReason::kStoreUnavailable;
+              decision.limit = items[i].limit->numbers.MaxCost();
+              decision.remaining = 0;
+              decision.retry_after_micros = options_.fail_closed_retry_after_ms * 1000;
+            }
+          }
+          std::move(done)(std::move(decisions));
+        });
+  }
+
+  std::atomic<int64_t> store_decisions_{0};
+  std::atomic<int64_t> fallback_decisions_{0};
+  std::atomic<int64_t> store_errors_{0};
+  std::atomic<int64_t> deadlines_missed_{0};
+  std::atomic<int64_t> breaker_rejections_{0};
+  std::atomic<int64_t> late_replies_{0};
+
+ private:
+  // The limit the local fallback uses for `limit` with `instances` live instances.
+  std::shared_ptr<const Limit> FallbackLimit(const Limit& limit, int64_t instances) {
+    const LimitNumbers numbers = limit.on_store_failure == FailureMode::kLocal && limit.local
+                                     ? *limit.local
+                                     : Share(limit.numbers, instances);
+    absl::MutexLock lock(&mutex_);
+    std::shared_ptr<const Limit>& cached = fallback_limits_[limit.name];
+    if (cached == nullptr || cached->numbers.algorithm != numbers.algorithm ||
+        cached->numbers.capacity != numbers.capacity ||
+        cached->numbers.refill_per_second != numbers.refill_per_second ||
+        cached->numbers.limit != numbers.limit ||
+        cached->numbers.window_micros != numbers.window_micros) {
+      auto substitute = std::make_shared<Limit>(limit);
+      substitute->numbers = numbers;
+      cached = std::move(substitute);
+    }
+    return cached;
+  }
+
+  std::shared_ptr<Store> primary_;
+  const ResilienceOptions options_;
+  Clock* const clock_;
+  CircuitBreaker breaker_;
+  std::unique_ptr<MemoryStore> fallback_;
+  absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const Limit>> fallback_limits_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+// One call in flight: answered exactly once, by the store or by the deadline.
+struct PendingCall {
+  std::atomic<bool> answered{false};
+  CheckCallback done;
+  std::vector<CheckItem> items;  // kept for the fallback answer
+  bool probe = false;
+};
+
+class ResilientStoreImpl final : public ResilientStore {
+ public:
+  explicit ResilientStoreImpl(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    const CircuitBreaker::Admission admission = core_->breaker().Admit();
+    if (admission == CircuitBreaker::Admission::kReject) {
+      core_->breaker_rejections_.fetch_add(1, std::memory_order_relaxed);
+      core_->AnswerFromPolicy(std::move(items), std::move(done));
+      return;
+    }
+    int64_t timeout_micros = items.front().limit->timeout_micros;
+    for (const CheckItem& item : items) {
+      timeout_micros = std::min(timeout_micros, item.limit->timeout_micros);
+    }
+    auto call = std::make_shared<PendingCall>();
+    call->done = std::move(done);
+    call->items = items;
+    call->probe = admission == CircuitBreaker::Admission::kProbe;
+
+    std::shared_ptr<Core> core = core_;
+    scheduler_.Schedule(timeout_micros, [core, call] {
+      if (call->answered.exchange(true)) return;
+      core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
+      core->breaker().RecordFailure(call->probe);
+      core->AnswerFromPolicy(std::move(call->items), std::move(call->done));
+    });
+    core->primary().CheckAsync(
+        std::move(items), [core, call](absl::StatusOr<std::vector<Decision>> decisions) {
+          if (call->answered.exchange(true)) {
+            core->late_replies_.fetch_add(1, std::memory_order_relaxed);
+            return;
+          }
+          if (decisions.ok()) {
+            core->breaker().RecordSuccess(call->probe);
+            core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
+            std::move(call->done)(std::move(decisions));
+            return;
+          }
+          core->store_errors_.fetch_add(1, std::memory_order_relaxed);
+          core->breaker().RecordFailure(call->probe);
+          core->AnswerFromPolicy(std::move(call->items), std::move(call->done));
+        });
+  }
+
+  std::string_view Name() const override { return core_->primary().Name(); }
+
+  CircuitState circuit_state() const override { return core_->breaker().state(); }
+
+  ResilienceStats stats() const override {
+    ResilienceStats stats;
+    stats.store_decisions = core_->store_decisions_.load();
+    stats.fallback_decisions = core_->fallback_decisions_.load();
+    stats.store_errors = core_->store_errors_.load();
+    stats.deadlines_missed = core_->deadlines_missed_.load();
+    stats.breaker_rejections = core_->breaker_rejections_.load();
+    stats.late_replies = core_->late_replies_.load();
+    return stats;
+  }
+
+ private:
+  std::shared_ptr<Core> core_;
+  // Declared after core_, so destroyed first: it answers every pending deadline at once
+  // and joins. Its callbacks own the Core they use, never the scheduler.
+  DeadlineScheduler scheduler_;
+};
+
+}  // namespace
+}  // namespace resilience
+
+absl::StatusOr<std::unique_ptr<ResilientStore>> ResilientStore::Create(
+    std::shared_ptr<Store> primary, ResilienceOptions options) {
+  if (primary == nullptr) return absl::InvalidArgumentError("ResilientStore needs a store");
+  if (options.breaker.failure_threshold < 1) {
+    return absl::InvalidArgumentError("circuit breaker failure_threshold must be >= 1");
+  }
+  if (options.breaker.open_duration_ms < 1) {
+    return absl::InvalidArgumentError("circuit breaker open_duration_ms must be >= 1");
+  }
+  MemoryStoreOptions memory_options;
+  memory_options.clock = options.clock;
+  memory_options.max_keys = options.fallback_max_keys;
+  absl::StatusOr<std::unique_ptr<MemoryStore>> fallback = MemoryStore::Create(memory_options);
+  if (!fallback.ok()) return fallback.status();
+  auto core = std::make_shared<resilience::Core>(std::move(primary), std::move(options),
+                                                 std::move(*fallback));
+  return std::unique_ptr<ResilientStore>(new resilience::ResilientStoreImpl(std::move(core)));
+}
+
+}  // namespace tollgate

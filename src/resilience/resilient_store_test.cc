@@ -1,0 +1,222 @@
+// Copyright tollgate authors.
+//
+// Unit tests of the policies with stores that misbehave on purpose (they answer with an
+// error, or never). The same behaviour against a real Redis that is killed, paused and
+// black-holed is in tests/resilience_test.cc.
+#include "tollgate/resilience.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "src/resilience/deadline_scheduler.h"
+#include "tollgate/memory_store.h"
+
+namespace tollgate {
+namespace {
+
+// A store whose answers the test controls: healthy (a memory store), failing, or silent
+// (never answers until released, like a black-holed Redis).
+class ControlledStore : public Store {
+ public:
+  enum class Behaviour { kHealthy, kError, kSilent };
+
+  explicit ControlledStore(Clock* clock) {
+    healthy_ = *MemoryStore::Create({.clock = clock});
+  }
+  ~ControlledStore() override { ReleaseSilent(); }
+
+  void set_behaviour(Behaviour behaviour) { behaviour_.store(behaviour); }
+  int calls() const { return calls_.load(); }
+
+  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    calls_.fetch_add(1);
+    switch (behaviour_.load()) {
+      case Behaviour::kHealthy:
+        healthy_->CheckAsync(std::move(items), std::move(done));
+        return;
+      case Behaviour::kError:
+        std::move(done)(absl::UnavailableError("connection refused"));
+        return;
+      case Behaviour::kSilent: {
+        std::lock_guard<std::mutex> lock(mutex_);
+        silent_.push_back(std::move(done));
+        return;
+      }
+    }
+  }
+
+  // Answers every silent call now, late, with an error.
+  void ReleaseSilent() {
+    std::vector<CheckCallback> silent;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      silent.swap(silent_);
+    }
+    for (CheckCallback& done : silent) std::move(done)(absl::UnavailableError("late"));
+  }
+
+  std::string_view Name() const override { return "controlled"; }
+
+ private:
+  std::unique_ptr<MemoryStore> healthy_;
+  std::atomic<Behaviour> behaviour_{Behaviour::kHealthy};
+  std::atomic<int> calls_{0};
+  std::mutex mutex_;
+  std::vector<CheckCallback> silent_;
+};
+
+Limit TokenBucket(std::string name, int64_t capacity, double rate, FailureMode mode) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = Algorithm::kTokenBucket;
+  limit.numbers.capacity = capacity;
+  limit.numbers.refill_per_second = rate;
+  limit.on_store_failure = mode;
+  limit.timeout_micros = 20'000;
+  return limit;
+}
+
+absl::StatusOr<std::vector<Decision>> CheckOne(Store& store, const Limit& limit,
+                                               const std::string& key, int64_t cost = 1) {
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&limit, key, cost});
+  return store.Check(std::move(items));
+}
+
+class ResilientStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    primary_ = std::make_shared<ControlledStore>(&clock_);
+    ResilienceOptions options;
+    options.clock = &clock_;
+    options.breaker = {.failure_threshold = 3, .open_duration_ms = 500};
+    options.instance_count = [this] { return instances_.load(); };
+    auto store = ResilientStore::Create(primary_, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  SimulatedClock clock_;
+  std::atomic<int64_t> instances_{4};
+  std::shared_ptr<ControlledStore> primary_;
+  std::unique_ptr<ResilientStore> store_;
+  Limit open_ = TokenBucket("api", 100, 0.001, FailureMode::kFailOpen);
+  Limit closed_ = TokenBucket("otp", 3, 0.001, FailureMode::kFailClosed);
+};
+
+TEST_F(ResilientStoreTest, HealthyStoreAnswers) {
+  auto decisions = CheckOne(*store_, open_, "user:1");
+  ASSERT_TRUE(decisions.ok()) << decisions.status();
+  EXPECT_TRUE((*decisions)[0].allowed);
+  EXPECT_EQ((*decisions)[0].source, DecisionSource::kMemory);  // the wrapped store's answer
+  EXPECT_EQ(store_->stats().store_decisions, 1);
+}
+
+TEST_F(ResilientStoreTest, FailOpenUsesThisInstancesShare) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  int allowed = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto decisions = CheckOne(*store_, open_, "user:1");
+    ASSERT_TRUE(decisions.ok()) << decisions.status();
+    EXPECT_EQ((*decisions)[0].source, DecisionSource::kFallback);
+    if ((*decisions)[0].allowed) ++allowed;
+  }
+  EXPECT_EQ(allowed, 100 / 4);  // capacity / N with N = 4
+  instances_ = 2;
+  auto fresh = CheckOne(*store_, open_, "user:2", 0);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ((*fresh)[0].limit, 50);  // the share follows N
+}
+
+TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  auto decisions = CheckOne(*store_, closed_, "phone:1");
+  ASSERT_TRUE(decisions.ok());
+  EXPECT_FALSE((*decisions)[0].allowed);
+  EXPECT_EQ((*decisions)[0].reason, DenyReason::kStoreUnavailable);
+  EXPECT_GT((*decisions)[0].retry_after_micros, 0);
+
+  // A batch with a fail_closed limit is refused whole: the fail_open one spends nothing.
+  std::vector<CheckItem> both = {{&open_, "user:9", 5}, {&closed_, "phone:9", 1}};
+  auto batch = store_->Check(both);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_FALSE((*batch)[1].allowed);
+  auto peek = CheckOne(*store_, open_, "user:9", 0);
+  EXPECT_EQ((*peek)[0].remaining, 25);
+}
+
+TEST_F(ResilientStoreTest, LocalPolicyUsesItsOwnNumbers) {
+  Limit local = TokenBucket("sms", 100, 0.001, FailureMode::kLocal);
+  local.local = LimitNumbers{.algorithm = Algorithm::kTokenBucket,
+                             .capacity = 2,
+                             .refill_per_second = 0.001};
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  int allowed = 0;
+  for (int i = 0; i < 10; ++i) {
+    if ((*CheckOne(*store_, local, "phone:1"))[0].allowed) ++allowed;
+  }
+  EXPECT_EQ(allowed, 2);
+}
+
+TEST_F(ResilientStoreTest, SilentStoreIsAnsweredAtTheDeadlineAndLateRepliesAreDropped) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
+  const int64_t start = resilience::DeadlineScheduler::MonotonicMicros();
+  auto decisions = CheckOne(*store_, open_, "user:1");
+  const int64_t waited = resilience::DeadlineScheduler::MonotonicMicros() - start;
+  ASSERT_TRUE(decisions.ok());
+  EXPECT_EQ((*decisions)[0].source, DecisionSource::kFallback);
+  EXPECT_GE(waited, open_.timeout_micros);
+  EXPECT_EQ(store_->stats().deadlines_missed, 1);
+  primary_->ReleaseSilent();  // the late reply must not answer the caller a second time
+  EXPECT_EQ(store_->stats().late_replies, 1);
+}
+
+TEST_F(ResilientStoreTest, BreakerOpensThenProbesAndCloses) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1").ok());
+  EXPECT_EQ(store_->circuit_state(), CircuitState::kOpen);
+  const int calls_when_open = primary_->calls();
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1").ok());
+  EXPECT_EQ(primary_->calls(), calls_when_open);  // no waiting on the store while open
+  EXPECT_EQ(store_->stats().breaker_rejections, 50);
+
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  clock_.AdvanceMillis(500);
+  auto probe = CheckOne(*store_, open_, "user:1");
+  ASSERT_TRUE(probe.ok());
+  EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
+  EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
+}
+
+TEST(DeadlineSchedulerTest, RunsCallbacksInDeadlineOrderAndAllAtDestruction) {
+  std::vector<int> order;
+  std::mutex mutex;
+  absl::Notification second_ran;
+  {
+    resilience::DeadlineScheduler scheduler;
+    scheduler.Schedule(20'000, [&] {
+      std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(2);
+      second_ran.Notify();
+    });
+    scheduler.Schedule(1'000, [&] {
+      std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(1);
+    });
+    second_ran.WaitForNotification();
+    scheduler.Schedule(60'000'000, [&] {  // far away: runs at destruction
+      std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(3);
+    });
+  }
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace tollgate
