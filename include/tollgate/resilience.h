@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -69,6 +70,38 @@ class ResilientStore : public Store {
 
   virtual CircuitState circuit_state() const = 0;
   virtual ResilienceStats stats() const = 0;
+};
+
+struct InstanceRegistryOptions {
+  // The Redis the limits live in: redis://[user:password@]host:port[/db].
+  std::string redis_url = "redis://127.0.0.1:6379";
+  // The sorted set of live instances (member: instance id, score: last heartbeat, Redis
+  // TIME in microseconds).
+  std::string key = "tollgate:instances";
+  // This instance's id; empty means hostname:pid:random.
+  std::string instance_id;
+  // How often this instance announces itself and reads the live count.
+  int64_t heartbeat_interval_ms = 1000;
+  // An instance not heard from for this long is no longer counted.
+  int64_t instance_ttl_ms = 3000;
+};
+
+// Learns N, the number of live instances sharing the limits: every heartbeat, one script
+// adds this instance to a sorted set with Redis' own time, drops members older than
+// `instance_ttl_ms`, sets the key's TTL, and returns the count. While Redis is unreachable
+// the last known count is kept. Adding or removing an instance changes everyone's count
+// within about `instance_ttl_ms`. Thread-safe.
+class InstanceRegistry {
+ public:
+  // Starts the heartbeat thread. The first heartbeat runs before this returns; when Redis
+  // cannot be reached it is not an error (the count starts at 1 and is learned later).
+  // InvalidArgument for a bad URL or intervals.
+  static absl::StatusOr<std::unique_ptr<InstanceRegistry>> Start(InstanceRegistryOptions options);
+
+  virtual ~InstanceRegistry() = default;
+  // The last known number of live instances, at least 1.
+  virtual int64_t Count() const = 0;
+  virtual const std::string& instance_id() const = 0;
 };
 
 }  // namespace tollgate
