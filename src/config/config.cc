@@ -1,0 +1,551 @@
+// Copyright tollgate authors. YAML -> validated limits.
+//
+// Internally absl::string_view: Debian's Abseil has its own string_view type (not
+// std::string_view), and absl::StrCat takes only that one.
+//
+// yaml-cpp reports errors by throwing; every exception is caught in ParseConfig and turned
+// into InvalidArgument naming the file, line, column and field. Nothing throws past this file.
+#include "tollgate/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "src/config/names.h"
+#include "tollgate/limit.h"
+
+namespace tollgate {
+namespace {
+
+constexpr int64_t kMillisecond = 1'000;
+constexpr int64_t kSecond = 1'000'000;
+constexpr int64_t kDay = 86'400 * kSecond;
+
+// Counts above this are almost certainly typos (and keep the stores' arithmetic, which mixes
+// int64 and double, exact).
+constexpr int64_t kMaxCount = 1'000'000'000'000;
+constexpr double kMaxRefillPerSecond = 1e12;
+// A token bucket must refill completely within this, so the time its key lives in the store
+// stays a sane number of microseconds. Slower limits are better written as a window.
+constexpr double kMaxFillSeconds = 365.0 * 86'400;
+
+// The accepted durations of one field, and how an error message states them.
+struct DurationRange {
+  int64_t min_micros;
+  int64_t max_micros;
+  absl::string_view text;
+};
+constexpr DurationRange kTimeoutRange = {1 * kMillisecond, 60 * kSecond, "from 1ms to 60s"};
+constexpr DurationRange kWindowRange = {1 * kMillisecond, 365 * kDay, "from 1ms to 365d"};
+// The real upper bound of a sync interval is the limit's window, checked separately.
+constexpr DurationRange kSyncIntervalRange = {10 * kMillisecond, 365 * kDay, "from 10ms to 365d"};
+constexpr size_t kMaxShownBytes = 64;
+
+constexpr absl::string_view kTopLevelKeys[] = {"limits"};
+constexpr absl::string_view kLimitKeys[] = {"algorithm",
+                                            "capacity",
+                                            "refill_per_second",
+                                            "limit",
+                                            "window",
+                                            "on_store_failure",
+                                            "timeout",
+                                            "mode",
+                                            "sync_interval",
+                                            "local",
+                                            "allow_sync_with_fail_closed"};
+// The keys of a `local:` block: an algorithm and its numbers only.
+constexpr absl::string_view kNumberKeys[] = {"algorithm", "capacity", "refill_per_second", "limit",
+                                             "window"};
+constexpr absl::string_view kAlgorithms[] = {"token_bucket", "fixed_window", "sliding_window"};
+constexpr absl::string_view kFailureModes[] = {"fail_open", "fail_closed", "local"};
+constexpr absl::string_view kModes[] = {"exact", "sync"};
+
+// One `key: value` pair of a YAML map.
+struct Field {
+  std::string name;
+  YAML::Node key;
+  YAML::Node value;
+};
+
+// The pairs of one YAML map in file order; keys are unique.
+struct Fields {
+  std::vector<Field> items;
+
+  const Field* Find(absl::string_view name) const {
+    for (const Field& field : items) {
+      if (field.name == name) return &field;
+    }
+    return nullptr;
+  }
+};
+
+// How a node appears after "got" in a message.
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& text = node.Scalar();
+  if (text.size() <= kMaxShownBytes) return absl::StrCat("'", text, "'");
+  return absl::StrCat("'", text.substr(0, kMaxShownBytes), "...'");
+}
+
+// 90'000'000 -> "90s", 600'000'000 -> "10m": the largest unit that divides evenly.
+std::string FormatDuration(int64_t micros) {
+  constexpr std::pair<int64_t, absl::string_view> kUnits[] = {{kDay, "d"},
+                                                              {3'600 * kSecond, "h"},
+                                                              {60 * kSecond, "m"},
+                                                              {kSecond, "s"},
+                                                              {kMillisecond, "ms"}};
+  for (const auto& [unit_micros, suffix] : kUnits) {
+    if (micros % unit_micros == 0) return absl::StrCat(micros / unit_micros, suffix);
+  }
+  return absl::StrCat(micros, "us");
+}
+
+std::string OneOf(absl::Span<const absl::string_view> words) { return absl::StrJoin(words, ", "); }
+
+class Parser {
+ public:
+  explicit Parser(absl::string_view file_name) : file_name_(file_name) {}
+
+  // May throw yaml-cpp exceptions; ParseConfig catches them.
+  absl::StatusOr<Config> Parse(absl::string_view yaml_text);
+
+  // "FILE:LINE:COLUMN: PATH: MESSAGE" (1-based line and column).
+  absl::Status ErrorAt(const YAML::Mark& mark, absl::string_view path,
+                       absl::string_view message) const;
+
+ private:
+  // At the value; at the key when the value is empty, since yaml-cpp marks an empty value at
+  // the token after it (often the next line).
+  absl::Status ErrorAtValue(const Field& field, absl::string_view path,
+                            absl::string_view message) const {
+    const bool empty = field.value.IsNull() || !field.value.IsDefined();
+    return ErrorAt(empty ? field.key.Mark() : field.value.Mark(), path, message);
+  }
+
+  // Reads the pairs of `map` (a map, checked by the caller). Keys must be plain scalars and
+  // unique; unless `allowed` is empty they must be among `allowed`.
+  absl::StatusOr<Fields> ReadMap(const YAML::Node& map, absl::string_view path,
+                                 absl::Span<const absl::string_view> allowed) const;
+
+  absl::StatusOr<Limit> ParseLimit(const Field& entry) const;
+  // Reads `algorithm` and its numbers from `fields`. A missing one is reported at
+  // `owner`'s key (the limit's name, or `local:`).
+  absl::StatusOr<LimitNumbers> ParseNumbers(const Fields& fields, const Field& owner,
+                                            absl::string_view path) const;
+  absl::StatusOr<int64_t> ParseCount(const Field& field, absl::string_view path) const;
+  absl::StatusOr<double> ParseRate(const Field& field, absl::string_view path) const;
+  absl::StatusOr<int64_t> ParseDuration(const Field& field, absl::string_view path,
+                                        const DurationRange& range) const;
+  // Returns the index of the value in `words`.
+  absl::StatusOr<size_t> ParseWord(const Field& field, absl::string_view path,
+                                   absl::Span<const absl::string_view> words) const;
+  absl::StatusOr<bool> ParseBool(const Field& field, absl::string_view path) const;
+
+  std::string file_name_;
+};
+
+absl::Status Parser::ErrorAt(const YAML::Mark& mark, absl::string_view path,
+                             absl::string_view message) const {
+  std::string where =
+      mark.is_null() ? absl::StrCat(file_name_, ": ")
+                     : absl::StrCat(file_name_, ":", mark.line + 1, ":", mark.column + 1, ": ");
+  if (!path.empty()) absl::StrAppend(&where, path, ": ");
+  return absl::InvalidArgumentError(absl::StrCat(where, message));
+}
+
+absl::StatusOr<Fields> Parser::ReadMap(const YAML::Node& map, absl::string_view path,
+                                       absl::Span<const absl::string_view> allowed) const {
+  Fields fields;
+  for (const auto& pair : map) {
+    Field field{"", pair.first, pair.second};
+    if (!field.key.IsScalar()) {
+      return ErrorAt(field.key.Mark(), path,
+                     absl::StrCat("expected a plain key, got ", Describe(field.key)));
+    }
+    field.name = field.key.Scalar();
+    const std::string field_path = path.empty() ? field.name : absl::StrCat(path, ".", field.name);
+    if (!allowed.empty() &&
+        std::find(allowed.begin(), allowed.end(), field.name) == allowed.end()) {
+      std::string message = absl::StrCat("unknown key; expected one of ", OneOf(allowed));
+      if (absl::string_view suggestion = config_internal::ClosestName(field.name, allowed);
+          !suggestion.empty()) {
+        absl::StrAppend(&message, " (did you mean '", suggestion, "'?)");
+      }
+      return ErrorAt(field.key.Mark(), field_path, message);
+    }
+    // yaml-cpp keeps both pairs of a repeated key but `map[key]` sees only the first, so a
+    // repeated key would silently lose one of its values.
+    if (const Field* first = fields.Find(field.name)) {
+      return ErrorAt(
+          field.key.Mark(), field_path,
+          absl::StrCat("duplicate key (first at line ", first->key.Mark().line + 1, ")"));
+    }
+    fields.items.push_back(std::move(field));
+  }
+  return fields;
+}
+
+absl::StatusOr<int64_t> Parser::ParseCount(const Field& field, absl::string_view path) const {
+  const std::string expected =
+      absl::StrCat("expected a whole number from 1 to ", kMaxCount, ", got ");
+  if (!field.value.IsScalar()) {
+    return ErrorAtValue(field, path, absl::StrCat(expected, Describe(field.value)));
+  }
+  const std::string& text = field.value.Scalar();
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > kMaxCount) {
+    return ErrorAtValue(field, path, absl::StrCat(expected, Describe(field.value)));
+  }
+  return value;
+}
+
+absl::StatusOr<double> Parser::ParseRate(const Field& field, absl::string_view path) const {
+  constexpr absl::string_view kExpected =
+      "expected a positive number of tokens per second such as 5 or 0.5, got ";
+  if (!field.value.IsScalar()) {
+    return ErrorAtValue(field, path, absl::StrCat(kExpected, Describe(field.value)));
+  }
+  const std::string& text = field.value.Scalar();
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
+      value <= 0) {
+    return ErrorAtValue(field, path, absl::StrCat(kExpected, Describe(field.value)));
+  }
+  if (value > kMaxRefillPerSecond) {
+    return ErrorAtValue(field, path,
+                        absl::StrCat("expected at most ", kMaxRefillPerSecond,
+                                     " tokens per second, got ", Describe(field.value)));
+  }
+  return value;
+}
+
+absl::StatusOr<int64_t> Parser::ParseDuration(const Field& field, absl::string_view path,
+                                              const DurationRange& range) const {
+  if (!field.value.IsScalar()) {
+    return ErrorAtValue(
+        field, path, absl::StrCat("expected a duration such as 10ms, got ", Describe(field.value)));
+  }
+  absl::StatusOr<int64_t> micros = ParseDurationMicros(field.value.Scalar());
+  if (!micros.ok()) return ErrorAtValue(field, path, micros.status().message());
+  if (*micros < range.min_micros || *micros > range.max_micros) {
+    return ErrorAtValue(
+        field, path,
+        absl::StrCat("expected a duration ", range.text, ", got ", Describe(field.value)));
+  }
+  return *micros;
+}
+
+absl::StatusOr<size_t> Parser::ParseWord(const Field& field, absl::string_view path,
+                                         absl::Span<const absl::string_view> words) const {
+  if (field.value.IsScalar()) {
+    auto it = std::find(words.begin(), words.end(), field.value.Scalar());
+    if (it != words.end()) return static_cast<size_t>(it - words.begin());
+  }
+  return ErrorAtValue(
+      field, path, absl::StrCat("expected one of ", OneOf(words), ", got ", Describe(field.value)));
+}
+
+absl::StatusOr<bool> Parser::ParseBool(const Field& field, absl::string_view path) const {
+  if (field.value.IsScalar()) {
+    if (field.value.Scalar() == "true") return true;
+    if (field.value.Scalar() == "false") return false;
+  }
+  return ErrorAtValue(field, path,
+                      absl::StrCat("expected true or false, got ", Describe(field.value)));
+}
+
+absl::StatusOr<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Field& owner,
+                                                  absl::string_view path) const {
+  LimitNumbers numbers;
+  const Field* algorithm = fields.Find("algorithm");
+  if (algorithm == nullptr) {
+    return ErrorAt(owner.key.Mark(), absl::StrCat(path, ".algorithm"),
+                   absl::StrCat("required (one of ", OneOf(kAlgorithms), "), missing"));
+  }
+  absl::StatusOr<size_t> index =
+      ParseWord(*algorithm, absl::StrCat(path, ".algorithm"), kAlgorithms);
+  if (!index.ok()) return index.status();
+  constexpr Algorithm kByIndex[] = {Algorithm::kTokenBucket, Algorithm::kFixedWindow,
+                                    Algorithm::kSlidingWindow};
+  numbers.algorithm = kByIndex[*index];
+  const absl::string_view algorithm_name = kAlgorithms[*index];
+
+  const bool bucket = numbers.algorithm == Algorithm::kTokenBucket;
+  const absl::string_view needed[2] = {bucket ? "capacity" : "limit",
+                                       bucket ? "refill_per_second" : "window"};
+  const absl::string_view foreign[2] = {bucket ? "limit" : "capacity",
+                                        bucket ? "window" : "refill_per_second"};
+  const std::string takes =
+      absl::StrCat("algorithm ", algorithm_name, " takes ", needed[0], " and ", needed[1]);
+  for (absl::string_view name : foreign) {
+    if (const Field* field = fields.Find(name)) {
+      return ErrorAt(field->key.Mark(), absl::StrCat(path, ".", name),
+                     absl::StrCat("not a field of this limit: ", takes));
+    }
+  }
+  for (absl::string_view name : needed) {
+    if (fields.Find(name) == nullptr) {
+      return ErrorAt(owner.key.Mark(), absl::StrCat(path, ".", name),
+                     absl::StrCat("required, missing (", takes, ")"));
+    }
+  }
+
+  if (bucket) {
+    const Field& capacity_field = *fields.Find("capacity");
+    const Field& rate_field = *fields.Find("refill_per_second");
+    absl::StatusOr<int64_t> capacity = ParseCount(capacity_field, absl::StrCat(path, ".capacity"));
+    if (!capacity.ok()) return capacity.status();
+    absl::StatusOr<double> rate = ParseRate(rate_field, absl::StrCat(path, ".refill_per_second"));
+    if (!rate.ok()) return rate.status();
+    if (static_cast<double>(*capacity) / *rate > kMaxFillSeconds) {
+      return ErrorAtValue(
+          rate_field, absl::StrCat(path, ".refill_per_second"),
+          absl::StrCat("expected a rate that refills the bucket within 365d (at least ",
+                       static_cast<double>(*capacity) / kMaxFillSeconds,
+                       " per second for capacity ", *capacity,
+                       "; use a window for slower "
+                       "limits), got ",
+                       Describe(rate_field.value)));
+    }
+    numbers.capacity = *capacity;
+    numbers.refill_per_second = *rate;
+  } else {
+    absl::StatusOr<int64_t> limit = ParseCount(*fields.Find("limit"), absl::StrCat(path, ".limit"));
+    if (!limit.ok()) return limit.status();
+    absl::StatusOr<int64_t> window =
+        ParseDuration(*fields.Find("window"), absl::StrCat(path, ".window"), kWindowRange);
+    if (!window.ok()) return window.status();
+    numbers.limit = *limit;
+    numbers.window_micros = *window;
+  }
+  return numbers;
+}
+
+absl::StatusOr<Limit> Parser::ParseLimit(const Field& entry) const {
+  Limit limit;
+  limit.name = entry.name;
+  const std::string path = absl::StrCat("limits.", entry.name);
+  const auto sub = [&path](absl::string_view name) { return absl::StrCat(path, ".", name); };
+
+  if (!entry.value.IsMap()) {
+    return ErrorAtValue(entry, path,
+                        absl::StrCat("expected a map of settings (algorithm, its numbers, ...), "
+                                     "got ",
+                                     Describe(entry.value)));
+  }
+  absl::StatusOr<Fields> fields = ReadMap(entry.value, path, kLimitKeys);
+  if (!fields.ok()) return fields.status();
+
+  absl::StatusOr<LimitNumbers> numbers = ParseNumbers(*fields, entry, path);
+  if (!numbers.ok()) return numbers.status();
+  limit.numbers = *numbers;
+
+  if (const Field* field = fields->Find("on_store_failure")) {
+    absl::StatusOr<size_t> index = ParseWord(*field, sub("on_store_failure"), kFailureModes);
+    if (!index.ok()) return index.status();
+    constexpr FailureMode kByIndex[] = {FailureMode::kFailOpen, FailureMode::kFailClosed,
+                                        FailureMode::kLocal};
+    limit.on_store_failure = kByIndex[*index];
+  }
+
+  const Field* local = fields->Find("local");
+  if (limit.on_store_failure == FailureMode::kLocal) {
+    if (local == nullptr) {
+      return ErrorAt(entry.key.Mark(), sub("local"),
+                     "required with on_store_failure: local (the strict local limit's "
+                     "algorithm and numbers), missing");
+    }
+    if (!local->value.IsMap()) {
+      return ErrorAtValue(*local, sub("local"),
+                          absl::StrCat("expected a map with algorithm and its numbers, got ",
+                                       Describe(local->value)));
+    }
+    absl::StatusOr<Fields> local_fields = ReadMap(local->value, sub("local"), kNumberKeys);
+    if (!local_fields.ok()) return local_fields.status();
+    absl::StatusOr<LimitNumbers> local_numbers = ParseNumbers(*local_fields, *local, sub("local"));
+    if (!local_numbers.ok()) return local_numbers.status();
+    limit.local = *local_numbers;
+  } else if (local != nullptr) {
+    return ErrorAt(local->key.Mark(), sub("local"),
+                   absl::StrCat("only allowed with on_store_failure: local, got on_store_failure: ",
+                                std::string(FailureModeName(limit.on_store_failure))));
+  }
+
+  if (const Field* field = fields->Find("timeout")) {
+    absl::StatusOr<int64_t> timeout = ParseDuration(*field, sub("timeout"), kTimeoutRange);
+    if (!timeout.ok()) return timeout.status();
+    limit.timeout_micros = *timeout;
+  }
+
+  const Field* mode = fields->Find("mode");
+  if (mode != nullptr) {
+    absl::StatusOr<size_t> index = ParseWord(*mode, sub("mode"), kModes);
+    if (!index.ok()) return index.status();
+    limit.mode = *index == 0 ? Mode::kExact : Mode::kSync;
+  }
+
+  bool allow_sync_with_fail_closed = false;
+  if (const Field* field = fields->Find("allow_sync_with_fail_closed")) {
+    absl::StatusOr<bool> allow = ParseBool(*field, sub("allow_sync_with_fail_closed"));
+    if (!allow.ok()) return allow.status();
+    allow_sync_with_fail_closed = *allow;
+  }
+
+  const Field* sync_interval = fields->Find("sync_interval");
+  if (limit.mode != Mode::kSync) {
+    if (sync_interval != nullptr) {
+      return ErrorAt(sync_interval->key.Mark(), sub("sync_interval"),
+                     "only allowed with mode: sync, got mode: exact");
+    }
+    return limit;
+  }
+
+  // Sync mode from here on.
+  if (limit.numbers.algorithm == Algorithm::kTokenBucket) {
+    return ErrorAtValue(*mode, sub("mode"),
+                        "sync mode counts requests per window and supports fixed_window and "
+                        "sliding_window only, got mode 'sync' with algorithm token_bucket");
+  }
+  if (limit.on_store_failure == FailureMode::kFailClosed && !allow_sync_with_fail_closed) {
+    return ErrorAtValue(
+        *mode, sub("mode"),
+        "sync mode admits a bounded overshoot between syncs, but on_store_failure: fail_closed "
+        "marks a limit that must stay exact (like 5 OTP guesses), which belongs on exact store "
+        "checks; expected mode: exact, or set allow_sync_with_fail_closed: true to accept the "
+        "overshoot, got 'sync'");
+  }
+  if (sync_interval != nullptr) {
+    absl::StatusOr<int64_t> interval =
+        ParseDuration(*sync_interval, sub("sync_interval"), kSyncIntervalRange);
+    if (!interval.ok()) return interval.status();
+    limit.sync_interval_micros = *interval;
+  }
+  // Instances decide on counts up to one interval old; an interval longer than the window
+  // would let whole windows pass on stale counts.
+  if (limit.sync_interval_micros > limit.numbers.window_micros) {
+    const YAML::Mark mark =
+        sync_interval != nullptr ? sync_interval->value.Mark() : mode->value.Mark();
+    return ErrorAt(
+        mark, sub("sync_interval"),
+        absl::StrCat(
+            "expected at most the window (", FormatDuration(limit.numbers.window_micros), "), got ",
+            sync_interval != nullptr
+                ? Describe(sync_interval->value)
+                : absl::StrCat("the default '", FormatDuration(limit.sync_interval_micros), "'")));
+  }
+  return limit;
+}
+
+absl::StatusOr<Config> Parser::Parse(absl::string_view yaml_text) {
+  const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml_text));
+  if (documents.size() > 1) {
+    return ErrorAt(documents[1].Mark(), "",
+                   absl::StrCat("expected one YAML document, got ", documents.size()));
+  }
+  YAML::Mark start;  // 0:0, shown as 1:1.
+  if (documents.empty() || documents[0].IsNull()) {
+    return ErrorAt(start, "", "expected a top-level 'limits:' map, got an empty file");
+  }
+  const YAML::Node& root = documents[0];
+  if (!root.IsMap()) {
+    return ErrorAt(root.Mark(), "",
+                   absl::StrCat("expected a top-level 'limits:' map, got ", Describe(root)));
+  }
+  absl::StatusOr<Fields> top = ReadMap(root, "", kTopLevelKeys);
+  if (!top.ok()) return top.status();
+  const Field* limits = top->Find("limits");
+  if (limits == nullptr) {
+    return ErrorAt(root.Mark(), "limits", "required top-level key, missing");
+  }
+  if (!limits->value.IsMap()) {
+    return ErrorAtValue(*limits, "limits",
+                        absl::StrCat("expected a map from limit name to its settings, got ",
+                                     Describe(limits->value)));
+  }
+  if (limits->value.size() == 0) {
+    return ErrorAtValue(*limits, "limits", "expected at least one limit, got an empty map");
+  }
+  absl::StatusOr<Fields> entries = ReadMap(limits->value, "limits", {});
+  if (!entries.ok()) return entries.status();
+
+  Config config;
+  for (const Field& entry : entries->items) {
+    if (std::string problem = config_internal::LimitNameProblem(entry.name); !problem.empty()) {
+      return ErrorAt(entry.key.Mark(), "limits",
+                     absl::StrCat(problem, ", got ", Describe(entry.key)));
+    }
+    absl::StatusOr<Limit> limit = ParseLimit(entry);
+    if (!limit.ok()) return limit.status();
+    config.limits.push_back(*std::move(limit));
+  }
+  std::sort(config.limits.begin(), config.limits.end(),
+            [](const Limit& a, const Limit& b) { return a.name < b.name; });
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view file_name) {
+  Parser parser(absl::string_view(file_name.data(), file_name.size()));
+  try {
+    return parser.Parse(absl::string_view(yaml_text.data(), yaml_text.size()));
+  } catch (const YAML::ParserException& e) {
+    return parser.ErrorAt(e.mark, "", absl::StrCat("invalid YAML: ", e.msg));
+  } catch (const YAML::Exception& e) {
+    return parser.ErrorAt(e.mark, "", e.msg);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(std::string(file_name), ": ", e.what()));
+  }
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot read config file '", path,
+        "': ", std::filesystem::exists(path, error) ? "not a regular file" : "no such file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': read failed"));
+  }
+  return ParseConfig(text.str(), path);
+}
+
+}  // namespace tollgate
