@@ -12,9 +12,11 @@ int64_t WindowIndex(int64_t now_micros, int64_t window_micros) {
 Outcome<FixedWindowState> FixedWindowCheck(const std::optional<FixedWindowState>& state,
                                            int64_t now_micros, const WindowParams& params,
                                            int64_t cost) {
-  const int64_t index = WindowIndex(now_micros, params.window_micros);
-  const int64_t count =
-      (state.has_value() && state->window_index == index) ? state->count : 0;
+  int64_t index = WindowIndex(now_micros, params.window_micros);
+  // Time going backwards counts as no time passing: a state from a later window than now's
+  // is still the current one (else a clock step back would reopen a spent window).
+  if (state.has_value() && state->window_index > index) index = state->window_index;
+  const int64_t count = (state.has_value() && state->window_index == index) ? state->count : 0;
   const int64_t window_end = (index + 1) * params.window_micros;
 
   Outcome<FixedWindowState> out;

@@ -9,8 +9,7 @@ namespace {
 // previous * ((window - elapsed) / window) + current, in this order (the Lua script
 // computes the same expression).
 double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64_t window) {
-  const double weight =
-      static_cast<double>(window - elapsed) / static_cast<double>(window);
+  const double weight = static_cast<double>(window - elapsed) / static_cast<double>(window);
   return static_cast<double>(previous) * weight + static_cast<double>(current);
 }
 
@@ -21,7 +20,10 @@ Outcome<SlidingWindowState> SlidingWindowCheck(const std::optional<SlidingWindow
                                                int64_t cost) {
   const int64_t window = params.window_micros;
   const int64_t limit = params.limit;
-  const int64_t index = WindowIndex(now_micros, window);
+  int64_t index = WindowIndex(now_micros, window);
+  // Time going backwards counts as no time passing: a state from a later window than now's
+  // is still the current one (else a clock step back would forget its counts).
+  if (state.has_value() && state->window_index > index) index = state->window_index;
   int64_t current = 0;
   int64_t previous = 0;
   if (state.has_value()) {
@@ -32,7 +34,11 @@ Outcome<SlidingWindowState> SlidingWindowCheck(const std::optional<SlidingWindow
       previous = state->current;
     }
   }
+  // Negative only when the clock went back before the state's window; the estimate then
+  // uses the window's start (no time passed), while retry_after and reset_after stay
+  // measured from the caller's now.
   const int64_t elapsed = now_micros - index * window;
+  const int64_t estimate_elapsed = elapsed > 0 ? elapsed : 0;
 
   Outcome<SlidingWindowState> out;
   out.state = state.value_or(SlidingWindowState{index, 0, 0});
@@ -40,7 +46,7 @@ Outcome<SlidingWindowState> SlidingWindowCheck(const std::optional<SlidingWindow
 
   if (cost > limit) {
     out.decision.reason = DenyReason::kCostExceedsLimit;
-  } else if (Estimate(previous, current, elapsed, window) + static_cast<double>(cost) <=
+  } else if (Estimate(previous, current, estimate_elapsed, window) + static_cast<double>(cost) <=
              static_cast<double>(limit)) {
     out.decision.allowed = true;
     if (cost > 0) {
@@ -65,9 +71,8 @@ Outcome<SlidingWindowState> SlidingWindowCheck(const std::optional<SlidingWindow
     }
   }
 
-  const double remaining =
-      std::floor(static_cast<double>(limit) - Estimate(previous, current, elapsed, window) +
-                 1e-6);
+  const double remaining = std::floor(static_cast<double>(limit) -
+                                      Estimate(previous, current, estimate_elapsed, window) + 1e-6);
   out.decision.remaining = remaining > 0 ? static_cast<int64_t>(remaining) : 0;
   if (current > 0) {
     out.decision.reset_after_micros = (index + 2) * window - now_micros;

@@ -77,8 +77,7 @@ class Core {
       local_items.push_back(CheckItem{substitutes[i].get(), items[i].key, cost});
     }
     fallback_->CheckAsync(
-        std::move(local_items),
-        [&](absl::StatusOr<std::vector<Decision>> decisions) {
+        std::move(local_items), [&](absl::StatusOr<std::vector<Decision>> decisions) {
           if (!decisions.ok()) {
             std::move(done)(decisions.status());
             return;
@@ -168,24 +167,31 @@ class ResilientStoreImpl final : public ResilientStore {
       if (call->answered.exchange(true)) return;
       core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
       core->breaker().RecordFailure(call->probe);
-      core->AnswerFromPolicy(std::move(call->items), std::move(call->done));
+      CheckCallback done = std::move(call->done);
+      call->done = nullptr;
+      core->AnswerFromPolicy(std::move(call->items), std::move(done));
     });
-    core->primary().CheckAsync(
-        std::move(items), [core, call](absl::StatusOr<std::vector<Decision>> decisions) {
-          if (call->answered.exchange(true)) {
-            core->late_replies_.fetch_add(1, std::memory_order_relaxed);
-            return;
-          }
-          if (decisions.ok()) {
-            core->breaker().RecordSuccess(call->probe);
-            core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
-            std::move(call->done)(std::move(decisions));
-            return;
-          }
-          core->store_errors_.fetch_add(1, std::memory_order_relaxed);
-          core->breaker().RecordFailure(call->probe);
-          core->AnswerFromPolicy(std::move(call->items), std::move(call->done));
-        });
+    core->primary().CheckAsync(std::move(items),
+                               [core, call](absl::StatusOr<std::vector<Decision>> decisions) {
+                                 if (call->answered.exchange(true)) {
+                                   core->late_replies_.fetch_add(1, std::memory_order_relaxed);
+                                   return;
+                                 }
+                                 // Moved out so the caller's callback (and what it owns) dies now,
+                                 // not when the deadline timer lets go of the call.
+                                 CheckCallback done = std::move(call->done);
+                                 call->done = nullptr;
+                                 std::vector<CheckItem> items = std::move(call->items);
+                                 if (decisions.ok()) {
+                                   core->breaker().RecordSuccess(call->probe);
+                                   core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
+                                   std::move(done)(std::move(decisions));
+                                   return;
+                                 }
+                                 core->store_errors_.fetch_add(1, std::memory_order_relaxed);
+                                 core->breaker().RecordFailure(call->probe);
+                                 core->AnswerFromPolicy(std::move(items), std::move(done));
+                               });
   }
 
   std::string_view Name() const override { return core_->primary().Name(); }

@@ -1,0 +1,164 @@
+// Copyright tollgate authors. Decisions per second from RedisStore against one local Redis.
+//
+// Starts its own redis-server on a free loopback port (or uses TOLLGATE_REDIS_URL). Each
+// benchmark keeps `in_flight` checks outstanding from one thread (1, 8, 64 concurrent
+// callers), spread over 1000 keys, all allowed (the limits are huge), so the figure is what
+// the client and Redis sustain, not how fast callers get refused.
+//
+//   build/bench/redis_bench --benchmark_counters_tabular=true
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "tollgate/redis_store.h"
+
+namespace tollgate {
+namespace {
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The benchmark's Redis: started once, killed at exit.
+class BenchRedis {
+ public:
+  // Destroyed at exit, which stops the redis-server it started.
+  static BenchRedis& Get() {
+    static BenchRedis redis;
+    return redis;
+  }
+  RedisStore& store() { return *store_; }
+  ~BenchRedis() {
+    store_.reset();
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+ private:
+  BenchRedis() {
+    std::string url;
+    if (const char* env = std::getenv("TOLLGATE_REDIS_URL")) {
+      url = env;
+    } else {
+      const int port = FreeLoopbackPort();
+      pid_ = fork();
+      if (pid_ == 0) {
+        // Not the benchmark's stdout: a pipe reader would wait for redis-server too.
+        freopen("/dev/null", "w", stdout);
+        const std::string port_text = std::to_string(port);
+        execlp("redis-server", "redis-server", "--port", port_text.c_str(), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", "/tmp", "--loglevel", "warning",
+               static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      url = "redis://127.0.0.1:" + std::to_string(port);
+    }
+    for (int attempt = 0; attempt < 200 && store_ == nullptr; ++attempt) {
+      RedisStoreOptions options;
+      options.url = url;
+      absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+      if (store.ok()) {
+        store_ = *std::move(store);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    if (store_ == nullptr) {
+      std::fprintf(stderr, "cannot reach Redis at %s\n", url.c_str());
+      std::abort();
+    }
+  }
+  pid_t pid_ = -1;
+  std::unique_ptr<RedisStore> store_;
+};
+
+Limit HugeLimit(Algorithm algorithm) {
+  Limit limit;
+  limit.name = "bench";
+  limit.numbers.algorithm = algorithm;
+  limit.numbers.capacity = 1'000'000'000;
+  limit.numbers.refill_per_second = 1e9;
+  limit.numbers.limit = 1'000'000'000;
+  limit.numbers.window_micros = 60'000'000;
+  return limit;
+}
+
+void BM_RedisCheck(benchmark::State& state, Algorithm algorithm) {
+  RedisStore& store = BenchRedis::Get().store();
+  const Limit limit = HugeLimit(algorithm);
+  const int64_t in_flight = state.range(0);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back("user:" + std::to_string(i));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t outstanding = 0;
+  std::atomic<int64_t> errors{0};
+  size_t next_key = 0;
+  for (auto _ : state) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return outstanding < in_flight; });
+      ++outstanding;
+    }
+    store.CheckAsync({{&limit, keys[next_key++ % keys.size()]}},
+                     [&](absl::StatusOr<std::vector<Decision>> decisions) {
+                       if (!decisions.ok() || !(*decisions)[0].allowed) ++errors;
+                       std::lock_guard<std::mutex> lock(mu);
+                       --outstanding;
+                       cv.notify_one();
+                     });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return outstanding == 0; });
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors.load());
+}
+
+BENCHMARK_CAPTURE(BM_RedisCheck, token_bucket, Algorithm::kTokenBucket)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_RedisCheck, fixed_window, Algorithm::kFixedWindow)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_RedisCheck, sliding_window, Algorithm::kSlidingWindow)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+}  // namespace
+}  // namespace tollgate
+
+BENCHMARK_MAIN();

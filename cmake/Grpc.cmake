@@ -1,0 +1,38 @@
+# gRPC: the .proto files under proto/ (Envoy's rate-limit service API, written for tollgate
+# with Envoy's package, names and field numbers; grpc.health.v1) compiled by protoc and
+# grpc_cpp_plugin into the build tree, as the static library `tollgate_grpc`. The service
+# library links it, so src/server/rls_service.cc can include the generated headers as
+# "envoy/service/ratelimit/v3/rls.grpc.pb.h".
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+
+set(TOLLGATE_PROTO_DIR ${CMAKE_CURRENT_SOURCE_DIR}/proto)
+set(TOLLGATE_PROTO_OUT ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
+file(GLOB_RECURSE TOLLGATE_PROTOS CONFIGURE_DEPENDS ${TOLLGATE_PROTO_DIR}/*.proto)
+file(MAKE_DIRECTORY ${TOLLGATE_PROTO_OUT})
+
+set(TOLLGATE_PROTO_SOURCES)
+foreach(proto ${TOLLGATE_PROTOS})
+  file(RELATIVE_PATH relative ${TOLLGATE_PROTO_DIR} ${proto})
+  string(REGEX REPLACE "\\.proto$" "" stem ${relative})
+  set(outputs ${TOLLGATE_PROTO_OUT}/${stem}.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.pb.h
+              ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
+  add_custom_command(OUTPUT ${outputs}
+    COMMAND protobuf::protoc
+            --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
+            --cpp_out=${TOLLGATE_PROTO_OUT} --grpc_out=${TOLLGATE_PROTO_OUT}
+            --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
+            ${proto}
+    DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc gRPC::grpc_cpp_plugin
+    COMMENT "protoc ${relative}"
+    VERBATIM)
+  list(APPEND TOLLGATE_PROTO_SOURCES ${outputs})
+endforeach()
+
+add_library(tollgate_grpc STATIC ${TOLLGATE_PROTO_SOURCES})
+# Generated code: no warnings of ours to fix there.
+target_compile_options(tollgate_grpc PRIVATE -w)
+target_include_directories(tollgate_grpc SYSTEM PUBLIC ${TOLLGATE_PROTO_OUT})
+target_link_libraries(tollgate_grpc PUBLIC gRPC::grpc++ protobuf::libprotobuf)
+
+target_link_libraries(tollgate_server PUBLIC tollgate_grpc)

@@ -1,0 +1,74 @@
+// Copyright tollgate authors. Limit state shared in Redis (7.0 or later).
+//
+//   auto store = tollgate::RedisStore::Create({.url = "redis://127.0.0.1:6379"});
+//   if (!store.ok()) { /* bad URL, Redis unreachable, AUTH refused, Redis too old */ }
+//   for (const std::string& warning : (*store)->warnings()) { /* log it */ }
+//   auto limiter = tollgate::Limiter::Create({.limits = ..., .store = std::move(*store)});
+//
+// Every check is one EVALSHA of one Lua script that decides every item of the call with
+// Redis' own clock (TIME) and writes only when all pass, so any number of processes
+// sharing a Redis never over-admit. Key layout (see docs/redis.md):
+//   token bucket:    <key_prefix><limit name>:{<key>}                  (empty-at time, µs)
+//   fixed window:    <key_prefix><limit name>:{<key>}:<window index>   (count)
+//   sliding window:  <key_prefix><limit name>:{<key>}:<window index>   (count per window)
+// The entity key sits in a Redis Cluster hash tag, so every limit on the same key shares
+// a slot. Every key is written with a TTL in the same atomic step.
+#ifndef TOLLGATE_REDIS_STORE_H_
+#define TOLLGATE_REDIS_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+
+struct RedisStoreOptions {
+  // redis://[user:password@]host:port[/db]. `:password@` authenticates as the default
+  // user; `user:password@` as an ACL user. User and password may be percent-encoded.
+  std::string url = "redis://127.0.0.1:6379";
+  // Prepended to every key this store writes.
+  std::string key_prefix = "tollgate:";
+  // Connections to Redis, used round-robin; commands of concurrent callers are pipelined
+  // on them, so a few suffice.
+  int connections = 2;
+  // Time allowed for TCP connect, AUTH, SELECT and the version check.
+  int64_t connect_timeout_ms = 1000;
+  // A connection with commands in flight and no reply for this long is dropped and
+  // re-established; its pending checks fail with Unavailable. (The per-limit deadline,
+  // much shorter, is enforced above the store.)
+  int64_t reply_timeout_ms = 2000;
+  // Reconnect backoff after a connection drops: doubles from min to max.
+  int64_t reconnect_min_ms = 20;
+  int64_t reconnect_max_ms = 1000;
+};
+
+// A Store keeping every limit's state in one Redis. Thread-safe.
+//
+// CheckAsync sends one script call for all items and runs `done` on the store's I/O
+// thread with decisions whose `source` is kRedis, or with Unavailable when Redis cannot be
+// reached (never waiting past `reply_timeout_ms` for a dead connection). A script flushed
+// from Redis (SCRIPT FLUSH, restart, failover) is reloaded transparently.
+class RedisStore : public Store {
+ public:
+  // Parses the URL, connects every connection (AUTH, SELECT, INFO server), loads the
+  // script, and reads `maxmemory-policy`. Errors: InvalidArgument (URL, options),
+  // Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
+  // FailedPrecondition (Redis older than 7.0).
+  static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisStoreOptions options);
+
+  // Things found at start that do not stop the store but deserve a log line: an eviction
+  // policy that can drop limit keys (silently resetting counters), or a setting that could
+  // not be read.
+  virtual const std::vector<std::string>& warnings() const = 0;
+
+  std::string_view Name() const override { return "redis"; }
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_REDIS_STORE_H_

@@ -1,0 +1,119 @@
+// Copyright tollgate authors. Hot keys: local counters synced with Redis on an interval.
+//
+//   auto store = tollgate::SyncStore::Create({.redis_url = "redis://127.0.0.1:6379",
+//                                             .instance_count = [&] { return registry->Count();
+//                                             }});
+//   // Route the limits with `mode: sync` to *store; the others to the exact RedisStore.
+//
+// For limits with `mode: sync` (fixed_window and sliding_window only), every decision is
+// made in this process, without a Redis call. Each instance keeps, per (limit, key,
+// window), the last known global count read from Redis (its "view") and the units it
+// admitted since (its unsynced delta), and admits a request only while
+//
+//   delta + cost <= floor(max(0, limit - view) / N)          (fixed window)
+//   delta + cost <= floor(max(0, limit - estimate(view)) / N) (sliding window; the estimate
+//                                                              is previous * weight + current)
+//
+// N is the number of live instances. So N instances that see the same view can spend
+// together at most what the view leaves; instances whose views differ (they sync at
+// different moments) can overshoot by at most (1/N) * sum over instances of how much the
+// global count grew since their own last sync, which is always < the limit and in practice
+// much less (docs/sync.md derives and measures it).
+//
+// A sync thread sends, every `Limit::sync_interval_micros` per key, the deltas of every
+// key that has one or was checked recently, and reads back the totals: one EVALSHA for all
+// keys together (INCRBY and PEXPIRE ... NX in the same atomic step). The counters use the
+// exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`, so exact
+// and sync instances of one limit count the same thing. Window indexes come from the
+// injected clock plus an offset learned from Redis TIME at every sync, so instances with
+// skewed clocks still count into the same windows.
+//
+// Cold keys (no delta and no check for 2 intervals) stop being synced and are forgotten
+// once their window no longer matters. At `max_keys` tracked keys, a new key is decided by a
+// local in-memory limiter at this instance's share (floor(limit / N) per window), never
+// synced (counted in SyncStoreStats::overflow_decisions).
+//
+// When Redis is unreachable, deltas are kept and sent by the next successful sync for
+// windows still current (the current and the just-ended one); decisions continue with the
+// share rule from the last view. Each sync carries a sequence number that Redis records, so
+// a sync whose reply was lost but which Redis applied is never counted twice. Limits with
+// `on_store_failure: fail_closed` (only with `allow_sync_with_fail_closed`) are refused with
+// DenyReason::kStoreUnavailable once the last successful sync is older than 2 of their
+// intervals.
+#ifndef TOLLGATE_SYNC_STORE_H_
+#define TOLLGATE_SYNC_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tollgate/clock.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+
+struct SyncStoreOptions {
+  // redis://[user:password@]host:port[/db], as for RedisStore.
+  std::string redis_url = "redis://127.0.0.1:6379";
+  // Prepended to every key; use the exact RedisStore's prefix to share its counters.
+  std::string key_prefix = "tollgate:";
+  // Time source for windows and intervals. nullptr means SystemClock().
+  // REQUIRES: outlives the store.
+  Clock* clock = nullptr;
+  // N, the number of live instances sharing the limits (e.g. InstanceRegistry::Count),
+  // read once per sync round. nullptr means 1. Values below 1 count as 1.
+  std::function<int64_t()> instance_count;
+  // Upper bound on tracked (synced) keys, one per (limit, key).
+  int64_t max_keys = 100'000;
+  // Independent shards of the key table, each with its own lock. Rounded up to a power of 2.
+  int shards = 64;
+  // A sync with no reply for this long fails; its deltas are sent again by the next one.
+  int64_t sync_timeout_ms = 1000;
+  int64_t connect_timeout_ms = 1000;
+  // Learn the offset between `clock` and Redis TIME at every sync and apply it to window
+  // indexes. Off only for tests that drive a SimulatedClock.
+  bool use_redis_time = true;
+  // Run the background sync thread. Off only for tests that call SyncNow() themselves.
+  bool start_sync_thread = true;
+};
+
+// Counters for metrics. Monotonic except keys_tracked and clock_offset_micros.
+struct SyncStoreStats {
+  int64_t syncs = 0;                // sync rounds that reached Redis and were applied
+  int64_t sync_failures = 0;        // sync rounds that failed (deltas kept)
+  int64_t redis_commands = 0;       // commands sent to Redis by the sync thread
+  int64_t keys_tracked = 0;         // (limit, key) entries in memory now
+  int64_t keys_synced = 0;          // key syncs sent (one per key per round)
+  int64_t overflow_decisions = 0;   // decisions for keys beyond max_keys (local share only)
+  int64_t dropped_units = 0;        // unsynced units dropped because their window ended
+  int64_t clock_offset_micros = 0;  // Redis TIME minus the clock, as last learned
+};
+
+// A Store for `mode: sync` limits. Decisions carry DecisionSource::kSync. Thread-safe.
+class SyncStore : public Store {
+ public:
+  // Parses the URL, connects, loads the sync script and learns the clock offset.
+  // Errors: InvalidArgument (URL, options), Unavailable (cannot connect), PermissionDenied
+  // (AUTH), FailedPrecondition (Redis older than 7.0).
+  static absl::StatusOr<std::unique_ptr<SyncStore>> Create(SyncStoreOptions options);
+
+  // CheckAsync answers inline. A token bucket limit, a limit with invalid numbers, or a
+  // sync interval below 10 ms is InvalidArgument naming the limit.
+
+  // Runs one sync round now for every key with a delta or checked recently, whatever its
+  // interval, and returns when it is done: OK, or why Redis could not be reached. The sync
+  // thread does the same on its own schedule; the destructor runs a last round.
+  virtual absl::Status SyncNow() = 0;
+
+  virtual SyncStoreStats stats() const = 0;
+
+  std::string_view Name() const override { return "sync"; }
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_SYNC_STORE_H_

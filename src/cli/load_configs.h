@@ -1,0 +1,28 @@
+// Copyright tollgate authors. Loading every --config file of `serve` and `validate`.
+#ifndef TOLLGATE_SRC_CLI_LOAD_CONFIGS_H_
+#define TOLLGATE_SRC_CLI_LOAD_CONFIGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/config/envoy_config.h"
+#include "tollgate/limit.h"
+
+namespace tollgate::cli {
+
+struct LoadedConfigs {
+  // From files in tollgate's own format (top-level `limits:`), merged.
+  std::vector<Limit> limits;
+  // From files in Envoy's format (top-level `domain:`), one per domain.
+  std::vector<EnvoyDomainConfig> envoy_domains;
+};
+
+// Reads each file, tells the two formats apart by their top-level keys, and validates the
+// whole: a limit name defined twice (in two files, or in both formats) is an error, and so
+// is a domain given twice. Errors name the file (and line and field where there is one).
+absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths);
+
+}  // namespace tollgate::cli
+
+#endif  // TOLLGATE_SRC_CLI_LOAD_CONFIGS_H_

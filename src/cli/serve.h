@@ -1,0 +1,51 @@
+// Copyright tollgate authors. `tollgate serve`: the rate-limit service.
+#ifndef TOLLGATE_SRC_CLI_SERVE_H_
+#define TOLLGATE_SRC_CLI_SERVE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tollgate/resilience.h"
+#include "tollgate/store.h"
+
+namespace tollgate::cli {
+
+struct ServeOptions {
+  // One or more files, each in tollgate's `limits:` format or Envoy's `domain:` format.
+  std::vector<std::string> config_paths;
+  // Empty: the embedded in-memory store.
+  std::string redis_url;
+  std::string http_address = "127.0.0.1:8080";
+  // Envoy's rate-limit service (gRPC) and the gRPC health service.
+  std::string grpc_address = "127.0.0.1:8081";
+  // I/O threads; 0 means one per hardware thread.
+  int threads = 0;
+  // Envoy API: compute and count, never answer OVER_LIMIT.
+  bool shadow_mode = false;
+  // With --redis: a fixed instance count N instead of the learned one (0: learn it).
+  int64_t instances = 0;
+};
+
+// The store and what keeps it running.
+struct ServeStore {
+  std::shared_ptr<Store> store;
+  // With --redis: the live instance count (heartbeats into Redis).
+  std::unique_ptr<InstanceRegistry> registry;
+};
+
+// The store the service checks against: in memory without `redis_url`; else Redis behind
+// deadlines, a circuit breaker and each limit's failure policy, with N learned from
+// heartbeats.
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options);
+
+// Loads the configs, builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,
+// then finishes the requests in flight. Returns the process exit code: 0 after a clean
+// shutdown, 1 for an invalid config, an unreachable Redis or an address that cannot be
+// bound, 2 for unusable options.
+int RunServe(const ServeOptions& options);
+
+}  // namespace tollgate::cli
+
+#endif  // TOLLGATE_SRC_CLI_SERVE_H_

@@ -1,0 +1,49 @@
+// Copyright tollgate authors. Which store `tollgate serve` uses.
+#include <memory>
+#include <utility>
+
+#include "spdlog/spdlog.h"
+#include "src/cli/serve.h"
+#include "tollgate/memory_store.h"
+#include "tollgate/redis_store.h"
+#include "tollgate/resilience.h"
+
+namespace tollgate::cli {
+
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options) {
+  ServeStore result;
+  if (options.redis_url.empty()) {
+    absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Create();
+    if (!store.ok()) return store.status();
+    result.store = std::shared_ptr<Store>(*std::move(store));
+    return result;
+  }
+  RedisStoreOptions redis_options;
+  redis_options.url = options.redis_url;
+  absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
+  if (!redis.ok()) return redis.status();
+  for (const std::string& warning : (*redis)->warnings()) spdlog::warn("redis: {}", warning);
+
+  ResilienceOptions resilience;
+  if (options.instances > 0) {
+    const int64_t instances = options.instances;
+    resilience.instance_count = [instances] { return instances; };
+  } else {
+    InstanceRegistryOptions registry_options;
+    registry_options.redis_url = options.redis_url;
+    absl::StatusOr<std::unique_ptr<InstanceRegistry>> registry =
+        InstanceRegistry::Start(registry_options);
+    if (!registry.ok()) return registry.status();
+    result.registry = std::move(*registry);
+    InstanceRegistry* raw = result.registry.get();
+    resilience.instance_count = [raw] { return raw->Count(); };
+    spdlog::info("instance {}: {} live instance(s)", raw->instance_id(), raw->Count());
+  }
+  absl::StatusOr<std::unique_ptr<ResilientStore>> store =
+      ResilientStore::Create(std::shared_ptr<Store>(*std::move(redis)), std::move(resilience));
+  if (!store.ok()) return store.status();
+  result.store = std::shared_ptr<Store>(*std::move(store));
+  return result;
+}
+
+}  // namespace tollgate::cli

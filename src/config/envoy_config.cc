@@ -1,0 +1,363 @@
+// Copyright tollgate authors. envoyproxy/ratelimit's YAML format -> EnvoyDomainConfig.
+//
+// yaml-cpp reports errors by throwing; every exception is caught here and turned into
+// InvalidArgument naming the file, line, column and field. Nothing throws past this file.
+#include "src/config/envoy_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "tollgate/config.h"
+
+namespace tollgate {
+namespace {
+
+constexpr int64_t kMinTimeoutMicros = 1'000;
+constexpr int64_t kMaxTimeoutMicros = 60'000'000;
+constexpr size_t kMaxShownBytes = 64;
+
+constexpr absl::string_view kRootKeys[] = {"domain", "descriptors"};
+constexpr absl::string_view kDescriptorKeys[] = {"key",         "value",       "rate_limit",
+                                                 "descriptors", "shadow_mode", "detailed_metric"};
+constexpr absl::string_view kRateLimitKeys[] = {
+    "unit",     "requests_per_unit", "unlimited",        "name",
+    "replaces", "algorithm",         "on_store_failure", "timeout"};
+constexpr absl::string_view kReplacesKeys[] = {"name"};
+
+struct UnitInfo {
+  EnvoyUnit unit;
+  absl::string_view name;
+  int64_t seconds;
+};
+constexpr UnitInfo kUnits[] = {
+    {EnvoyUnit::kSecond, "second", 1},        {EnvoyUnit::kMinute, "minute", 60},
+    {EnvoyUnit::kHour, "hour", 3'600},        {EnvoyUnit::kDay, "day", 86'400},
+    {EnvoyUnit::kWeek, "week", 7 * 86'400},   {EnvoyUnit::kMonth, "month", 30 * 86'400},
+    {EnvoyUnit::kYear, "year", 365 * 86'400},
+};
+
+// Thrown inside this file only, caught in ParseEnvoyConfig: a mark and a message.
+struct ConfigError {
+  YAML::Mark mark;
+  std::string message;
+};
+
+[[noreturn]] void Fail(const YAML::Node& node, absl::string_view field, absl::string_view what) {
+  throw ConfigError{node.Mark(), absl::StrCat(field, ": ", what)};
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& text = node.Scalar();
+  if (text.size() <= kMaxShownBytes) return absl::StrCat("'", text, "'");
+  return absl::StrCat("'", text.substr(0, kMaxShownBytes), "...'");
+}
+
+std::string OneOf(absl::Span<const absl::string_view> names) {
+  return absl::StrCat("one of ", absl::StrJoin(names, ", "));
+}
+
+// Checks that `node` is a map whose keys are all in `allowed` and unique.
+void CheckMap(const YAML::Node& node, absl::string_view field,
+              absl::Span<const absl::string_view> allowed) {
+  if (!node.IsMap()) Fail(node, field, absl::StrCat("expected a map, got ", Describe(node)));
+  absl::flat_hash_set<std::string> seen;
+  for (const auto& pair : node) {
+    const YAML::Node& key = pair.first;
+    if (!key.IsScalar()) Fail(key, field, "expected keys to be plain names");
+    const std::string& name = key.Scalar();
+    bool known = false;
+    for (absl::string_view candidate : allowed) known |= (candidate == name);
+    if (!known) {
+      Fail(key, field, absl::StrCat("unknown key '", name, "', expected ", OneOf(allowed)));
+    }
+    if (!seen.insert(name).second) Fail(key, field, absl::StrCat("duplicate key '", name, "'"));
+  }
+}
+
+std::string Scalar(const YAML::Node& node, absl::string_view field) {
+  if (!node.IsScalar()) Fail(node, field, absl::StrCat("expected a string, got ", Describe(node)));
+  return node.Scalar();
+}
+
+bool Bool(const YAML::Node& node, absl::string_view field) {
+  bool value = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+    Fail(node, field, absl::StrCat("expected true or false, got ", Describe(node)));
+  }
+  return value;
+}
+
+uint32_t Uint32(const YAML::Node& node, absl::string_view field) {
+  const std::string text = node.IsScalar() ? node.Scalar() : std::string();
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (!node.IsScalar() || text.empty() || error != std::errc() || ptr != end ||
+      value > UINT32_MAX) {
+    Fail(node, field,
+         absl::StrCat("expected a whole number from 0 to ", UINT32_MAX, ", got ", Describe(node)));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field) {
+  CheckMap(node, field, kRateLimitKeys);
+  EnvoyRateLimit rate_limit;
+  if (YAML::Node unlimited = node["unlimited"]) {
+    rate_limit.unlimited = Bool(unlimited, absl::StrCat(field, ".unlimited"));
+  }
+  const YAML::Node unit = node["unit"];
+  const YAML::Node requests = node["requests_per_unit"];
+  if (rate_limit.unlimited) {
+    // As envoyproxy/ratelimit: an unlimited rule has no numbers.
+    if (unit) Fail(unit, field + ".unit", "must not be set when unlimited is true");
+    if (requests) {
+      Fail(requests, field + ".requests_per_unit", "must not be set when unlimited is true");
+    }
+  } else {
+    constexpr absl::string_view kUnitNames[] = {"second", "minute", "hour", "day",
+                                                "week",   "month",  "year"};
+    if (!unit) Fail(node, field + ".unit", absl::StrCat("missing; expected ", OneOf(kUnitNames)));
+    std::optional<EnvoyUnit> parsed = ParseEnvoyUnit(Scalar(unit, field + ".unit"));
+    if (!parsed.has_value()) {
+      Fail(unit, field + ".unit",
+           absl::StrCat("expected ", OneOf(kUnitNames), ", got ", Describe(unit)));
+    }
+    rate_limit.unit = *parsed;
+    if (!requests) Fail(node, field + ".requests_per_unit", "missing; expected a whole number");
+    rate_limit.requests_per_unit = Uint32(requests, field + ".requests_per_unit");
+  }
+  if (YAML::Node name = node["name"]) {
+    rate_limit.name = Scalar(name, field + ".name");
+    if (rate_limit.name.empty()) Fail(name, field + ".name", "must not be empty");
+  }
+  if (YAML::Node replaces = node["replaces"]) {
+    const std::string replaces_field = field + ".replaces";
+    if (!replaces.IsSequence()) {
+      Fail(replaces, replaces_field,
+           absl::StrCat("expected a list of {name: ...}, got ", Describe(replaces)));
+    }
+    for (size_t i = 0; i < replaces.size(); ++i) {
+      const std::string item_field = absl::StrCat(replaces_field, "[", i, "]");
+      const YAML::Node item = replaces[i];
+      CheckMap(item, item_field, kReplacesKeys);
+      const YAML::Node name = item["name"];
+      if (!name) Fail(item, item_field + ".name", "missing");
+      std::string replaced = Scalar(name, item_field + ".name");
+      if (replaced.empty()) Fail(name, item_field + ".name", "must not be empty");
+      if (replaced == rate_limit.name) {
+        Fail(name, item_field + ".name", "a rule cannot replace itself");
+      }
+      rate_limit.replaces.push_back(std::move(replaced));
+    }
+  }
+  if (YAML::Node algorithm = node["algorithm"]) {
+    const std::string text = Scalar(algorithm, field + ".algorithm");
+    constexpr absl::string_view kAlgorithms[] = {"fixed_window", "sliding_window", "token_bucket"};
+    if (text == "fixed_window") {
+      rate_limit.algorithm = Algorithm::kFixedWindow;
+    } else if (text == "sliding_window") {
+      rate_limit.algorithm = Algorithm::kSlidingWindow;
+    } else if (text == "token_bucket") {
+      rate_limit.algorithm = Algorithm::kTokenBucket;
+    } else {
+      Fail(algorithm, field + ".algorithm",
+           absl::StrCat("expected ", OneOf(kAlgorithms), ", got ", Describe(algorithm)));
+    }
+    if (rate_limit.unlimited) {
+      Fail(algorithm, field + ".algorithm", "must not be set when unlimited is true");
+    }
+  }
+  if (YAML::Node failure = node["on_store_failure"]) {
+    // `local` needs numbers of its own, which this format has no place for.
+    const std::string text = Scalar(failure, field + ".on_store_failure");
+    if (text == "fail_open") {
+      rate_limit.on_store_failure = FailureMode::kFailOpen;
+    } else if (text == "fail_closed") {
+      rate_limit.on_store_failure = FailureMode::kFailClosed;
+    } else {
+      Fail(failure, field + ".on_store_failure",
+           absl::StrCat("expected fail_open or fail_closed, got ", Describe(failure)));
+    }
+  }
+  if (YAML::Node timeout = node["timeout"]) {
+    absl::StatusOr<int64_t> micros = ParseDurationMicros(Scalar(timeout, field + ".timeout"));
+    if (!micros.ok() || *micros < kMinTimeoutMicros || *micros > kMaxTimeoutMicros) {
+      Fail(timeout, field + ".timeout",
+           absl::StrCat("expected a duration from 1ms to 60s such as 10ms, got ",
+                        Describe(timeout)));
+    }
+    rate_limit.timeout_micros = *micros;
+  }
+  return rate_limit;
+}
+
+std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std::string& field) {
+  if (node.IsNull()) return {};
+  if (!node.IsSequence()) {
+    Fail(node, field, absl::StrCat("expected a list of descriptors, got ", Describe(node)));
+  }
+  std::vector<EnvoyDescriptor> descriptors;
+  // As envoyproxy/ratelimit: within one list, a (key, value) pair appears once.
+  absl::flat_hash_set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string item_field = absl::StrCat(field, "[", i, "]");
+    const YAML::Node item = node[i];
+    CheckMap(item, item_field, kDescriptorKeys);
+    EnvoyDescriptor descriptor;
+    descriptor.line = item.Mark().line + 1;
+    const YAML::Node key = item["key"];
+    if (!key) Fail(item, item_field + ".key", "missing");
+    descriptor.key = Scalar(key, item_field + ".key");
+    if (descriptor.key.empty()) Fail(key, item_field + ".key", "must not be empty");
+    if (YAML::Node value = item["value"]) {
+      descriptor.value = Scalar(value, item_field + ".value");
+    }
+    if (!seen.emplace(descriptor.key, descriptor.value).second) {
+      Fail(item, item_field,
+           absl::StrCat(
+               "duplicate descriptor key '", descriptor.key, "'",
+               descriptor.value.empty() ? "" : absl::StrCat(" value '", descriptor.value, "'"),
+               " in the same list"));
+    }
+    if (YAML::Node rate_limit = item["rate_limit"]) {
+      descriptor.rate_limit = ParseRateLimit(rate_limit, item_field + ".rate_limit");
+    }
+    if (YAML::Node shadow = item["shadow_mode"]) {
+      descriptor.shadow_mode = Bool(shadow, item_field + ".shadow_mode");
+    }
+    if (YAML::Node detailed = item["detailed_metric"]) {
+      Bool(detailed, item_field + ".detailed_metric");  // accepted, checked, not used
+    }
+    if (YAML::Node nested = item["descriptors"]) {
+      descriptor.descriptors = ParseDescriptors(nested, item_field + ".descriptors");
+    }
+    descriptors.push_back(std::move(descriptor));
+  }
+  return descriptors;
+}
+
+std::string Located(absl::string_view file_name, const YAML::Mark& mark, absl::string_view what) {
+  if (mark.is_null()) return absl::StrCat(file_name, ": ", what);
+  return absl::StrCat(file_name, ":", mark.line + 1, ":", mark.column + 1, ": ", what);
+}
+
+absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
+  return text.str();
+}
+
+}  // namespace
+
+int64_t EnvoyUnitSeconds(EnvoyUnit unit) {
+  for (const UnitInfo& info : kUnits) {
+    if (info.unit == unit) return info.seconds;
+  }
+  return 1;
+}
+
+std::string_view EnvoyUnitName(EnvoyUnit unit) {
+  for (const UnitInfo& info : kUnits) {
+    if (info.unit == unit) return std::string_view(info.name.data(), info.name.size());
+  }
+  return "second";
+}
+
+std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(absl::string_view(text.data(), text.size()));
+  for (const UnitInfo& info : kUnits) {
+    if (info.name == lower) return info.unit;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
+                                                   std::string_view file_name) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(Located(
+          View(file_name), root.Mark(),
+          absl::StrCat("expected a map with domain and descriptors, got ", Describe(root))));
+    }
+    CheckMap(root, "(top level)", kRootKeys);
+    EnvoyDomainConfig config;
+    config.file_name = std::string(file_name);
+    const YAML::Node domain = root["domain"];
+    if (!domain) Fail(root, "domain", "missing");
+    config.domain = Scalar(domain, "domain");
+    if (config.domain.empty()) Fail(domain, "domain", "must not be empty");
+    if (YAML::Node descriptors = root["descriptors"]) {
+      config.descriptors = ParseDescriptors(descriptors, "descriptors");
+    }
+    return config;
+  } catch (const ConfigError& error) {
+    return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.message));
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.msg));
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(View(file_name), ": ", error.what()));
+  }
+}
+
+absl::StatusOr<EnvoyDomainConfig> LoadEnvoyConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseEnvoyConfig(*text, path);
+}
+
+absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text,
+                                            std::string_view file_name) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    const bool limits = root.IsMap() && root["limits"];
+    const bool domain = root.IsMap() && root["domain"];
+    if (limits && domain) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(View(file_name),
+                       ": has both 'limits:' (tollgate's format) and 'domain:' (Envoy's format); "
+                       "put each in its own file"));
+    }
+    if (limits) return ConfigKind::kLimits;
+    if (domain) return ConfigKind::kEnvoy;
+    return absl::InvalidArgumentError(
+        absl::StrCat(View(file_name),
+                     ": expected a top-level 'limits:' (tollgate's format) or 'domain:' "
+                     "(Envoy's format)"));
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.msg));
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(View(file_name), ": ", error.what()));
+  }
+}
+
+}  // namespace tollgate

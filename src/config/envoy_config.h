@@ -1,0 +1,108 @@
+// Copyright tollgate authors. Envoy-style rate-limit configuration (envoyproxy/ratelimit's
+// format), loaded as is.
+//
+//   domain: tiffin
+//   descriptors:
+//     - key: remote_address                 # any value: one counter per distinct address
+//       rate_limit: {unit: second, requests_per_unit: 10}
+//     - key: remote_address
+//       value: 50.0.0.5                     # a more specific rule wins
+//       rate_limit: {unit: second, requests_per_unit: 0}   # 0: always over the limit
+//     - key: path
+//       value: "/api/*"                     # wildcard: a value prefix
+//       shadow_mode: true                   # counted, never refuses
+//       rate_limit:
+//         unit: minute
+//         requests_per_unit: 100
+//         name: api_paths                   # another rule may replace this one by name
+//         algorithm: token_bucket           # tollgate extension (default fixed_window)
+//       descriptors: [...]                  # nested entries of the same descriptor
+//
+// The files are told apart from tollgate's own `limits:` format by their top-level keys
+// (DetectConfigKind).
+#ifndef TOLLGATE_SRC_CONFIG_ENVOY_CONFIG_H_
+#define TOLLGATE_SRC_CONFIG_ENVOY_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tollgate/limit.h"
+
+namespace tollgate {
+
+// The units of envoyproxy/ratelimit. A window is a fixed length: a month is 30 days and a
+// year 365 days, as envoyproxy/ratelimit counts them.
+enum class EnvoyUnit { kSecond, kMinute, kHour, kDay, kWeek, kMonth, kYear };
+
+// Length of one unit in seconds.
+int64_t EnvoyUnitSeconds(EnvoyUnit unit);
+// "second", "minute", ...
+std::string_view EnvoyUnitName(EnvoyUnit unit);
+// Case-insensitive "second" ... "year". nullopt for anything else.
+std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text);
+
+// A descriptor's `rate_limit:` block.
+struct EnvoyRateLimit {
+  // Matches, answers OK, counts nothing.
+  bool unlimited = false;
+  EnvoyUnit unit = EnvoyUnit::kSecond;
+  // 0 means every request is over the limit (a block list entry).
+  uint32_t requests_per_unit = 0;
+  // Optional; `replaces` of other rules refer to it.
+  std::string name;
+  // Names of rules this one replaces when both match one request.
+  std::vector<std::string> replaces;
+  // Extension: the algorithm (default a fixed window of one unit, as envoyproxy/ratelimit).
+  // A token bucket holds requests_per_unit and refills requests_per_unit per unit.
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  // Extensions: what to do when the store fails, and the deadline of one store call.
+  FailureMode on_store_failure = FailureMode::kFailOpen;
+  int64_t timeout_micros = 10'000;
+};
+
+// One entry of a `descriptors:` list, with its nested list.
+struct EnvoyDescriptor {
+  std::string key;
+  // Empty: any value. Ending in '*': any value starting with what precedes the '*'.
+  std::string value;
+  std::optional<EnvoyRateLimit> rate_limit;
+  // Decisions are computed and counted, but this rule never refuses.
+  bool shadow_mode = false;
+  std::vector<EnvoyDescriptor> descriptors;
+  // Where it was written, for messages.
+  int line = 0;
+};
+
+// One file: one domain.
+struct EnvoyDomainConfig {
+  std::string domain;
+  std::string file_name;
+  std::vector<EnvoyDescriptor> descriptors;
+};
+
+// Parses `yaml_text`. On failure returns InvalidArgument whose message reads
+// "FILE:LINE:COLUMN: FIELD: what was expected", FIELD a path such as
+// "descriptors[1].descriptors[0].rate_limit.unit". Unknown keys are errors, as in
+// envoyproxy/ratelimit (`detailed_metric` is accepted and ignored).
+absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
+                                                   std::string_view file_name);
+
+// Reads and parses the file at `path`. NotFound if it cannot be read.
+absl::StatusOr<EnvoyDomainConfig> LoadEnvoyConfigFile(const std::string& path);
+
+enum class ConfigKind {
+  kLimits,  // tollgate's own format: top-level `limits:`
+  kEnvoy,   // envoyproxy/ratelimit's format: top-level `domain:`
+};
+
+// Which format `yaml_text` is written in, from its top-level keys. InvalidArgument naming
+// the file when it is not YAML, has both keys, or neither.
+absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text, std::string_view file_name);
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_SRC_CONFIG_ENVOY_CONFIG_H_

@@ -1,0 +1,191 @@
+// Copyright tollgate authors.
+#include "src/config/envoy_config.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tollgate {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kTiffin[] = R"(domain: tiffin
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: path
+    value: "/api/*"
+    shadow_mode: true
+    rate_limit:
+      unit: Minute
+      requests_per_unit: 100
+      name: api_paths
+      algorithm: token_bucket
+      on_store_failure: fail_closed
+      timeout: 25ms
+  - key: tenant
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+          replaces:
+            - name: api_paths
+  - key: internal
+    rate_limit:
+      unlimited: true
+)";
+
+TEST(EnvoyConfigTest, LoadsEnvoyproxyRatelimitFormat) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kTiffin, "tiffin.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->domain, "tiffin");
+  EXPECT_EQ(config->file_name, "tiffin.yaml");
+  ASSERT_EQ(config->descriptors.size(), 5u);
+
+  const EnvoyDescriptor& any_address = config->descriptors[0];
+  EXPECT_EQ(any_address.key, "remote_address");
+  EXPECT_EQ(any_address.value, "");
+  EXPECT_EQ(any_address.line, 3);
+  ASSERT_TRUE(any_address.rate_limit.has_value());
+  EXPECT_EQ(any_address.rate_limit->unit, EnvoyUnit::kSecond);
+  EXPECT_EQ(any_address.rate_limit->requests_per_unit, 10u);
+  EXPECT_EQ(any_address.rate_limit->algorithm, Algorithm::kFixedWindow);
+  EXPECT_FALSE(any_address.shadow_mode);
+
+  EXPECT_EQ(config->descriptors[1].rate_limit->requests_per_unit, 0u);
+
+  const EnvoyDescriptor& path = config->descriptors[2];
+  EXPECT_EQ(path.value, "/api/*");
+  EXPECT_TRUE(path.shadow_mode);
+  EXPECT_EQ(path.rate_limit->unit, EnvoyUnit::kMinute);  // units are case-insensitive
+  EXPECT_EQ(path.rate_limit->name, "api_paths");
+  EXPECT_EQ(path.rate_limit->algorithm, Algorithm::kTokenBucket);
+  EXPECT_EQ(path.rate_limit->on_store_failure, FailureMode::kFailClosed);
+  EXPECT_EQ(path.rate_limit->timeout_micros, 25'000);
+
+  const EnvoyDescriptor& tenant = config->descriptors[3];
+  EXPECT_FALSE(tenant.rate_limit.has_value());
+  ASSERT_EQ(tenant.descriptors.size(), 1u);
+  EXPECT_EQ(tenant.descriptors[0].rate_limit->unit, EnvoyUnit::kDay);
+  EXPECT_THAT(tenant.descriptors[0].rate_limit->replaces, ::testing::ElementsAre("api_paths"));
+
+  EXPECT_TRUE(config->descriptors[4].rate_limit->unlimited);
+}
+
+TEST(EnvoyConfigTest, UnitsHaveEnvoyproxyLengths) {
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kSecond), 1);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kHour), 3600);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kWeek), 7 * 86400);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kMonth), 30 * 86400);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kYear), 365 * 86400);
+  EXPECT_EQ(ParseEnvoyUnit("WEEK"), EnvoyUnit::kWeek);
+  EXPECT_EQ(ParseEnvoyUnit("fortnight"), std::nullopt);
+  EXPECT_EQ(EnvoyUnitName(EnvoyUnit::kYear), "year");
+}
+
+TEST(EnvoyConfigTest, AnEmptyDescriptorListIsValid) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig("domain: empty\n", "e.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->descriptors.empty());
+}
+
+struct BadConfig {
+  const char* yaml;
+  const char* message;  // a part of the expected message
+};
+
+class EnvoyConfigErrorTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(EnvoyConfigErrorTest, NamesFileLineAndField) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(GetParam().yaml, "bad.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, EnvoyConfigErrorTest,
+    ::testing::Values(
+        BadConfig{"descriptors: []\n", "bad.yaml:1:1: domain: missing"},
+        BadConfig{"domain: ''\n", "bad.yaml:1:9: domain: must not be empty"},
+        BadConfig{"domain: d\nlimits: {}\n",
+                  "bad.yaml:2:1: (top level): unknown key 'limits', expected one of domain, "
+                  "descriptors"},
+        BadConfig{"domain: d\ndescriptors:\n  - value: x\n",
+                  "bad.yaml:3:5: descriptors[0].key: missing"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, "
+                  "requests_per_unit: 1}\n",
+                  "bad.yaml:4:24: descriptors[0].rate_limit.unit: expected one of second, "
+                  "minute, hour, day, week, month, year, got 'fortnight'"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n",
+                  "bad.yaml:5:7: descriptors[0].rate_limit.requests_per_unit: missing"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+                  "      requests_per_unit: -3\n",
+                  "bad.yaml:6:26: descriptors[0].rate_limit.requests_per_unit: expected a whole "
+                  "number"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n"
+                  "      unit: second\n",
+                  "bad.yaml:6:13: descriptors[0].rate_limit.unit: must not be set when "
+                  "unlimited is true"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n  - key: a\n",
+                  "bad.yaml:4:5: descriptors[1]: duplicate descriptor key 'a'"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n"
+                  "        rate_limit: {unit: second, requests_per_unit: 1, name: n,\n"
+                  "                     replaces: [{name: n}]}\n",
+                  "descriptors[0].descriptors[0].rate_limit.replaces[0].name: a rule cannot "
+                  "replace itself"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: maybe\n",
+                  "bad.yaml:4:18: descriptors[0].shadow_mode: expected true or false"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1, algorithm: leaky_bucket}\n",
+                  "descriptors[0].rate_limit.algorithm: expected one of fixed_window, "
+                  "sliding_window, token_bucket, got 'leaky_bucket'"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1, on_store_failure: local}\n",
+                  "descriptors[0].rate_limit.on_store_failure: expected fail_open or "
+                  "fail_closed"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1, reqests: 2}\n",
+                  "descriptors[0].rate_limit: unknown key 'reqests'"},
+        BadConfig{"domain: [unclosed\n", "bad.yaml:"},
+        BadConfig{"- just\n- a list\n", "bad.yaml:1:1: expected a map with domain"}));
+
+TEST(EnvoyConfigTest, LoadFileReportsMissingFile) {
+  absl::StatusOr<EnvoyDomainConfig> config = LoadEnvoyConfigFile("/nonexistent/tiffin.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(config.status().message(), HasSubstr("/nonexistent/tiffin.yaml"));
+}
+
+TEST(EnvoyConfigTest, TheTiffinExampleLoads) {
+  const std::string path = std::string(TOLLGATE_SOURCE_DIR) + "/examples/envoy/ratelimit.yaml";
+  absl::StatusOr<EnvoyDomainConfig> config = LoadEnvoyConfigFile(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->domain, "tiffin");
+  EXPECT_FALSE(config->descriptors.empty());
+}
+
+TEST(ConfigKindTest, ToldApartByTopLevelKeys) {
+  EXPECT_EQ(DetectConfigKind("limits:\n  a: {}\n", "a.yaml").value(), ConfigKind::kLimits);
+  EXPECT_EQ(DetectConfigKind("domain: tiffin\ndescriptors: []\n", "b.yaml").value(),
+            ConfigKind::kEnvoy);
+  absl::StatusOr<ConfigKind> both = DetectConfigKind("limits: {}\ndomain: x\n", "c.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.status().message(), HasSubstr("c.yaml: has both"));
+  absl::StatusOr<ConfigKind> neither = DetectConfigKind("other: 1\n", "d.yaml");
+  ASSERT_FALSE(neither.ok());
+  EXPECT_THAT(neither.status().message(), HasSubstr("d.yaml: expected a top-level"));
+  EXPECT_FALSE(DetectConfigKind("a: [", "e.yaml").ok());
+}
+
+}  // namespace
+}  // namespace tollgate

@@ -1,0 +1,67 @@
+// Copyright tollgate authors. The JSON of POST /v1/check: parsing requests, writing replies.
+//
+// Request, one limit:   {"limit": "api_per_user", "key": "user:42", "cost": 1}
+// Request, all-or-none: {"checks": [{"limit": ..., "key": ..., "cost": ...}, ...]}
+// See docs/http.md for the reply.
+#ifndef TOLLGATE_SRC_SERVER_CHECK_JSON_H_
+#define TOLLGATE_SRC_SERVER_CHECK_JSON_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "nlohmann/json.hpp"
+#include "tollgate/decision.h"
+#include "tollgate/limiter.h"
+
+namespace tollgate::server {
+
+// At most this many items in one {"checks": [...]}.
+inline constexpr size_t kMaxChecksPerRequest = 64;
+// Deeper JSON than this is refused before it is built (a body of 64 KiB of '[' must not
+// cost a deep tree).
+inline constexpr int kMaxJsonDepth = 8;
+
+struct ParsedCheckBody {
+  // One item for {"limit": ...}; one per element for {"checks": [...]}.
+  std::vector<CheckRequest> requests;
+  // True for the {"checks": [...]} form, whose reply carries a `results` array.
+  bool batch = false;
+};
+
+// Parses and validates a check body: a JSON object with either `limit`, `key` and optional
+// `cost`, or `checks`, an array of 1..kMaxChecksPerRequest such objects; no other fields.
+// `limit` and `key` are non-empty strings, the key at most kMaxKeyBytes bytes; `cost` is an
+// integer >= 0 (default 1). Limit names are not looked up here.
+// On failure returns InvalidArgument with a message for the client that names the field,
+// e.g. `checks[1].cost: expected an integer >= 0, got "3"`. Never throws.
+absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body);
+
+// The index of the decision that speaks for a batch: when refused, the refusing item that
+// waits longest (a cost that can never pass counts as forever; the first on ties); when
+// allowed, the item with the least remaining (the first on ties).
+// REQUIRES: !decisions.empty().
+size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions);
+
+// {"allowed", "name", "limit", "remaining", "reset_after_ms", "retry_after_ms", "source",
+//  "reason" (only when refused)}.
+nlohmann::json DecisionJson(absl::string_view name, const Decision& decision);
+
+// The reply body for a checked request: for a single check, DecisionJson of it; for a batch,
+// DecisionJson of the MostRestrictive item with `allowed` the batch's, plus `results`.
+// REQUIRES: result.decisions.size() == body.requests.size() > 0.
+nlohmann::json CheckReplyJson(const ParsedCheckBody& body, const MultiDecision& result);
+
+// {"error": message}, serialized. Invalid UTF-8 in `message` is replaced, never thrown on.
+std::string ErrorBody(absl::string_view message);
+
+// Serializes `value` compactly, replacing invalid UTF-8 instead of throwing.
+std::string DumpJson(const nlohmann::json& value);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_CHECK_JSON_H_

@@ -1,0 +1,176 @@
+// Copyright tollgate authors.
+#include "src/server/http_handler.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/server/check_json.h"
+#include "src/server/ratelimit_headers.h"
+#include "src/server/rls_service.h"
+
+namespace tollgate::server {
+namespace {
+
+namespace http = boost::beast::http;
+
+HttpResponse JsonResponse(http::status status, std::string body, unsigned version,
+                          bool keep_alive) {
+  HttpResponse response(status, version);
+  response.set(http::field::server, "tollgate");
+  response.set(http::field::content_type, "application/json");
+  response.set(http::field::cache_control, "no-store");
+  response.keep_alive(keep_alive);
+  response.body() = std::move(body);
+  response.body().push_back('\n');
+  response.prepare_payload();
+  return response;
+}
+
+// A client's string, cut short for an error message.
+std::string Quoted(absl::string_view text) {
+  constexpr size_t kMaxQuoted = 64;
+  if (text.size() > kMaxQuoted) return absl::StrCat("\"", text.substr(0, kMaxQuoted), "...\"");
+  return absl::StrCat("\"", text, "\"");
+}
+
+// A limiter error is the client's fault when it is about its input.
+http::status StatusForError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      return http::status::bad_request;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return http::status::service_unavailable;
+    default:
+      return http::status::internal_server_error;
+  }
+}
+
+// The reply status follows the item that speaks for the request.
+http::status StatusForDecision(bool allowed, const Decision& top) {
+  if (allowed) return http::status::ok;
+  if (top.reason == DenyReason::kStoreUnavailable) return http::status::service_unavailable;
+  return http::status::too_many_requests;
+}
+
+}  // namespace
+
+HttpResponse JsonErrorResponse(http::status status, absl::string_view message, unsigned version,
+                               bool keep_alive) {
+  return JsonResponse(status, ErrorBody(message), version, keep_alive);
+}
+
+HttpHandler::HttpHandler(std::shared_ptr<Limiter> limiter) : limiter_(std::move(limiter)) {}
+
+void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) {
+  absl::string_view target(request.target().data(), request.target().size());
+  absl::string_view path = target.substr(0, target.find('?'));
+  auto method_not_allowed = [&](const char* allow) {
+    HttpResponse response = JsonErrorResponse(
+        http::status::method_not_allowed,
+        absl::StrCat(
+            "method ",
+            absl::string_view(request.method_string().data(), request.method_string().size()),
+            " not allowed on ", path, " (use ", allow, ")"),
+        request.version(), request.keep_alive());
+    response.set(http::field::allow, allow);
+    std::move(done)(std::move(response));
+  };
+
+  if (path == "/v1/check") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleCheck(request, std::move(done));
+  }
+  if (path == "/healthz") {
+    if (request.method() != http::verb::get) return method_not_allowed("GET");
+    return std::move(done)(JsonResponse(http::status::ok, R"({"status":"ok"})", request.version(),
+                                        request.keep_alive()));
+  }
+  if (path == "/json" && rls_service_ != nullptr) {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    const unsigned version = request.version();
+    const bool keep_alive = request.keep_alive();
+    return HandleRlsJson(
+        *rls_service_, std::string_view(request.body().data(), request.body().size()),
+        [done = std::move(done), version, keep_alive](RlsJsonReply reply) mutable {
+          std::move(done)(JsonResponse(static_cast<http::status>(reply.http_status), reply.body,
+                                       version, keep_alive));
+        });
+  }
+  // GET /metrics (Prometheus text) is routed here once the metrics issue lands.
+  std::move(done)(JsonErrorResponse(
+      http::status::not_found,
+      absl::StrCat("no such path: ", Quoted(path), " (try POST /v1/check or GET /healthz)"),
+      request.version(), request.keep_alive()));
+}
+
+void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done) {
+  const unsigned version = request.version();
+  const bool keep_alive = request.keep_alive();
+  absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body());
+  if (!parsed.ok()) {
+    return std::move(done)(JsonErrorResponse(http::status::bad_request, parsed.status().message(),
+                                             version, keep_alive));
+  }
+  // Look the names up here so an unknown one gets a message naming the field, and so the
+  // reply can describe each limit's policy.
+  std::vector<const Limit*> limits;
+  limits.reserve(parsed->requests.size());
+  for (size_t i = 0; i < parsed->requests.size(); ++i) {
+    const Limit* limit = limiter_->FindLimit(parsed->requests[i].limit);
+    if (limit == nullptr) {
+      std::string field = parsed->batch ? absl::StrCat("checks[", i, "].limit") : "limit";
+      return std::move(done)(JsonErrorResponse(
+          http::status::bad_request,
+          absl::StrCat(field, ": unknown limit ", Quoted(parsed->requests[i].limit)), version,
+          keep_alive));
+    }
+    limits.push_back(limit);
+  }
+
+  ParsedCheckBody body = *std::move(parsed);
+  std::vector<CheckRequest> requests = body.requests;
+  limiter_->CheckAllAsync(std::move(requests), [body = std::move(body), limits = std::move(limits),
+                                                version, keep_alive, done = std::move(done)](
+                                                   absl::StatusOr<MultiDecision> result) mutable {
+    if (!result.ok()) {
+      return std::move(done)(JsonErrorResponse(StatusForError(result.status()),
+                                               result.status().message(), version, keep_alive));
+    }
+    if (result->decisions.size() != body.requests.size()) {
+      return std::move(done)(JsonErrorResponse(http::status::internal_server_error,
+                                               "limiter returned a wrong number of decisions",
+                                               version, keep_alive));
+    }
+    size_t top = MostRestrictive(result->allowed, result->decisions);
+    const Decision& top_decision = result->decisions[top];
+    HttpResponse response =
+        JsonResponse(StatusForDecision(result->allowed, top_decision),
+                     DumpJson(CheckReplyJson(body, *result)), version, keep_alive);
+
+    // The policy of the item in RateLimit first, then the other limits, each once.
+    std::vector<std::string> policies = {PolicyItem(DecidingNumbers(*limits[top], top_decision))};
+    for (size_t i = 0; i < limits.size(); ++i) {
+      bool seen = limits[i] == limits[top];
+      for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
+      if (!seen) policies.push_back(PolicyItem(DecidingNumbers(*limits[i], result->decisions[i])));
+    }
+    response.set("RateLimit-Policy", absl::StrJoin(policies, ", "));
+    response.set("RateLimit", RateLimitField(top_decision));
+    if (!result->allowed) {
+      std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
+      // A fail_closed refusal always says when to come back, even if the store could
+      // not tell.
+      if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
+      if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
+    }
+    std::move(done)(std::move(response));
+  });
+}
+
+}  // namespace tollgate::server

@@ -1,0 +1,53 @@
+// Copyright tollgate authors. The HTTP API, independent of sockets: request in, response out.
+//
+//   POST /v1/check   check one limit, or several all or nothing (src/server/check_json.h)
+//   GET  /healthz    {"status":"ok"}
+// Anything else is a JSON error: 404 for an unknown path, 405 for a wrong method.
+#ifndef TOLLGATE_SRC_SERVER_HTTP_HANDLER_H_
+#define TOLLGATE_SRC_SERVER_HTTP_HANDLER_H_
+
+#include <memory>
+#include <string_view>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/strings/string_view.h"
+#include "boost/beast/http.hpp"
+#include "tollgate/limiter.h"
+
+namespace tollgate::server {
+
+class RlsService;
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
+
+// A complete response with a JSON body {"error": message}; Content-Length set.
+HttpResponse JsonErrorResponse(boost::beast::http::status status, absl::string_view message,
+                               unsigned version, bool keep_alive);
+
+// Routes requests to the limiter. Thread-safe: Handle may be called concurrently.
+class HttpHandler {
+ public:
+  explicit HttpHandler(std::shared_ptr<Limiter> limiter);
+  // Serves Envoy's JSON shape on POST /json through `service` (the gRPC service's logic).
+  // nullptr (the default) answers /json with 404. REQUIRES: outlives the handler.
+  void set_rls_service(RlsService* service) { rls_service_ = service; }
+  HttpHandler(const HttpHandler&) = delete;
+  HttpHandler& operator=(const HttpHandler&) = delete;
+
+  // Answers `request` by calling `done` exactly once with a complete response (version,
+  // keep-alive and Content-Length set), either before returning or later on a store thread.
+  // `request` need only live until Handle returns. Never throws.
+  void Handle(const HttpRequest& request, HttpResponseCallback done);
+
+ private:
+  void HandleCheck(const HttpRequest& request, HttpResponseCallback done);
+
+  std::shared_ptr<Limiter> limiter_;
+  RlsService* rls_service_ = nullptr;
+};
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_HTTP_HANDLER_H_

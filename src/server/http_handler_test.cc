@@ -1,0 +1,159 @@
+// Copyright tollgate authors. The HTTP API without sockets: a real limiter on a simulated
+// clock, so the numbers in headers and bodies are exact.
+#include "src/server/http_handler.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tollgate/clock.h"
+#include "tollgate/limiter.h"
+
+namespace tollgate::server {
+namespace {
+
+namespace http = boost::beast::http;
+using ::testing::HasSubstr;
+
+class HttpHandlerTest : public ::testing::Test {
+ protected:
+  HttpHandlerTest() {
+    Limit bucket;
+    bucket.name = "bucket";
+    bucket.numbers = {.algorithm = Algorithm::kTokenBucket, .capacity = 3, .refill_per_second = 1};
+    Limit window;
+    window.name = "window";
+    window.numbers = {
+        .algorithm = Algorithm::kFixedWindow, .limit = 5, .window_micros = 60'000'000};
+    auto limiter =
+        Limiter::Create({.limits = {bucket, window}, .store = nullptr, .clock = &clock_});
+    EXPECT_TRUE(limiter.ok()) << limiter.status();
+    handler_ = std::make_unique<HttpHandler>(std::shared_ptr<Limiter>(*std::move(limiter)));
+  }
+
+  HttpResponse Send(http::verb method, std::string target, std::string body = "") {
+    HttpRequest request(method, target, 11);
+    request.body() = std::move(body);
+    request.prepare_payload();
+    std::optional<HttpResponse> response;
+    handler_->Handle(request, [&](HttpResponse r) { response = std::move(r); });
+    EXPECT_TRUE(response.has_value()) << "the memory store answers inline";
+    return response.value_or(HttpResponse());
+  }
+
+  HttpResponse Check(std::string body) { return Send(http::verb::post, "/v1/check", body); }
+
+  static nlohmann::json Json(const HttpResponse& response) {
+    return nlohmann::json::parse(response.body(), nullptr, false);
+  }
+
+  static std::string Header(const HttpResponse& response, std::string_view name) {
+    auto field = response.find(boost::beast::string_view(name.data(), name.size()));
+    return field == response.end() ? "" : std::string(field->value());
+  }
+
+  SimulatedClock clock_;
+  std::unique_ptr<HttpHandler> handler_;
+};
+
+TEST_F(HttpHandlerTest, AllowedCheckCarriesBodyAndHeaders) {
+  HttpResponse response = Check(R"({"limit":"bucket","key":"u1"})");
+  EXPECT_EQ(response.result(), http::status::ok);
+  EXPECT_EQ(Header(response, "Content-Type"), "application/json");
+  EXPECT_EQ(Header(response, "RateLimit-Policy"), "3;w=3");
+  EXPECT_EQ(Header(response, "RateLimit"), "limit=3, remaining=2, reset=1");
+  EXPECT_EQ(Header(response, "Retry-After"), "");
+  nlohmann::json json = Json(response);
+  EXPECT_EQ(json["allowed"], true);
+  EXPECT_EQ(json["name"], "bucket");
+  EXPECT_EQ(json["limit"], 3);
+  EXPECT_EQ(json["remaining"], 2);
+  EXPECT_EQ(json["reset_after_ms"], 1000);
+  EXPECT_EQ(json["retry_after_ms"], 0);
+  EXPECT_EQ(json["source"], "memory");
+  EXPECT_FALSE(json.contains("reason"));
+}
+
+TEST_F(HttpHandlerTest, OverTheLimitIs429WithRetryAfter) {
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Check(R"({"limit":"bucket","key":"u1"})").result(), http::status::ok);
+  }
+  HttpResponse response = Check(R"({"limit":"bucket","key":"u1","cost":2})");
+  EXPECT_EQ(response.result(), http::status::too_many_requests);
+  EXPECT_EQ(Header(response, "Retry-After"), "2");
+  EXPECT_EQ(Header(response, "RateLimit"), "limit=3, remaining=0, reset=3");
+  nlohmann::json json = Json(response);
+  EXPECT_EQ(json["allowed"], false);
+  EXPECT_EQ(json["reason"], "over_limit");
+  EXPECT_EQ(json["retry_after_ms"], 2000);
+
+  clock_.AdvanceMillis(2000);
+  EXPECT_EQ(Check(R"({"limit":"bucket","key":"u1","cost":2})").result(), http::status::ok);
+}
+
+TEST_F(HttpHandlerTest, CostAboveTheLimitIs429WithoutRetryAfter) {
+  HttpResponse response = Check(R"({"limit":"bucket","key":"u1","cost":4})");
+  EXPECT_EQ(response.result(), http::status::too_many_requests);
+  EXPECT_EQ(Header(response, "Retry-After"), "");
+  EXPECT_EQ(Json(response)["reason"], "cost_exceeds_limit");
+}
+
+TEST_F(HttpHandlerTest, BatchIsAllOrNothing) {
+  HttpResponse refused = Check(
+      R"({"checks":[{"limit":"window","key":"u1","cost":2},{"limit":"bucket","key":"u1","cost":4}]})");
+  EXPECT_EQ(refused.result(), http::status::too_many_requests);
+  nlohmann::json json = Json(refused);
+  EXPECT_EQ(json["allowed"], false);
+  EXPECT_EQ(json["name"], "bucket");
+  EXPECT_EQ(json["results"][0]["allowed"], true);
+  EXPECT_EQ(json["results"][1]["reason"], "cost_exceeds_limit");
+  EXPECT_EQ(Header(refused, "RateLimit-Policy"), "3;w=3, 5;w=60");
+
+  // Nothing was consumed from "window".
+  HttpResponse peek = Check(R"({"limit":"window","key":"u1","cost":0})");
+  EXPECT_EQ(Json(peek)["remaining"], 5);
+
+  HttpResponse allowed = Check(
+      R"({"checks":[{"limit":"window","key":"u1","cost":2},{"limit":"bucket","key":"u1","cost":1}]})");
+  EXPECT_EQ(allowed.result(), http::status::ok);
+  json = Json(allowed);
+  EXPECT_EQ(json["allowed"], true);
+  EXPECT_EQ(json["name"], "bucket");  // 2 left, against 3 in "window"
+  EXPECT_EQ(json["remaining"], 2);
+  EXPECT_EQ(json["results"][0]["remaining"], 3);
+  EXPECT_EQ(Header(allowed, "RateLimit"), "limit=3, remaining=2, reset=1");
+}
+
+TEST_F(HttpHandlerTest, UnknownLimitIs400NamingIt) {
+  HttpResponse response =
+      Check(R"({"checks":[{"limit":"bucket","key":"u"},{"limit":"nope","key":"u"}]})");
+  EXPECT_EQ(response.result(), http::status::bad_request);
+  EXPECT_EQ(Json(response)["error"], "checks[1].limit: unknown limit \"nope\"");
+}
+
+TEST_F(HttpHandlerTest, BadBodyIs400) {
+  HttpResponse response = Check(R"({"limit":"bucket","key":42})");
+  EXPECT_EQ(response.result(), http::status::bad_request);
+  EXPECT_EQ(Json(response)["error"], "key: expected a string, got 42");
+}
+
+TEST_F(HttpHandlerTest, RoutesHealthAndRejectsOtherPathsAndMethods) {
+  HttpResponse health = Send(http::verb::get, "/healthz");
+  EXPECT_EQ(health.result(), http::status::ok);
+  EXPECT_EQ(Json(health)["status"], "ok");
+
+  HttpResponse wrong_method = Send(http::verb::get, "/v1/check");
+  EXPECT_EQ(wrong_method.result(), http::status::method_not_allowed);
+  EXPECT_EQ(Header(wrong_method, "Allow"), "POST");
+  EXPECT_THAT(std::string(Json(wrong_method)["error"]), HasSubstr("GET not allowed"));
+
+  HttpResponse missing = Send(http::verb::get, "/nope?x=1");
+  EXPECT_EQ(missing.result(), http::status::not_found);
+  EXPECT_THAT(std::string(Json(missing)["error"]), HasSubstr("\"/nope\""));
+}
+
+}  // namespace
+}  // namespace tollgate::server

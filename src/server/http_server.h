@@ -1,0 +1,78 @@
+// Copyright tollgate authors. The HTTP/JSON service: a Beast server around an HttpHandler.
+//
+//   auto server = HttpServer::Start({.host = "127.0.0.1", .port = 0}, limiter);
+//   spdlog::info("listening http={}", (*server)->address());
+//   ... on SIGTERM:
+//   (*server)->Shutdown();
+//   (*server)->Wait(std::chrono::seconds(10));
+#ifndef TOLLGATE_SRC_SERVER_HTTP_SERVER_H_
+#define TOLLGATE_SRC_SERVER_HTTP_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "src/server/http_session.h"
+#include "tollgate/limiter.h"
+
+namespace tollgate::server {
+
+class RlsService;
+
+struct HttpServerOptions {
+  // An IP literal or a name that resolves to one.
+  std::string host = "127.0.0.1";
+  // 0 binds an ephemeral port; port() says which.
+  uint16_t port = 8080;
+  // I/O threads running the event loop; 0 means std::thread::hardware_concurrency().
+  int threads = 0;
+  HttpSessionLimits limits;
+  // When set, POST /json answers Envoy's JSON shape through it. REQUIRES: outlives the server.
+  RlsService* rls_service = nullptr;
+};
+
+// Serves the HTTP API (src/server/http_handler.h) on one address with a pool of I/O
+// threads, HTTP/1.1 keep-alive, and per-connection strands.
+//
+// Thread-safe: every method may be called from any thread.
+class HttpServer {
+ public:
+  // Binds, listens and starts the I/O threads. Unavailable when the address cannot be
+  // resolved or bound (in use, no permission), naming the address.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
+                                                           std::shared_ptr<Limiter> limiter);
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  // Shuts down and waits (up to 10 s for in-flight requests).
+  // REQUIRES: the limiter's store has answered every check the server made (stores answer
+  // within their deadline, well inside the drain time).
+  ~HttpServer();
+
+  // The bound address, e.g. "127.0.0.1:39417" (the real port when options.port was 0).
+  std::string address() const;
+  uint16_t port() const { return port_; }
+
+  // Stops accepting connections and closes idle ones; a request in flight is answered
+  // (with "Connection: close") before its connection closes. Returns at once; idempotent.
+  void Shutdown();
+
+  // Waits until every connection has closed after Shutdown(). If that takes longer than
+  // `drain_timeout`, stops the event loop anyway. Returns true when all requests finished.
+  // REQUIRES: Shutdown() was called; one caller at a time.
+  bool Wait(std::chrono::milliseconds drain_timeout);
+
+ private:
+  struct State;
+  HttpServer(std::unique_ptr<State> state, std::string host, uint16_t port);
+
+  std::unique_ptr<State> state_;
+  std::string host_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_HTTP_SERVER_H_

@@ -1,0 +1,167 @@
+// Copyright tollgate authors.
+#include "src/server/http_session.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/post.hpp"
+#include "spdlog/spdlog.h"
+
+namespace tollgate::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+uint64_t SessionRegistry::Add(std::weak_ptr<HttpSession> session) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return 0;
+  uint64_t id = next_id_++;
+  sessions_.emplace(id, std::move(session));
+  return id;
+}
+
+void SessionRegistry::Remove(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  sessions_.erase(id);
+}
+
+std::vector<std::weak_ptr<HttpSession>> SessionRegistry::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  std::vector<std::weak_ptr<HttpSession>> open;
+  open.reserve(sessions_.size());
+  for (const auto& [id, session] : sessions_) open.push_back(session);
+  return open;
+}
+
+HttpSession::HttpSession(net::ip::tcp::socket socket, HttpSessionContext& context)
+    : stream_(std::move(socket)), context_(context) {}
+
+HttpSession::~HttpSession() {
+  if (registry_id_ != 0) context_.registry.Remove(registry_id_);
+}
+
+void HttpSession::Start() {
+  registry_id_ = context_.registry.Add(weak_from_this());
+  if (registry_id_ == 0) return;  // shutting down: the socket closes with this session
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+}
+
+void HttpSession::CloseWhenIdle() {
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    self->stopping_ = true;
+    if (!self->busy_) self->Close();
+  });
+}
+
+void HttpSession::ReadHeader() {
+  if (stopping_) return Close();
+  parser_.emplace();
+  parser_->header_limit(context_.limits.max_header_bytes);
+  parser_->body_limit(context_.limits.max_body_bytes);
+  stream_.expires_after(context_.limits.idle_timeout);
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code error, size_t) { self->OnReadHeader(error); });
+}
+
+void HttpSession::OnReadHeader(beast::error_code error) {
+  if (error) return FailRead(error);
+  busy_ = true;
+  if (parser_->is_done()) return Dispatch();
+  // curl and others wait (about a second) for "100 Continue" before sending a large body.
+  const auto& head = parser_->get();
+  auto expect = head.find(http::field::expect);
+  if (expect != head.end() && beast::iequals(expect->value(), "100-continue")) {
+    continue_.emplace(http::status::continue_, head.version());
+    http::async_write(stream_, *continue_,
+                      [self = shared_from_this()](beast::error_code write_error, size_t) {
+                        if (write_error) return self->Close();
+                        self->ReadBody();
+                      });
+    return;
+  }
+  ReadBody();
+}
+
+void HttpSession::ReadBody() {
+  stream_.expires_after(context_.limits.idle_timeout);
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code error, size_t) { self->OnReadBody(error); });
+}
+
+void HttpSession::OnReadBody(beast::error_code error) {
+  if (error) return FailRead(error);
+  Dispatch();
+}
+
+void HttpSession::FailRead(beast::error_code error) {
+  unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+  if (error == http::error::body_limit) {
+    busy_ = true;
+    return Write(JsonErrorResponse(
+        http::status::bad_request,
+        absl::StrCat("request body larger than ", context_.limits.max_body_bytes, " bytes"),
+        version, false));
+  }
+  if (error == http::error::header_limit) {
+    busy_ = true;
+    return Write(JsonErrorResponse(
+        http::status::request_header_fields_too_large,
+        absl::StrCat("request head larger than ", context_.limits.max_header_bytes, " bytes"),
+        version, false));
+  }
+  if (error.category() == http::make_error_code(http::error::bad_method).category() &&
+      error != http::error::end_of_stream && error != http::error::partial_message) {
+    busy_ = true;
+    return Write(JsonErrorResponse(http::status::bad_request,
+                                   absl::StrCat("malformed HTTP request: ", error.message()),
+                                   version, false));
+  }
+  // The client left, timed out, or we are shutting down: nothing to answer.
+  Close();
+}
+
+void HttpSession::Dispatch() {
+  stream_.expires_never();
+  // The handler may answer from a store thread; the work guard keeps the I/O threads alive
+  // until the answer is back on this connection's strand.
+  auto work = net::make_work_guard(stream_.get_executor());
+  context_.handler->Handle(parser_->get(), [self = shared_from_this(),
+                                            work = std::move(work)](HttpResponse response) mutable {
+    net::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+      self->Write(std::move(response));
+    });
+    work.reset();
+  });
+}
+
+void HttpSession::Write(HttpResponse response) {
+  if (stopping_) response.keep_alive(false);
+  response_.emplace(std::move(response));
+  stream_.expires_after(context_.limits.idle_timeout);
+  http::async_write(
+      stream_, *response_,
+      [self = shared_from_this()](beast::error_code error, size_t) { self->OnWrite(error); });
+}
+
+void HttpSession::OnWrite(beast::error_code error) {
+  busy_ = false;
+  bool keep_alive = response_->keep_alive();
+  response_.reset();
+  if (error || !keep_alive || stopping_) return Close();
+  ReadHeader();
+}
+
+void HttpSession::Close() {
+  if (!stream_.socket().is_open()) return;
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+  stream_.close();
+}
+
+}  // namespace tollgate::server

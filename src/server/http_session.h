@@ -1,0 +1,99 @@
+// Copyright tollgate authors. One HTTP/1.1 connection, and the set of open ones.
+#ifndef TOLLGATE_SRC_SERVER_HTTP_SESSION_H_
+#define TOLLGATE_SRC_SERVER_HTTP_SESSION_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "src/server/http_handler.h"
+
+namespace tollgate::server {
+
+class HttpSession;
+
+// The open connections, so that shutdown can close the idle ones. Thread-safe.
+class SessionRegistry {
+ public:
+  // Returns an id for Remove, or 0 once Close() was called (the session must then close).
+  uint64_t Add(std::weak_ptr<HttpSession> session);
+  void Remove(uint64_t id);
+  // Refuses further Adds and returns the sessions open now.
+  std::vector<std::weak_ptr<HttpSession>> Close();
+
+ private:
+  absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<HttpSession>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+struct HttpSessionLimits {
+  // Larger request bodies are refused with 400 and the connection closed.
+  size_t max_body_bytes = 64 * 1024;
+  // Larger request heads are refused with 431 and the connection closed.
+  uint32_t max_header_bytes = 8 * 1024;
+  // A connection that sends nothing (or too slowly) for this long is closed, as is one that
+  // does not read its response for this long.
+  std::chrono::milliseconds idle_timeout{10'000};
+};
+
+// What every session of one server shares. Outlives the sessions.
+struct HttpSessionContext {
+  HttpHandler* handler = nullptr;
+  HttpSessionLimits limits;
+  SessionRegistry registry;
+};
+
+// Reads requests one at a time from a keep-alive connection, answers each through the
+// handler, and closes when the client does, on an error, on idle timeout, or at shutdown
+// (after finishing the request in flight). All work runs on the connection's strand.
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  // REQUIRES: `socket` uses a strand executor; `context` outlives the session.
+  HttpSession(boost::asio::ip::tcp::socket socket, HttpSessionContext& context);
+  ~HttpSession();
+
+  // Registers with the context's registry and starts reading.
+  void Start();
+  // Thread-safe. Closes the connection now if no request is in flight, otherwise right
+  // after the response to it is written.
+  void CloseWhenIdle();
+
+ private:
+  void ReadHeader();
+  void OnReadHeader(boost::beast::error_code error);
+  void ReadBody();
+  void OnReadBody(boost::beast::error_code error);
+  // Answers a read error that a client should hear about (malformed or too large), or
+  // closes quietly.
+  void FailRead(boost::beast::error_code error);
+  void Dispatch();
+  void Write(HttpResponse response);
+  void OnWrite(boost::beast::error_code error);
+  void Close();
+
+  boost::beast::tcp_stream stream_;
+  HttpSessionContext& context_;
+  uint64_t registry_id_ = 0;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::optional<boost::beast::http::response<boost::beast::http::empty_body>> continue_;
+  std::optional<HttpResponse> response_;
+  // From the end of a request's head until its response is written.
+  bool busy_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_HTTP_SESSION_H_

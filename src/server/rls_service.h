@@ -1,0 +1,162 @@
+// Copyright tollgate authors. Envoy's rate-limit service (RLS v3) on tollgate.
+//
+// `RlsService` answers `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` from
+// Envoy-style configs (src/config/envoy_config.h); `RlsServer` serves it over gRPC (callback
+// API) with gRPC's health service, so Envoy's `rate_limit_service` can point at tollgate.
+//
+// How one request is answered:
+// - An unknown domain: OK with no statuses.
+// - Each descriptor is matched (src/config/descriptor_matcher.h); a per-descriptor `limit`
+//   override in the request replaces the configured numbers. No rule: OK, not counted.
+//   `unlimited`: OK, not counted, limit_remaining = 2^32-1. A rule named in another matched
+//   rule's `replaces`: OK, not counted. requests_per_unit 0: always OVER_LIMIT.
+// - All counted descriptors are checked in ONE all-or-nothing Limiter call: if any enforced
+//   descriptor is over its limit, none of the others is incremented (envoyproxy/ratelimit
+//   increments every descriptor of a refused request).
+// - Hits: the descriptor's hits_addend when set (0 checks without counting), else the
+//   request's hits_addend, where 0 means 1.
+// - Shadow mode (a rule's `shadow_mode`, or `shadow_mode` for the whole service): decisions
+//   are computed and counted, but never refuse. An over-limit shadow rule answers OK for its
+//   descriptor; the other descriptors of the request are still counted. The global flag
+//   turns the overall code to OK and leaves each descriptor's status as computed.
+// - The store fails: the descriptors answer OK without a limit (fail open) and it is logged.
+#ifndef TOLLGATE_SRC_SERVER_RLS_SERVICE_H_
+#define TOLLGATE_SRC_SERVER_RLS_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "grpcpp/server.h"
+#include "src/config/envoy_config.h"
+#include "tollgate/clock.h"
+#include "tollgate/store.h"
+
+namespace tollgate::server {
+
+struct RlsServiceOptions {
+  // One config per domain; two with the same domain are an error.
+  std::vector<EnvoyDomainConfig> domains;
+  // Where counters live (shared with the HTTP service). nullptr: a fresh in-memory store.
+  std::shared_ptr<Store> store;
+  // Time for the in-memory store when `store` is nullptr. nullptr: SystemClock().
+  // REQUIRES: outlives the service.
+  Clock* clock = nullptr;
+  // Global shadow mode: never answer OVER_LIMIT overall.
+  bool shadow_mode = false;
+  // Add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to response_headers_to_add,
+  // from the counted descriptor with the least remaining (as envoyproxy/ratelimit with
+  // LIMIT_RESPONSE_HEADERS_ENABLED).
+  bool response_headers = true;
+  // Distinct (requests_per_unit, unit) overrides remembered; beyond it an override is
+  // ignored (the configured rule applies) and logged.
+  int max_override_limits = 1000;
+};
+
+using RateLimitRequest = envoy::service::ratelimit::v3::RateLimitRequest;
+using RateLimitResponse = envoy::service::ratelimit::v3::RateLimitResponse;
+using RlsCallback = absl::AnyInvocable<void(absl::StatusOr<RateLimitResponse>) &&>;
+
+// Thread-safe.
+class RlsService {
+ public:
+  // InvalidArgument for duplicate domains or limits the Limiter refuses.
+  static absl::StatusOr<std::unique_ptr<RlsService>> Create(RlsServiceOptions options);
+
+  RlsService(const RlsService&) = delete;
+  RlsService& operator=(const RlsService&) = delete;
+  ~RlsService();
+
+  // Answers `request`; `done` runs exactly once, possibly before this returns or on a store
+  // thread. An error status is InvalidArgument (empty domain or descriptors, an entry with
+  // an empty key, a descriptor too long to be a key); Envoy then applies its own
+  // failure_mode_deny.
+  void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done);
+
+  // Blocking form, for tests and the /json endpoint.
+  absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
+
+  // Replaces the configuration; counters of rules whose full key is unchanged carry on.
+  // On error the old configuration stays.
+  absl::Status UpdateDomains(std::vector<EnvoyDomainConfig> domains);
+
+ private:
+  struct Snapshot;
+  struct Call;
+  RlsService(RlsServiceOptions options, std::shared_ptr<Store> store);
+  std::shared_ptr<const Snapshot> snapshot() const;
+  // The snapshot that also knows the override limit (requests_per_unit, unit), or nullptr
+  // when too many overrides are known already.
+  std::shared_ptr<const Snapshot> WithOverride(uint32_t requests_per_unit, EnvoyUnit unit,
+                                               std::string* limit_name);
+
+  const RlsServiceOptions options_;
+  const std::shared_ptr<Store> store_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Snapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+};
+
+// The answer to `POST /json` (envoyproxy/ratelimit's HTTP endpoint): the request body is a
+// RateLimitRequest in proto3 JSON ({"domain": ..., "descriptors": [{"entries": [{"key": ...,
+// "value": ...}]}]}), the reply body a RateLimitResponse in proto3 JSON ("overallCode",
+// "statuses", ...). Status 200 when OK, 429 when OVER_LIMIT, 400 with {"error": "..."} for a
+// body that is not such JSON or a malformed request, 500 for anything else.
+struct RlsJsonReply {
+  int http_status = 200;
+  std::string body;
+};
+
+// Answers `json_body` through `service`; `done` runs exactly once, possibly before this
+// returns or on a store thread.
+void HandleRlsJson(RlsService& service, std::string_view json_body,
+                   absl::AnyInvocable<void(RlsJsonReply) &&> done);
+
+struct RlsServerOptions {
+  // HOST:PORT; port 0 picks a free one (see RlsServer::Port).
+  std::string address = "127.0.0.1:8081";
+  RlsServiceOptions service;
+};
+
+// A running gRPC server: the RLS service and grpc.health.v1.Health (SERVING).
+class RlsServer {
+ public:
+  // Starts serving; returns once the port is bound. Unavailable if it cannot bind.
+  static absl::StatusOr<std::unique_ptr<RlsServer>> Start(RlsServerOptions options);
+
+  RlsServer(const RlsServer&) = delete;
+  RlsServer& operator=(const RlsServer&) = delete;
+  // Shuts down.
+  ~RlsServer();
+
+  // The bound port.
+  int Port() const { return port_; }
+  RlsService& service() { return *service_; }
+  // Stops accepting calls, answers those in flight (deadline 5 s), then returns. Idempotent.
+  void Shutdown();
+
+ private:
+  class GrpcService;
+  RlsServer() = default;
+  int port_ = 0;
+  // Destroyed in reverse order: the server before what it calls.
+  std::unique_ptr<RlsService> service_;
+  std::unique_ptr<GrpcService> grpc_service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+inline absl::StatusOr<std::unique_ptr<RlsServer>> StartRlsServer(RlsServerOptions options) {
+  return RlsServer::Start(std::move(options));
+}
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_RLS_SERVICE_H_

@@ -1,0 +1,413 @@
+// Copyright tollgate authors.
+#include "tollgate/memory_store.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tollgate/clock.h"
+#include "tollgate/limit.h"
+
+namespace tollgate {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000;
+
+Limit TokenBucket(std::string name, int64_t capacity, double refill_per_second) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = Algorithm::kTokenBucket;
+  limit.numbers.capacity = capacity;
+  limit.numbers.refill_per_second = refill_per_second;
+  return limit;
+}
+
+Limit Window(std::string name, Algorithm algorithm, int64_t limit_per_window,
+             int64_t window_micros) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = algorithm;
+  limit.numbers.limit = limit_per_window;
+  limit.numbers.window_micros = window_micros;
+  return limit;
+}
+
+std::unique_ptr<MemoryStore> NewStore(Clock* clock, int shards = 64, int64_t max_keys = 1'000'000) {
+  auto store = MemoryStore::Create({.clock = clock, .shards = shards, .max_keys = max_keys});
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(store).value();
+}
+
+Decision CheckOne(Store& store, const Limit& limit, std::string key, int64_t cost = 1) {
+  auto decisions = store.Check({CheckItem{&limit, std::move(key), cost}});
+  EXPECT_TRUE(decisions.ok()) << decisions.status();
+  EXPECT_EQ(decisions->size(), 1u);
+  return decisions->at(0);
+}
+
+TEST(MemoryStoreTest, CreateValidatesOptions) {
+  EXPECT_EQ(MemoryStore::Create({.shards = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MemoryStore::Create({.shards = -3}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MemoryStore::Create({.max_keys = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto store = MemoryStore::Create({.shards = 3, .max_keys = 1});
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->Name(), "memory");
+  EXPECT_EQ((*store)->Size(), 0);
+}
+
+TEST(MemoryStoreTest, DecidesWithTheLimitsAlgorithm) {
+  SimulatedClock clock(1'700'000'000'000'000);  // a whole second: windows start here
+  auto store = NewStore(&clock);
+  const Limit bucket = TokenBucket("bucket", 2, 1);
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 2, kSecond);
+  const Limit sliding = Window("sliding", Algorithm::kSlidingWindow, 2, kSecond);
+  for (const Limit* limit : {&bucket, &fixed, &sliding}) {
+    Decision first = CheckOne(*store, *limit, "k");
+    EXPECT_TRUE(first.allowed) << limit->name;
+    EXPECT_EQ(first.source, DecisionSource::kMemory);
+    EXPECT_EQ(first.limit, 2);
+    EXPECT_EQ(first.remaining, 1);
+    EXPECT_TRUE(CheckOne(*store, *limit, "k").allowed);
+    Decision third = CheckOne(*store, *limit, "k");
+    EXPECT_FALSE(third.allowed) << limit->name;
+    EXPECT_EQ(third.reason, DenyReason::kOverLimit);
+    EXPECT_GT(third.retry_after_micros, 0);
+    // Another key of the same limit, and the same key of another limit, are separate.
+    EXPECT_TRUE(CheckOne(*store, *limit, "other").allowed);
+  }
+  EXPECT_EQ(store->Size(), 6);
+  clock.AdvanceMicros(kSecond);
+  EXPECT_TRUE(CheckOne(*store, bucket, "k").allowed);
+  EXPECT_TRUE(CheckOne(*store, fixed, "k").allowed);
+}
+
+TEST(MemoryStoreTest, RejectsInvalidItems) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock);
+  const Limit good = TokenBucket("good", 1, 1);
+  const Limit bad = TokenBucket("bad", 0, 1);
+  const Limit no_rate = TokenBucket("no_rate", 1, 0);
+  const Limit no_window = Window("no_window", Algorithm::kFixedWindow, 1, 0);
+  EXPECT_EQ(store->Check({CheckItem{&good, "k", -1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Check({CheckItem{&good, "", 1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Check({CheckItem{nullptr, "k", 1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const Limit* limit : {&bad, &no_rate, &no_window}) {
+    EXPECT_EQ(store->Check({CheckItem{&good, "k", 1}, CheckItem{limit, "k", 1}}).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  // An invalid batch consumed nothing.
+  EXPECT_EQ(store->Size(), 0);
+}
+
+// Exactness under contention: with time frozen nothing refills, so exactly `capacity`
+// checks pass however the 16 threads interleave.
+class MemoryStoreConcurrencyTest : public ::testing::TestWithParam<Algorithm> {};
+
+TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsOnOneKeyAdmitExactlyCapacity) {
+  constexpr int kThreads = 16;
+  constexpr int kChecksPerThread = 250;
+  constexpr int64_t kCapacity = 1000;
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit limit = GetParam() == Algorithm::kTokenBucket
+                          ? TokenBucket("hot", kCapacity, 1)
+                          : Window("hot", GetParam(), kCapacity, 60 * kSecond);
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int64_t> allowed{0};
+    std::atomic<int64_t> errors{0};
+    std::vector<std::thread> threads;
+    const std::string key = absl::StrCat("user:", round);
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kChecksPerThread; ++i) {
+          // Mix single checks with two-item batches on the same key.
+          std::vector<CheckItem> items{CheckItem{&limit, key, 1}};
+          if (i % 5 == 0) items.push_back(CheckItem{&limit, key, 1});
+          auto decisions = store->Check(std::move(items));
+          if (!decisions.ok()) {
+            errors.fetch_add(1);
+            continue;
+          }
+          bool all = true;
+          for (const Decision& d : *decisions) all = all && d.allowed;
+          if (all) allowed.fetch_add(static_cast<int64_t>(decisions->size()));
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(allowed.load(), kCapacity) << "round " << round;
+    EXPECT_EQ(CheckOne(*store, limit, key, 0).remaining, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, MemoryStoreConcurrencyTest,
+                         ::testing::Values(Algorithm::kTokenBucket, Algorithm::kFixedWindow,
+                                           Algorithm::kSlidingWindow));
+
+TEST(MemoryStoreTest, SeveralLimitsAreAllOrNothing) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit per_user = TokenBucket("per_user", 5, 1);
+  const Limit per_ip = Window("per_ip", Algorithm::kFixedWindow, 1, 60 * kSecond);
+  const Limit global = Window("global", Algorithm::kSlidingWindow, 100, 60 * kSecond);
+  auto batch = [&](int64_t cost) {
+    return std::vector<CheckItem>{CheckItem{&per_user, "u1", cost},
+                                  CheckItem{&per_ip, "10.0.0.1", cost},
+                                  CheckItem{&global, "all", cost}};
+  };
+
+  auto first = store->Check(batch(1));
+  ASSERT_TRUE(first.ok());
+  for (const Decision& d : *first) EXPECT_TRUE(d.allowed);
+  EXPECT_EQ((*first)[0].remaining, 4);
+  EXPECT_EQ((*first)[1].remaining, 0);
+  EXPECT_EQ((*first)[2].remaining, 99);
+
+  // per_ip is spent: the batch is refused, and the others say they alone would pass.
+  for (int i = 0; i < 3; ++i) {
+    auto refused = store->Check(batch(1));
+    ASSERT_TRUE(refused.ok());
+    EXPECT_TRUE((*refused)[0].allowed);
+    EXPECT_FALSE((*refused)[1].allowed);
+    EXPECT_EQ((*refused)[1].reason, DenyReason::kOverLimit);
+    EXPECT_TRUE((*refused)[2].allowed);
+  }
+  // Nothing was consumed by the refusals: peeks show the state after the first batch.
+  auto peek = store->Check(batch(0));
+  ASSERT_TRUE(peek.ok());
+  EXPECT_EQ((*peek)[0].remaining, 4);
+  EXPECT_EQ((*peek)[1].remaining, 0);
+  EXPECT_EQ((*peek)[2].remaining, 99);
+  EXPECT_EQ(CheckOne(*store, per_user, "u1", 4).remaining, 0);
+}
+
+TEST(MemoryStoreTest, SameKeyTwiceInOneBatchSeesItsOwnTentativeState) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock);
+  const Limit limit = TokenBucket("l", 3, 1);
+  // 2 + 2 > 3: the second item sees 1 token left, so the whole batch is refused.
+  auto refused = store->Check({CheckItem{&limit, "k", 2}, CheckItem{&limit, "k", 2}});
+  ASSERT_TRUE(refused.ok());
+  EXPECT_TRUE((*refused)[0].allowed);
+  EXPECT_FALSE((*refused)[1].allowed);
+  EXPECT_EQ(CheckOne(*store, limit, "k", 0).remaining, 3);
+  EXPECT_EQ(store->Size(), 0);
+
+  auto allowed = store->Check({CheckItem{&limit, "k", 1}, CheckItem{&limit, "k", 2}});
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_TRUE((*allowed)[0].allowed);
+  EXPECT_EQ((*allowed)[0].remaining, 2);
+  EXPECT_TRUE((*allowed)[1].allowed);
+  EXPECT_EQ((*allowed)[1].remaining, 0);
+  EXPECT_EQ(CheckOne(*store, limit, "k", 0).remaining, 0);
+  EXPECT_EQ(store->Size(), 1);
+}
+
+TEST(MemoryStoreTest, KeysOfAnyLengthKeepTheirOwnState) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/4);
+  const Limit limit = TokenBucket("l", 10, 1);
+  // Short keys are stored inline, long ones on the heap; both must survive rehashing and
+  // heap reordering.
+  auto key = [](int i) {
+    return std::string(1 + (i * 37) % 1024, static_cast<char>('a' + i % 26)) + absl::StrCat(i);
+  };
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(CheckOne(*store, limit, key(i), 1 + i % 3).allowed);
+  EXPECT_EQ(store->Size(), 2000);
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(CheckOne(*store, limit, key(i), 0).remaining, 10 - (1 + i % 3)) << i;
+  }
+  clock.AdvanceMicros(3 * kSecond);
+  EXPECT_EQ(store->Sweep(), 2000);
+  EXPECT_EQ(store->Size(), 0);
+
+  // The same at the bound, where long keys are evicted too.
+  auto bounded = NewStore(&clock, /*shards=*/4, /*max_keys=*/100);
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(CheckOne(*bounded, limit, key(i)).allowed);
+    ASSERT_FALSE(CheckOne(*bounded, limit, key(i), 10).allowed);  // its state was kept
+  }
+  EXPECT_EQ(bounded->Size(), 100);
+  EXPECT_EQ(bounded->Evictions(), 1900);
+}
+
+TEST(MemoryStoreTest, PeeksAndFullBucketsStoreNothing) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock);
+  const Limit limit = TokenBucket("l", 3, 1);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(CheckOne(*store, limit, absl::StrCat("k", i), 0).allowed);
+    EXPECT_EQ(CheckOne(*store, limit, absl::StrCat("k", i), 4).reason,
+              DenyReason::kCostExceedsLimit);
+  }
+  EXPECT_EQ(store->Size(), 0);
+}
+
+TEST(MemoryStoreTest, SweepRemovesIdleEntries) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit bucket = TokenBucket("bucket", 10, 10);  // full again 1 s after one use
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10, kSecond);
+  const Limit sliding = Window("sliding", Algorithm::kSlidingWindow, 10, kSecond);
+  for (int i = 0; i < 1000; ++i) {
+    for (const Limit* limit : {&bucket, &fixed, &sliding}) {
+      ASSERT_TRUE(CheckOne(*store, *limit, absl::StrCat("user:", i)).allowed);
+    }
+  }
+  EXPECT_EQ(store->Size(), 3000);
+  EXPECT_EQ(store->Sweep(), 0);  // nothing idle yet
+
+  clock.AdvanceMicros(kSecond);  // the buckets and fixed windows are done
+  EXPECT_EQ(store->Sweep(), 2000);
+  EXPECT_EQ(store->Size(), 1000);
+  clock.AdvanceMicros(kSecond);  // the sliding windows' counts no longer weigh
+  EXPECT_EQ(store->Sweep(), 1000);
+  EXPECT_EQ(store->Size(), 0);
+}
+
+TEST(MemoryStoreTest, ChecksSweepIdleEntriesAFewAtATime) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/1);
+  const Limit limit = TokenBucket("l", 10, 10);
+  for (int i = 0; i < 1000; ++i) CheckOne(*store, limit, absl::StrCat("idle:", i));
+  EXPECT_EQ(store->Size(), 1000);
+  clock.AdvanceMicros(2 * kSecond);
+
+  // Each check on other keys removes up to 4 expired entries of its shard.
+  for (int i = 0; i < 100; ++i) CheckOne(*store, limit, absl::StrCat("busy:", i % 10), 0);
+  EXPECT_EQ(store->Size(), 600);
+  for (int i = 0; i < 150; ++i) CheckOne(*store, limit, absl::StrCat("busy:", i % 10), 0);
+  EXPECT_EQ(store->Size(), 0);
+}
+
+TEST(MemoryStoreTest, ChecksSweepAcrossShards) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/16);
+  const Limit limit = TokenBucket("l", 10, 10);
+  for (int i = 0; i < 1000; ++i) CheckOne(*store, limit, absl::StrCat("idle:", i));
+  clock.AdvanceMicros(2 * kSecond);
+  int checks = 0;
+  while (store->Size() > 0 && checks < 100'000) {
+    CheckOne(*store, limit, absl::StrCat("busy:", checks++), 0);
+  }
+  EXPECT_EQ(store->Size(), 0);
+}
+
+TEST(MemoryStoreTest, RecentlyUsedEntriesOutliveTheirFirstExpiry) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/1);
+  const Limit limit = TokenBucket("l", 10, 1);
+  CheckOne(*store, limit, "k");  // full again in 1 s
+  clock.AdvanceMicros(kSecond / 2);
+  CheckOne(*store, limit, "k", 5);  // now full again in 5.5 s
+  clock.AdvanceMicros(kSecond);     // past the first expiry
+  EXPECT_EQ(store->Sweep(), 0);
+  EXPECT_EQ(store->Size(), 1);
+  EXPECT_EQ(CheckOne(*store, limit, "k", 0).remaining, 5);
+  clock.AdvanceMicros(5 * kSecond);
+  EXPECT_EQ(store->Sweep(), 1);
+}
+
+// At the bound every shard holds its share of max_keys; a new key evicts the entry of its
+// shard that would expire soonest, and that key starts over with a full bucket.
+TEST(MemoryStoreTest, FloodOfKeysStaysWithinMaxKeys) {
+  SimulatedClock clock;
+  constexpr int64_t kMaxKeys = 1000;
+  auto store = NewStore(&clock, /*shards=*/16, kMaxKeys);
+  const Limit limit = TokenBucket("l", 10, 0.001);  // nothing expires during the flood
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 10 * kMaxKeys; ++i) {
+    ASSERT_TRUE(CheckOne(*store, limit, absl::StrCat("random:", rng())).allowed);
+    if (i % 97 == 0) {
+      ASSERT_LE(store->Size(), kMaxKeys);
+    }
+    clock.AdvanceMicros(1);
+  }
+  EXPECT_EQ(store->Size(), kMaxKeys);
+  EXPECT_EQ(store->Evictions(), 10 * kMaxKeys - kMaxKeys);
+}
+
+TEST(MemoryStoreTest, MoreShardsThanKeysStillBoundsAndLimits) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/64, /*max_keys=*/3);
+  const Limit limit = TokenBucket("l", 1, 0.001);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(CheckOne(*store, limit, absl::StrCat("k", i)).allowed);
+    EXPECT_LE(store->Size(), 3);
+  }
+  // The most recent key is always kept, so it is limited.
+  EXPECT_FALSE(CheckOne(*store, limit, "k99").allowed);
+}
+
+TEST(MemoryStoreTest, AtTheBoundTheHotKeyIsNotEvictedFirst) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/1, /*max_keys=*/10);
+  const Limit limit = TokenBucket("l", 100, 1);
+  CheckOne(*store, limit, "hot");  // expires in 1 s: the soonest of all, for now
+  clock.AdvanceMicros(100'000);
+  for (int i = 1; i <= 9; ++i) CheckOne(*store, limit, absl::StrCat("cold:", i));  // 1.1 s
+  clock.AdvanceMicros(100'000);
+  for (int i = 0; i < 5; ++i) CheckOne(*store, limit, "hot");  // now full again in ~6 s
+  EXPECT_EQ(store->Size(), 10);
+  EXPECT_EQ(store->Evictions(), 0);
+
+  clock.AdvanceMicros(100'000);
+  CheckOne(*store, limit, "new");
+  EXPECT_EQ(store->Size(), 10);
+  EXPECT_EQ(store->Evictions(), 1);
+  // The hot key kept its state (6 used, 0.3 s of refill)...
+  EXPECT_EQ(CheckOne(*store, limit, "hot", 0).remaining, 94);
+  // ...and exactly one cold key was evicted: it starts over with a full bucket.
+  int full = 0;
+  for (int i = 1; i <= 9; ++i) {
+    if (CheckOne(*store, limit, absl::StrCat("cold:", i), 0).remaining == 100) ++full;
+  }
+  EXPECT_EQ(full, 1);
+}
+
+TEST(MemoryStoreTest, AtTheBoundExpiredEntriesGoBeforeLiveOnes) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/1, /*max_keys=*/4);
+  const Limit slow = TokenBucket("slow", 10, 0.001);
+  const Limit fast = TokenBucket("fast", 10, 1000);
+  CheckOne(*store, slow, "a");
+  CheckOne(*store, slow, "b");
+  CheckOne(*store, fast, "c");  // full again after 1 ms
+  CheckOne(*store, fast, "d");
+  clock.AdvanceMicros(2000);
+  CheckOne(*store, slow, "e");
+  CheckOne(*store, slow, "f");
+  EXPECT_EQ(store->Evictions(), 0);  // c and d were swept, not evicted
+  EXPECT_EQ(store->Size(), 4);
+  EXPECT_EQ(CheckOne(*store, slow, "a", 0).remaining, 9);
+  EXPECT_EQ(CheckOne(*store, slow, "b", 0).remaining, 9);
+}
+
+TEST(MemoryStoreTest, TimeGoingBackwardsAddsNothing) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit bucket = TokenBucket("bucket", 2, 1);
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 2, kSecond);
+  for (const Limit* limit : {&bucket, &fixed}) {
+    CheckOne(*store, *limit, "k", 2);
+    clock.AdvanceMicros(-5 * kSecond);
+    EXPECT_FALSE(CheckOne(*store, *limit, "k").allowed) << limit->name;
+    clock.AdvanceMicros(5 * kSecond);
+  }
+}
+
+}  // namespace
+}  // namespace tollgate

@@ -1,0 +1,342 @@
+// Copyright tollgate authors.
+#include "src/store/redis/connection.h"
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace tollgate::redis {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+// "redis_version:7.0.15" out of an INFO server reply. Returns {major, minor} or {-1, -1}.
+std::pair<int, int> ParseVersion(absl::string_view info, std::string* text) {
+  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+    line = absl::StripSuffix(line, "\r");
+    if (!absl::ConsumePrefix(&line, "redis_version:")) continue;
+    *text = std::string(line);
+    std::vector<absl::string_view> parts = absl::StrSplit(line, '.');
+    int major = -1;
+    int minor = -1;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[0], &major) &&
+        absl::SimpleAtoi(parts[1], &minor)) {
+      return {major, minor};
+    }
+  }
+  return {-1, -1};
+}
+
+}  // namespace
+
+RedisConnection::RedisConnection(asio::io_context& io, ConnectionOptions options)
+    : io_(io),
+      options_(std::move(options)),
+      address_(absl::StrCat(options_.url.host, ":", options_.url.port)),
+      resolver_(io),
+      socket_(io),
+      connect_timer_(io),
+      reconnect_timer_(io),
+      watchdog_timer_(io),
+      backoff_(options_.reconnect_min) {}
+
+RedisConnection::~RedisConnection() = default;
+
+void RedisConnection::Start(absl::AnyInvocable<void(absl::Status) &&> first_result) {
+  first_result_ = std::move(first_result);
+  asio::post(io_, [this] { Connect(); });
+}
+
+bool RedisConnection::ready() const {
+  absl::MutexLock lock(&mu_);
+  return state_ == State::kReady;
+}
+
+void RedisConnection::ReportFirst(absl::Status status) {
+  if (first_result_) {
+    auto report = std::move(first_result_);
+    first_result_ = nullptr;
+    std::move(report)(std::move(status));
+  }
+}
+
+void RedisConnection::Connect() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kClosed) return;
+    state_ = State::kConnecting;
+  }
+  const uint64_t generation = ++generation_;
+  reader_ = std::make_unique<ReplyReader>();
+  write_buffer_.clear();
+  writing_ = false;
+  handshake_error_ = absl::OkStatus();
+
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([this, generation](const boost::system::error_code& error) {
+    if (error || generation != generation_) return;
+    Fail(absl::UnavailableError(absl::StrCat("Redis at ", address_, ": no connection within ",
+                                             options_.connect_timeout.count(), " ms")),
+         true);
+  });
+  resolver_.async_resolve(
+      options_.url.host, std::to_string(options_.url.port),
+      [this, generation](const boost::system::error_code& error,
+                         tcp::resolver::results_type results) {
+        if (generation != generation_) return;
+        if (error) {
+          Fail(absl::UnavailableError(absl::StrCat("cannot resolve Redis host ", options_.url.host,
+                                                   ": ", error.message())),
+               true);
+          return;
+        }
+        asio::async_connect(
+            socket_, results,
+            [this, generation](const boost::system::error_code& error, const tcp::endpoint&) {
+              if (generation != generation_) return;
+              if (error) {
+                Fail(absl::UnavailableError(absl::StrCat("cannot connect to Redis at ", address_,
+                                                         ": ", error.message())),
+                     true);
+                return;
+              }
+              OnConnected();
+            });
+      });
+}
+
+void RedisConnection::OnConnected() {
+  boost::system::error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kHandshaking;
+  }
+  Read();
+  Handshake();
+}
+
+void RedisConnection::Handshake() {
+  const RedisUrl& url = options_.url;
+  const uint64_t generation = generation_;
+  auto check = [this, generation](std::string what) {
+    return [this, generation, what = std::move(what)](absl::StatusOr<RedisReply> reply) {
+      if (generation != generation_ || !handshake_error_.ok()) return;
+      if (reply.ok() && reply->is_error()) {
+        handshake_error_ = absl::PermissionDeniedError(
+            absl::StrCat("Redis at ", address_, " refused ", what, ": ", reply->str));
+      }
+    };
+  };
+  if (!url.password.empty()) {
+    if (url.user.empty()) {
+      SendInternal(FormatCommand({"AUTH", url.password}), check("AUTH"));
+    } else {
+      SendInternal(FormatCommand({"AUTH", url.user, url.password}), check("AUTH"));
+    }
+  }
+  if (url.db != 0) {
+    SendInternal(FormatCommand({"SELECT", std::to_string(url.db)}),
+                 check(absl::StrCat("SELECT ", url.db)));
+  }
+  SendInternal(
+      FormatCommand({"INFO", "server"}), [this, generation](absl::StatusOr<RedisReply> reply) {
+        if (generation != generation_) return;
+        absl::Status status = handshake_error_;
+        if (status.ok() && !reply.ok()) status = reply.status();
+        if (status.ok() && reply->is_error()) {
+          status = absl::PermissionDeniedError(
+              absl::StrCat("Redis at ", address_, " refused INFO server: ", reply->str));
+        }
+        if (status.ok()) {
+          std::string version = "unknown";
+          auto [major, minor] = ParseVersion(reply->str, &version);
+          if (major < 7) {
+            status = absl::FailedPreconditionError(
+                absl::StrCat("Redis ", version, " at ", address_,
+                             " is too old: tollgate needs Redis 7.0 or later (for EXPIRE ... NX)"));
+          }
+        }
+        if (!status.ok()) {
+          if (status.code() == absl::StatusCode::kUnavailable) return;  // Fail() already ran
+          ReportFirst(status);
+          Fail(status, true);
+          return;
+        }
+        connect_timer_.cancel();
+        backoff_ = options_.reconnect_min;
+        {
+          absl::MutexLock lock(&mu_);
+          state_ = State::kReady;
+        }
+        ReportFirst(absl::OkStatus());
+      });
+}
+
+void RedisConnection::Send(std::string command, ReplyCallback done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kReady) {
+      queue_.push_back({std::move(command), std::move(done)});
+      if (!flush_posted_) {
+        flush_posted_ = true;
+        asio::post(io_, [this] { Flush(); });
+      }
+      return;
+    }
+  }
+  std::move(done)(absl::UnavailableError(absl::StrCat("not connected to Redis at ", address_)));
+}
+
+void RedisConnection::SendInternal(std::string command, ReplyCallback done) {
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back({std::move(command), std::move(done)});
+    if (flush_posted_) return;
+    flush_posted_ = true;
+  }
+  asio::post(io_, [this] { Flush(); });
+}
+
+void RedisConnection::Flush() {
+  std::vector<Queued> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    flush_posted_ = false;
+    if (writing_) return;  // the write in progress flushes again when it completes
+    if (state_ != State::kReady && state_ != State::kHandshaking) return;
+    batch.swap(queue_);
+  }
+  if (batch.empty()) return;
+  if (in_flight_.empty()) last_progress_ = std::chrono::steady_clock::now();
+  for (Queued& queued : batch) {
+    write_buffer_.append(queued.command);
+    in_flight_.push_back(std::move(queued.done));
+  }
+  ArmWatchdog();
+  writing_ = true;
+  const uint64_t generation = generation_;
+  asio::async_write(socket_, asio::buffer(write_buffer_),
+                    [this, generation](const boost::system::error_code& error, size_t) {
+                      if (generation != generation_) return;
+                      writing_ = false;
+                      write_buffer_.clear();
+                      if (error) {
+                        Fail(absl::UnavailableError(absl::StrCat("write to Redis at ", address_,
+                                                                 " failed: ", error.message())),
+                             true);
+                        return;
+                      }
+                      Flush();
+                    });
+}
+
+void RedisConnection::Read() {
+  const uint64_t generation = generation_;
+  socket_.async_read_some(
+      asio::buffer(read_buffer_),
+      [this, generation](const boost::system::error_code& error, size_t bytes) {
+        if (generation != generation_) return;
+        if (error) {
+          Fail(absl::UnavailableError(
+                   absl::StrCat("connection to Redis at ", address_, " lost: ", error.message())),
+               true);
+          return;
+        }
+        reader_->Feed(std::string_view(read_buffer_.data(), bytes));
+        while (true) {
+          absl::StatusOr<std::optional<RedisReply>> reply = reader_->Next();
+          if (!reply.ok()) {
+            Fail(absl::UnavailableError(reply.status().message()), true);
+            return;
+          }
+          if (!reply->has_value()) break;
+          OnReply(**std::move(reply));
+          if (generation != generation_) return;  // a callback's failure reset us
+        }
+        Read();
+      });
+}
+
+void RedisConnection::OnReply(RedisReply reply) {
+  last_progress_ = std::chrono::steady_clock::now();
+  if (in_flight_.empty()) {
+    Fail(absl::UnavailableError(absl::StrCat("unexpected reply from Redis at ", address_)), true);
+    return;
+  }
+  ReplyCallback done = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  std::move(done)(std::move(reply));
+}
+
+void RedisConnection::ArmWatchdog() {
+  if (watchdog_armed_) return;
+  watchdog_armed_ = true;
+  watchdog_timer_.expires_after(options_.reply_timeout / 4 + std::chrono::milliseconds(1));
+  watchdog_timer_.async_wait([this](const boost::system::error_code& error) {
+    watchdog_armed_ = false;
+    if (error || in_flight_.empty()) return;
+    if (std::chrono::steady_clock::now() - last_progress_ > options_.reply_timeout) {
+      Fail(absl::UnavailableError(absl::StrCat("no reply from Redis at ", address_, " within ",
+                                               options_.reply_timeout.count(), " ms")),
+           true);
+      return;
+    }
+    ArmWatchdog();
+  });
+}
+
+void RedisConnection::Fail(const absl::Status& status, bool reconnect) {
+  std::vector<Queued> queued;
+  bool closed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    closed = state_ == State::kClosed;
+    if (!closed) state_ = State::kDisconnected;
+    queued.swap(queue_);
+  }
+  ++generation_;  // every handler of the old socket is now stale
+  boost::system::error_code ignored;
+  resolver_.cancel();
+  socket_.close(ignored);
+  connect_timer_.cancel();
+  writing_ = false;
+  write_buffer_.clear();
+  std::deque<ReplyCallback> in_flight;
+  in_flight.swap(in_flight_);
+  absl::Status unavailable = status.code() == absl::StatusCode::kUnavailable
+                                 ? status
+                                 : absl::UnavailableError(status.message());
+  for (ReplyCallback& done : in_flight) std::move(done)(unavailable);
+  for (Queued& q : queued) std::move(q.done)(unavailable);
+  ReportFirst(unavailable);
+  if (reconnect && !closed) ScheduleReconnect();
+}
+
+void RedisConnection::ScheduleReconnect() {
+  reconnect_timer_.expires_after(backoff_);
+  backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
+  reconnect_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) Connect();
+  });
+}
+
+void RedisConnection::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kClosed;
+  }
+  reconnect_timer_.cancel();
+  watchdog_timer_.cancel();
+  Fail(absl::UnavailableError("the Redis store is shutting down"), false);
+}
+
+}  // namespace tollgate::redis

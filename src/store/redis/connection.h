@@ -1,0 +1,125 @@
+// Copyright tollgate authors. One asynchronous, auto-pipelined connection to Redis.
+#ifndef TOLLGATE_SRC_STORE_REDIS_CONNECTION_H_
+#define TOLLGATE_SRC_STORE_REDIS_CONNECTION_H_
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "src/store/redis/redis_url.h"
+#include "src/store/redis/resp.h"
+
+namespace tollgate::redis {
+
+// The reply to one command: a RedisReply (which may be an error reply such as NOSCRIPT),
+// or Unavailable when the command could not be sent or its reply never came (not
+// connected, connection dropped, no reply within the reply timeout, shutting down).
+using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
+
+struct ConnectionOptions {
+  RedisUrl url;
+  std::chrono::milliseconds connect_timeout{1000};
+  // With commands in flight and no reply for this long, the connection is considered dead:
+  // it is dropped (every pending call fails) and re-established.
+  std::chrono::milliseconds reply_timeout{2000};
+  // Reconnect backoff: doubles from min to max after each failed attempt.
+  std::chrono::milliseconds reconnect_min{20};
+  std::chrono::milliseconds reconnect_max{1000};
+};
+
+// A connection that connects, authenticates (AUTH), selects the database (SELECT) and
+// checks the server version (INFO server, 7.0 or later) on its own, and reconnects with
+// backoff whenever it drops.
+//
+// Auto-pipelining: `Send` only queues the command; every command queued before the event
+// loop's next turn goes out in one write, and replies are matched to callbacks in order.
+//
+// Thread-safe: `Send` and `ready` may be called from any thread. Callbacks run on the
+// io_context's thread, never inline from `Send` except when failing fast (not connected).
+// Every callback runs exactly once.
+class RedisConnection {
+ public:
+  RedisConnection(boost::asio::io_context& io, ConnectionOptions options);
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+  // REQUIRES: Shutdown() has run and the io_context no longer runs.
+  ~RedisConnection();
+
+  // Starts the first connection attempt. `first_result` runs once, on the io thread, with
+  // OK when the connection is ready, or why the first attempt failed (Unavailable for a
+  // network failure, PermissionDenied for AUTH, FailedPrecondition for a Redis older than
+  // 7.0, ...). Later attempts continue in the background either way.
+  void Start(absl::AnyInvocable<void(absl::Status) &&> first_result);
+
+  // Queues `command` (RESP, see FormatCommand). Fails fast with Unavailable when not
+  // connected.
+  void Send(std::string command, ReplyCallback done);
+
+  // Connected, authenticated and checked.
+  bool ready() const;
+
+  // Closes for good and fails everything pending. Must run on the io thread.
+  void Shutdown();
+
+ private:
+  enum class State { kConnecting, kHandshaking, kReady, kDisconnected, kClosed };
+  struct Queued {
+    std::string command;
+    ReplyCallback done;
+  };
+
+  void Connect();
+  void OnConnected();
+  void Handshake();
+  void SendInternal(std::string command, ReplyCallback done);
+  void Flush();
+  void Read();
+  void OnReply(RedisReply reply);
+  void Fail(const absl::Status& status, bool reconnect);
+  void ScheduleReconnect();
+  void ArmWatchdog();
+  void ReportFirst(absl::Status status);
+
+  boost::asio::io_context& io_;
+  const ConnectionOptions options_;
+  const std::string address_;  // host:port, for messages
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kDisconnected;
+  std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Only touched on the io thread.
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer connect_timer_;
+  boost::asio::steady_timer reconnect_timer_;
+  boost::asio::steady_timer watchdog_timer_;
+  uint64_t generation_ = 0;  // bumps on every (re)connect; stale handlers compare it
+  std::deque<ReplyCallback> in_flight_;
+  std::string write_buffer_;
+  bool writing_ = false;
+  std::array<char, 16384> read_buffer_{};
+  std::unique_ptr<ReplyReader> reader_;
+  std::chrono::steady_clock::time_point last_progress_;
+  bool watchdog_armed_ = false;
+  std::chrono::milliseconds backoff_;
+  absl::Status handshake_error_;
+  absl::AnyInvocable<void(absl::Status) &&> first_result_;
+};
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_STORE_REDIS_CONNECTION_H_

@@ -1,0 +1,185 @@
+-- tollgate: check N limits in one atomic step, all or nothing.
+--
+-- KEYS[i]   the state key of limit i: <prefix><limit name>:{<key>}. Window limits keep
+--           their counters in <KEYS[i]>:<window index>, which shares KEYS[i]'s hash tag
+--           and so its cluster slot.
+-- ARGV[1]   "" in production: time comes from Redis TIME. Tests of the shared decision
+--           table pass integer microseconds here to pin the time.
+-- ARGV[2+4(i-1) .. 5+4(i-1)]  limit i: algorithm, a, b, cost, where
+--           algorithm "t" (token bucket): a = capacity, b = refill per second ("%.17g")
+--           algorithm "f" (fixed window) or "s" (sliding window): a = limit, b = window µs
+--
+-- Returns { now_micros, then per limit: allowed (0/1), remaining, reset_after_micros,
+-- retry_after_micros, reason (0 none, 1 over limit, 2 cost exceeds limit) }.
+--
+-- The arithmetic mirrors src/algorithm/*.cc expression by expression (IEEE doubles on
+-- integer microseconds, same order), so both compute bit-identical decisions. Every
+-- decision is made first; state is written only if every limit passed, and every write
+-- sets a TTL in this same atomic step.
+
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Ceiling of a non-negative double to whole microseconds (CeilMicros).
+local function ceil_micros(x)
+  if not (x > 0) then return 0 end
+  return math.ceil(x)
+end
+
+-- floor(now / window) computed exactly: the double quotient may round across an integer.
+local function window_index(t, window)
+  local q = math.floor(t / window)
+  local r = t - q * window
+  if r < 0 then q = q - 1 elseif r >= window then q = q + 1 end
+  return q
+end
+
+-- State read so far in this call, including what earlier limits of the same call would
+-- consume, so that a key checked twice in one call sees its own first use.
+local pending = {}
+local function read(key)
+  local v = pending[key]
+  if v == nil then
+    v = tonumber(redis.call('GET', key) or '') or false
+    pending[key] = v
+  end
+  return v
+end
+
+local writes = {}  -- ordered list of { kind, key, value, ttl_ms }
+local out = { now }
+local all_allowed = true
+
+local n = #KEYS
+for i = 1, n do
+  local base = 2 + 4 * (i - 1)
+  local algorithm = ARGV[base]
+  local a = tonumber(ARGV[base + 1])
+  local b = tonumber(ARGV[base + 2])
+  local cost = tonumber(ARGV[base + 3])
+  local key = KEYS[i]
+  local allowed, remaining, reset_after, retry_after, reason = 0, 0, 0, 0, 0
+
+  if algorithm == 't' then
+    local capacity, rate = a, b
+    local fill_time = capacity * 1e6 / rate
+    local empty_at = now - fill_time
+    local state = read(key)
+    if state and state > empty_at then empty_at = state end
+    if cost > capacity then
+      reason = 2
+    else
+      local next_empty_at = empty_at + cost * 1e6 / rate
+      if next_empty_at <= now then
+        allowed = 1
+        if cost > 0 then
+          empty_at = next_empty_at
+          pending[key] = next_empty_at
+          writes[#writes + 1] = { 't', key, next_empty_at, 0 }
+        end
+      else
+        reason = 1
+        retry_after = ceil_micros(next_empty_at - now)
+      end
+    end
+    local tokens = math.floor((now - empty_at) * rate / 1e6 + 1e-6)
+    if tokens < 0 then tokens = 0 end
+    if tokens > capacity then tokens = capacity end
+    remaining = tokens
+    reset_after = ceil_micros(empty_at + fill_time - now)
+    if allowed == 1 and cost > 0 then
+      -- Expire once full again (a missing key is a full bucket), plus a second of margin.
+      writes[#writes][4] = math.ceil(reset_after / 1000) + 1000
+    end
+
+  elseif algorithm == 'f' then
+    local limit, window = a, b
+    local index = window_index(now, window)
+    local wkey = key .. ':' .. string.format('%d', index)
+    local count = read(wkey) or 0
+    local window_end = (index + 1) * window
+    reset_after = window_end - now
+    local after = count
+    if cost > limit then
+      reason = 2
+    elseif count + cost <= limit then
+      allowed = 1
+      if cost > 0 then
+        after = count + cost
+        pending[wkey] = after
+        writes[#writes + 1] = { 'i', wkey, cost, math.ceil((window_end - now) / 1000) }
+      end
+    else
+      reason = 1
+      retry_after = window_end - now
+    end
+    remaining = limit - after
+
+  elseif algorithm == 's' then
+    local limit, window = a, b
+    local index = window_index(now, window)
+    local ckey = key .. ':' .. string.format('%d', index)
+    local pkey = key .. ':' .. string.format('%d', index - 1)
+    local current = read(ckey) or 0
+    local previous = read(pkey) or 0
+    local elapsed = now - index * window
+    local weight = (window - elapsed) / window
+    local w = window
+    if cost > limit then
+      reason = 2
+    elseif previous * weight + current + cost <= limit then
+      allowed = 1
+      if cost > 0 then
+        current = current + cost
+        pending[ckey] = current
+        -- The counter matters until the end of the next window.
+        writes[#writes + 1] = { 'i', ckey, cost, math.ceil(((index + 2) * window - now) / 1000) }
+      end
+    else
+      reason = 1
+      if current + cost <= limit then
+        local needed_elapsed = w - (limit - current - cost) * w / previous
+        retry_after = ceil_micros(needed_elapsed - elapsed) + 1
+      else
+        local needed_elapsed = w - (limit - cost) * w / current
+        retry_after = (window - elapsed) + ceil_micros(needed_elapsed) + 1
+      end
+    end
+    local left = math.floor(limit - (previous * weight + current) + 1e-6)
+    if left > 0 then remaining = left else remaining = 0 end
+    if current > 0 then
+      reset_after = (index + 2) * window - now
+    elseif previous > 0 then
+      reset_after = (index + 1) * window - now
+    end
+
+  else
+    return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
+  end
+
+  if allowed == 0 then all_allowed = false end
+  out[#out + 1] = allowed
+  out[#out + 1] = remaining
+  out[#out + 1] = reset_after
+  out[#out + 1] = retry_after
+  out[#out + 1] = reason
+end
+
+if all_allowed then
+  for _, w in ipairs(writes) do
+    if w[1] == 't' then
+      redis.call('SET', w[2], string.format('%.17g', w[3]), 'PX', w[4])
+    else
+      redis.call('INCRBY', w[2], w[3])
+      -- NX (Redis 7): the first write of a window sets its TTL; later ones keep it.
+      redis.call('PEXPIRE', w[2], math.max(w[4], 1), 'NX')
+    end
+  end
+end
+
+return out

@@ -1,0 +1,15 @@
+// Copyright tollgate authors. The Lua scripts of src/store/redis/lua/, embedded at build time
+// by cmake/Redis.cmake into a generated lua_scripts.cc (one constant per file).
+#ifndef TOLLGATE_SRC_STORE_REDIS_LUA_SCRIPTS_H_
+#define TOLLGATE_SRC_STORE_REDIS_LUA_SCRIPTS_H_
+
+#include <string_view>
+
+namespace tollgate::redis {
+
+// lua/check.lua: N limits in one atomic, all-or-nothing step (see the file's header).
+extern const std::string_view kLuaCheck;
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_STORE_REDIS_LUA_SCRIPTS_H_

@@ -1,0 +1,58 @@
+// Copyright tollgate authors. RedisStore's implementation, visible to its tests.
+#ifndef TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_
+#define TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/store/redis/client.h"
+#include "tollgate/redis_store.h"
+
+namespace tollgate::redis {
+
+// `<prefix><limit name>:{<key>}`: the state key of a token bucket, and the base of a window
+// limit's per-window keys (`<base>:<window index>`, appended by the script).
+std::string StateKey(std::string_view prefix, std::string_view limit_name, std::string_view key);
+
+// The script's answer for `items`, out of its reply. InternalError for a malformed reply.
+absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
+                                                      const std::vector<CheckItem>& items,
+                                                      int64_t* now_micros = nullptr);
+
+class RedisStoreImpl final : public RedisStore {
+ public:
+  RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<RedisClient> client,
+                 std::string script_sha, std::vector<std::string> warnings);
+
+  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
+  const std::vector<std::string>& warnings() const override { return warnings_; }
+
+  // CheckAsync with the script's time pinned to `now_micros` instead of Redis TIME. Only
+  // for the shared decision-table test; production calls never pin time.
+  void CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
+                    CheckCallback done);
+
+  // The script's raw reply (now_micros first, then five integers per item).
+  void EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
+                      ReplyCallback done);
+
+  RedisClient& client() { return *client_; }
+  const std::string& key_prefix() const { return options_.key_prefix; }
+
+ private:
+  const RedisStoreOptions options_;
+  const std::string script_sha_;
+  const std::vector<std::string> warnings_;
+  // Last, so it is destroyed first: its destructor fails pending calls, whose callbacks
+  // may still read the members above.
+  const std::unique_ptr<RedisClient> client_;
+};
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_

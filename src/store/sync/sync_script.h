@@ -1,0 +1,98 @@
+// Copyright tollgate authors. The Lua script of one sync round.
+#ifndef TOLLGATE_SRC_STORE_SYNC_SYNC_SCRIPT_H_
+#define TOLLGATE_SRC_STORE_SYNC_SYNC_SCRIPT_H_
+
+namespace tollgate::sync {
+
+// One sync round of one instance, atomic in Redis.
+//
+// KEYS[1]   <prefix>sync:<instance id>: the sequence number of the last batch applied.
+// KEYS[2..] window counters <prefix><limit>:{<key>}:<window index>, batch after batch.
+// ARGV[1]   TTL of KEYS[1] in ms.      ARGV[2]  this instance's id.
+// ARGV[3]   N, the number of live instances.
+// ARGV[4]   the number of batches B; then per batch: its sequence number, its key count n,
+//           and n items (delta, counter TTL in ms, limit, sliding window µs, window index).
+//
+// Batches are the unacknowledged earlier rounds (whose reply was lost: Redis may or may not
+// have applied them) followed by this round's. A batch whose sequence number is not above
+// the recorded one was applied already and is skipped, so a lost reply never counts twice.
+// A key with delta > 0 gets INCRBY and PEXPIRE ... NX (the first write of a window sets its
+// TTL, as the exact check script does); delta 0 only reads.
+//
+// Grants (items of the last batch with limit > 0): <counter>:grants is a hash from instance
+// id to the units that instance may still admit without syncing. This instance's old grant
+// is released (its delta is now counted), then it is granted 1/N of what is neither counted
+// nor granted to the others; an instance absent from the hash may still be spending its
+// first share of the window, floor(limit / N). So counted + granted never exceeds the limit.
+// For a sliding window (window µs > 0) the item just before is the previous window's
+// counter, and "counted" is previous * weight + current at Redis' time.
+//
+// Returns { Redis TIME in µs, then per item of the last batch: total, grant (-1: none) }.
+inline constexpr char kSyncScript[] = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = { now }
+local id = ARGV[2]
+local instances = tonumber(ARGV[3])
+local applied = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local batches = tonumber(ARGV[4])
+local arg, key = 5, 2
+local newest = applied
+for b = 1, batches do
+  local seq = tonumber(ARGV[arg])
+  local n = tonumber(ARGV[arg + 1])
+  arg = arg + 2
+  local fresh = seq > applied
+  if seq > newest then newest = seq end
+  local before = 0
+  for i = 1, n do
+    local delta = tonumber(ARGV[arg])
+    local ttl = math.max(tonumber(ARGV[arg + 1]), 1)
+    local limit = tonumber(ARGV[arg + 2])
+    local window = tonumber(ARGV[arg + 3])
+    local index = tonumber(ARGV[arg + 4])
+    local total
+    if fresh and delta > 0 then
+      total = redis.call('INCRBY', KEYS[key], delta)
+      redis.call('PEXPIRE', KEYS[key], ttl, 'NX')
+    else
+      total = tonumber(redis.call('GET', KEYS[key]) or '0') or 0
+    end
+    if b == batches then
+      local grant = -1
+      if limit > 0 then
+        local used = total
+        if window > 0 then
+          local weight = ((index + 1) * window - now) / window
+          if weight < 0 then weight = 0 elseif weight > 1 then weight = 1 end
+          used = before * weight + total
+        end
+        local grants = KEYS[key] .. ':grants'
+        redis.call('HDEL', grants, id)
+        local held = 0
+        local others = redis.call('HVALS', grants)
+        for _, v in ipairs(others) do held = held + tonumber(v) end
+        local silent = instances - 1 - #others
+        if silent > 0 then held = held + silent * math.floor(limit / instances) end
+        grant = math.floor((limit - used - held) / instances + 1e-9)
+        if grant < 0 then grant = 0 end
+        redis.call('HSET', grants, id, grant)
+        redis.call('PEXPIRE', grants, ttl, 'NX')
+      end
+      out[#out + 1] = total
+      out[#out + 1] = grant
+    end
+    before = total
+    arg = arg + 5
+    key = key + 1
+  end
+end
+if newest > applied then
+  redis.call('SET', KEYS[1], string.format('%d', newest), 'PX', ARGV[1])
+end
+return out
+)lua";
+
+}  // namespace tollgate::sync
+
+#endif  // TOLLGATE_SRC_STORE_SYNC_SYNC_SCRIPT_H_

@@ -1,0 +1,580 @@
+// Copyright tollgate authors. `tollgate serve` end to end: a real process on a loopback port,
+// spoken to over HTTP/1.1.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/read_until.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/process.h"
+#include "tests/support/redis_server.h"
+
+namespace tollgate {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using ::testing::HasSubstr;
+using ::tollgate::testing::FreePort;
+using ::tollgate::testing::MakeTempDir;
+using ::tollgate::testing::Subprocess;
+using ::tollgate::testing::WaitForPort;
+using ::tollgate::testing::WriteFile;
+using Response = http::response<http::string_body>;
+
+constexpr auto kIoTimeout = std::chrono::seconds(10);
+// Sanitizer builds start slowly on a busy machine.
+constexpr auto kStartTimeout = std::chrono::seconds(60);
+
+// Buckets that refill so slowly (one token per 1000 s) that no test can see a refill.
+constexpr char kConfig[] = R"(limits:
+  burst:
+    algorithm: token_bucket
+    capacity: 5
+    refill_per_second: 0.001
+  wide:
+    algorithm: token_bucket
+    capacity: 10
+    refill_per_second: 0.001
+  narrow:
+    algorithm: token_bucket
+    capacity: 2
+    refill_per_second: 0.001
+)";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string Header(const Response& response, std::string_view name) {
+  auto field = response.find(beast::string_view(name.data(), name.size()));
+  return field == response.end() ? "" : std::string(field->value());
+}
+
+nlohmann::json Json(const Response& response) {
+  return nlohmann::json::parse(response.body(), nullptr, false);
+}
+
+// One HTTP/1.1 connection; requests go one after another on it (keep-alive).
+class Client {
+ public:
+  explicit Client(int port) : stream_(io_) {
+    stream_.expires_after(kIoTimeout);
+    stream_.connect(
+        net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
+  }
+
+  // Sends one request and reads the response; nullopt if the connection failed.
+  std::optional<Response> Send(http::verb method, std::string target, std::string body = "") {
+    http::request<http::string_body> request(method, target, 11);
+    request.set(http::field::host, "127.0.0.1");
+    if (!body.empty()) request.set(http::field::content_type, "application/json");
+    request.body() = std::move(body);
+    request.prepare_payload();
+    beast::error_code error;
+    stream_.expires_after(kIoTimeout);
+    http::write(stream_, request, error);
+    if (error) return std::nullopt;
+    Response response;
+    http::read(stream_, buffer_, response, error);
+    if (error) return std::nullopt;
+    return response;
+  }
+
+  std::optional<Response> Check(std::string body) {
+    return Send(http::verb::post, "/v1/check", std::move(body));
+  }
+
+  // Sends raw bytes and reads one response.
+  std::optional<Response> SendRaw(const std::string& bytes) {
+    beast::error_code error;
+    stream_.expires_after(kIoTimeout);
+    net::write(stream_, net::buffer(bytes), error);
+    if (error) return std::nullopt;
+    Response response;
+    http::read(stream_, buffer_, response, error);
+    if (error) return std::nullopt;
+    return response;
+  }
+
+  // True once the server has closed the connection (reads end of stream).
+  bool ClosedByServer() {
+    beast::error_code error;
+    stream_.expires_after(kIoTimeout);
+    char byte;
+    stream_.read_some(net::buffer(&byte, 1), error);
+    return error == net::error::eof || error == net::error::connection_reset;
+  }
+
+  beast::tcp_stream& stream() { return stream_; }
+  beast::flat_buffer& buffer() { return buffer_; }
+
+ private:
+  net::io_context io_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+};
+
+// A `tollgate serve` on an ephemeral loopback port, learned from its log.
+class Server {
+ public:
+  static std::unique_ptr<Server> Start(const std::string& config_yaml,
+                                       const std::vector<std::string>& extra_args = {}) {
+    auto server = std::unique_ptr<Server>(new Server);
+    server->dir_ = MakeTempDir("tollgate-http");
+    std::string config = server->dir_ + "/limits.yaml";
+    WriteFile(config, config_yaml);
+    server->log_ = server->dir_ + "/serve.log";
+    std::vector<std::string> argv = {
+        TOLLGATE_BINARY, "serve",  "--config",    config,      "--http",
+        "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads", "2"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_);
+    EXPECT_TRUE(process.ok()) << process.status();
+    if (!process.ok()) return nullptr;
+    server->process_.emplace(*std::move(process));
+
+    const std::regex listening(R"(listening http=127\.0\.0\.1:(\d+))");
+    auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch match;
+      std::string log = ReadAll(server->log_);
+      if (std::regex_search(log, match, listening)) {
+        server->port_ = std::stoi(match[1]);
+        return server;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "server did not report its port; log:\n" << ReadAll(server->log_);
+    return nullptr;
+  }
+
+  int port() const { return port_; }
+  std::string log() const { return ReadAll(log_); }
+  // SIGTERM; returns the exit code.
+  int Stop() { return process_->Stop(std::chrono::seconds(30)); }
+
+ private:
+  Server() = default;
+  std::string dir_;
+  std::string log_;
+  std::optional<Subprocess> process_;
+  int port_ = 0;
+};
+
+class HttpApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = Server::Start(kConfig);
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) {
+      EXPECT_EQ(server_->Stop(), 0) << "log:\n" << server_->log();
+    }
+  }
+
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(HttpApiTest, AllowsTheBurstThenRefusesWithRetryAfter) {
+  Client client(server_->port());
+  for (int i = 0; i < 5; ++i) {
+    std::optional<Response> response = client.Check(R"({"limit":"burst","key":"user:1"})");
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->result(), http::status::ok) << response->body();
+    nlohmann::json json = Json(*response);
+    EXPECT_EQ(json["allowed"], true);
+    EXPECT_EQ(json["remaining"], 4 - i);
+    EXPECT_EQ(json["limit"], 5);
+    EXPECT_EQ(json["source"], "memory");
+    EXPECT_EQ(Header(*response, "RateLimit-Policy"), "5;w=5000");
+    EXPECT_EQ(Header(*response, "RateLimit").rfind(absl::StrCat("limit=5, remaining=", 4 - i), 0),
+              0u)
+        << Header(*response, "RateLimit");
+  }
+  std::optional<Response> refused = client.Check(R"({"limit":"burst","key":"user:1"})");
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->result(), http::status::too_many_requests);
+  nlohmann::json json = Json(*refused);
+  EXPECT_EQ(json["allowed"], false);
+  EXPECT_EQ(json["reason"], "over_limit");
+  EXPECT_EQ(json["remaining"], 0);
+  EXPECT_GT(json["retry_after_ms"].get<int64_t>(), 900'000);  // one token takes 1000 s
+  int retry_after = std::stoi(Header(*refused, "Retry-After"));
+  EXPECT_GE(retry_after, 900);
+  EXPECT_LE(retry_after, 1000);
+
+  // Another key has its own bucket.
+  std::optional<Response> other = client.Check(R"({"limit":"burst","key":"user:2"})");
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->result(), http::status::ok);
+}
+
+TEST_F(HttpApiTest, BatchIsAllOrNothing) {
+  Client client(server_->port());
+  auto peek = [&](const std::string& limit) {
+    std::optional<Response> response =
+        client.Check(absl::StrCat(R"({"limit":")", limit, R"(","key":"u","cost":0})"));
+    EXPECT_TRUE(response.has_value());
+    return response.has_value() ? Json(*response)["remaining"].get<int64_t>() : -1;
+  };
+
+  std::optional<Response> allowed = client.Check(
+      R"({"checks":[{"limit":"wide","key":"u","cost":3},{"limit":"narrow","key":"u"}]})");
+  ASSERT_TRUE(allowed.has_value());
+  EXPECT_EQ(allowed->result(), http::status::ok) << allowed->body();
+  nlohmann::json json = Json(*allowed);
+  EXPECT_EQ(json["allowed"], true);
+  EXPECT_EQ(json["name"], "narrow");  // the least remaining speaks for the batch
+  EXPECT_EQ(json["remaining"], 1);
+  ASSERT_EQ(json["results"].size(), 2u);
+  EXPECT_EQ(json["results"][0]["name"], "wide");
+  EXPECT_EQ(json["results"][0]["remaining"], 7);
+  EXPECT_EQ(peek("wide"), 7);
+  EXPECT_EQ(peek("narrow"), 1);
+
+  // "narrow" has 1 left and refuses 2: "wide" must not spend its 3.
+  std::optional<Response> refused = client.Check(
+      R"({"checks":[{"limit":"wide","key":"u","cost":3},{"limit":"narrow","key":"u","cost":2}]})");
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->result(), http::status::too_many_requests) << refused->body();
+  json = Json(*refused);
+  EXPECT_EQ(json["allowed"], false);
+  EXPECT_EQ(json["name"], "narrow");
+  EXPECT_EQ(json["reason"], "over_limit");
+  EXPECT_EQ(json["results"][0]["allowed"], true);
+  EXPECT_EQ(json["results"][1]["allowed"], false);
+  EXPECT_FALSE(Header(*refused, "Retry-After").empty());
+  EXPECT_EQ(peek("wide"), 7);
+  EXPECT_EQ(peek("narrow"), 1);
+}
+
+TEST_F(HttpApiTest, BadInputIs400WithAnErrorAndTheConnectionKeepsServing) {
+  std::string long_key(1025, 'k');
+  std::string many_checks = R"({"checks":[)";
+  for (int i = 0; i < 65; ++i) {
+    many_checks += absl::StrCat(i == 0 ? "" : ",", R"({"limit":"wide","key":"u"})");
+  }
+  many_checks += "]}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "invalid JSON"},
+      {"", "empty body"},
+      {R"({"limit":"wide","key":"u","cost":"3"})", "cost: expected an integer >= 0"},
+      {R"({"limit":"wide","key":42})", "key: expected a string"},
+      {R"({"key":"u"})", "limit: missing"},
+      {R"({"limit":"wide"})", "key: missing"},
+      {R"({"limit":"wide","key":"u","cost":-1})", "cost: expected an integer >= 0, got -1"},
+      {R"({"limit":"nope","key":"u"})", "limit: unknown limit \"nope\""},
+      {R"({"limit":"wide","key":""})", "key: must not be empty"},
+      {absl::StrCat(R"({"limit":"wide","key":")", long_key, "\"}"), "key: longer than 1024"},
+      {R"({"checks":[]})", "checks: must not be empty"},
+      {many_checks, "checks: at most 64 items"},
+      {R"({"checks":[{"limit":"wide","key":"u"},{"limit":"narrow","key":"u","cost":1.5}]})",
+       "checks[1].cost"},
+  };
+  Client client(server_->port());
+  for (const auto& [body, message] : cases) {
+    std::optional<Response> response = client.Check(body);
+    ASSERT_TRUE(response.has_value()) << body;
+    EXPECT_EQ(response->result(), http::status::bad_request) << body;
+    nlohmann::json json = Json(*response);
+    ASSERT_TRUE(json.is_object() && json.contains("error")) << response->body();
+    EXPECT_THAT(json["error"].get<std::string>(), HasSubstr(message)) << body;
+    EXPECT_TRUE(response->keep_alive()) << body;
+  }
+
+  std::optional<Response> wrong_method = client.Send(http::verb::get, "/v1/check");
+  ASSERT_TRUE(wrong_method.has_value());
+  EXPECT_EQ(wrong_method->result(), http::status::method_not_allowed);
+  EXPECT_EQ(Header(*wrong_method, "Allow"), "POST");
+  EXPECT_TRUE(Json(*wrong_method).contains("error"));
+
+  std::optional<Response> unknown_path = client.Send(http::verb::get, "/v2/nothing");
+  ASSERT_TRUE(unknown_path.has_value());
+  EXPECT_EQ(unknown_path->result(), http::status::not_found);
+  EXPECT_TRUE(Json(*unknown_path).contains("error"));
+
+  // None of the bad requests consumed anything, and the same connection still works.
+  std::optional<Response> peek = client.Check(R"({"limit":"wide","key":"u","cost":0})");
+  ASSERT_TRUE(peek.has_value());
+  EXPECT_EQ(peek->result(), http::status::ok);
+  EXPECT_EQ(Json(*peek)["remaining"], 10);
+}
+
+TEST_F(HttpApiTest, OversizedBodyIs400AndTheServerKeepsServing) {
+  {
+    Client client(server_->port());
+    std::string body = absl::StrCat(R"({"limit":"wide","key":")", std::string(70'000, 'k'), "\"}");
+    std::optional<Response> response = client.Check(body);
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->result(), http::status::bad_request);
+    EXPECT_THAT(Json(*response)["error"].get<std::string>(), HasSubstr("larger than 65536"));
+    EXPECT_FALSE(response->keep_alive());
+  }
+  Client client(server_->port());
+  std::optional<Response> health = client.Send(http::verb::get, "/healthz");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->result(), http::status::ok);
+  EXPECT_EQ(Json(*health)["status"], "ok");
+}
+
+TEST_F(HttpApiTest, OversizedHeadAndMalformedHttpAreRefused) {
+  {
+    Client client(server_->port());
+    std::string head = absl::StrCat(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", std::string(10'000, 'a'), "\r\n\r\n");
+    std::optional<Response> response = client.SendRaw(head);
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->result(), http::status::request_header_fields_too_large);
+    EXPECT_TRUE(Json(*response).contains("error"));
+  }
+  {
+    Client client(server_->port());
+    std::optional<Response> response = client.SendRaw("GET /healthz HTTP/9.9 nonsense\r\n\r\n");
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->result(), http::status::bad_request);
+    EXPECT_THAT(Json(*response)["error"].get<std::string>(), HasSubstr("malformed HTTP"));
+  }
+  Client client(server_->port());
+  std::optional<Response> health = client.Send(http::verb::get, "/healthz");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->result(), http::status::ok);
+}
+
+TEST_F(HttpApiTest, KeepAliveServesManyRequestsOnOneConnection) {
+  Client client(server_->port());
+  for (int i = 0; i < 20; ++i) {
+    std::optional<Response> response =
+        client.Check(absl::StrCat(R"({"limit":"wide","key":"keepalive-)", i, R"("})"));
+    ASSERT_TRUE(response.has_value()) << "request " << i;
+    EXPECT_EQ(response->result(), http::status::ok);
+    EXPECT_TRUE(response->keep_alive());
+  }
+}
+
+TEST_F(HttpApiTest, AnswersExpectContinue) {
+  Client client(server_->port());
+  std::string body = R"({"limit":"wide","key":"continue"})";
+  std::string head = absl::StrCat(
+      "POST /v1/check HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ", body.size(),
+      "\r\n\r\n");
+  net::write(client.stream(), net::buffer(head));
+  std::string interim;
+  client.stream().expires_after(kIoTimeout);
+  size_t head_size =
+      net::read_until(client.stream().socket(), net::dynamic_buffer(interim), "\r\n\r\n");
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  EXPECT_EQ(head_size, interim.size());
+  std::optional<Response> response = client.SendRaw(body);
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->result(), http::status::ok) << response->body();
+}
+
+TEST_F(HttpApiTest, StopsOnSigtermWithIdleConnectionsOpen) {
+  Client idle(server_->port());
+  ASSERT_TRUE(idle.Send(http::verb::get, "/healthz").has_value());
+  EXPECT_EQ(server_->Stop(), 0) << server_->log();
+  EXPECT_TRUE(idle.ClosedByServer());
+  EXPECT_THAT(server_->log(), HasSubstr("stopped"));
+  server_.reset();
+}
+
+// ---- Processes that must not serve. -------------------------------------------------------
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+RunResult RunTollgate(std::vector<std::string> args) {
+  std::string dir = MakeTempDir("tollgate-cli");
+  std::string log = dir + "/out.log";
+  args.insert(args.begin(), TOLLGATE_BINARY);
+  absl::StatusOr<Subprocess> process = Subprocess::Start(args, log);
+  EXPECT_TRUE(process.ok()) << process.status();
+  if (!process.ok()) return {};
+  RunResult run;
+  run.exit_code = process->Wait();
+  run.output = ReadAll(log);
+  return run;
+}
+
+TEST(TollgateCliTest, ValidateAcceptsAGoodFile) {
+  std::string path = MakeTempDir("tollgate-validate") + "/good.yaml";
+  WriteFile(path, kConfig);
+  RunResult run = RunTollgate({"validate", "--config", path});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat(path, ": ok, 3 limits")));
+}
+
+TEST(TollgateCliTest, ValidateNamesFileAndLineOfAnError) {
+  std::string path = MakeTempDir("tollgate-validate") + "/bad.yaml";
+  WriteFile(path,
+            "limits:\n"
+            "  api:\n"
+            "    algorithm: token_bucket\n"
+            "    capacity: lots\n"
+            "    refill_per_second: 1\n");
+  RunResult run = RunTollgate({"validate", "--config", path});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat(path, ":4")));
+  EXPECT_THAT(run.output, HasSubstr("capacity"));
+}
+
+TEST(TollgateCliTest, ServeWithAnInvalidConfigExits1WithoutListening) {
+  std::string path = MakeTempDir("tollgate-serve") + "/bad.yaml";
+  WriteFile(path, "limits:\n  api:\n    algorithm: leaky_bucket\n");
+  int port = FreePort();
+  RunResult run =
+      RunTollgate({"serve", "--config", path, "--http", absl::StrCat("127.0.0.1:", port)});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat(path, ":3")));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
+  EXPECT_FALSE(WaitForPort(port, std::chrono::milliseconds(100)).ok());
+}
+
+TEST(TollgateCliTest, ServeWithAMissingConfigExits1) {
+  std::string path = MakeTempDir("tollgate-serve") + "/missing.yaml";
+  RunResult run = RunTollgate({"serve", "--config", path, "--http", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(path));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
+}
+
+TEST(TollgateCliTest, ServeWithAnUnreachableRedisExits1) {
+  std::string path = MakeTempDir("tollgate-serve") + "/good.yaml";
+  WriteFile(path, kConfig);
+  RunResult run = RunTollgate({"serve", "--config", path, "--redis", "redis://127.0.0.1:1",
+                               "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
+}
+
+TEST(TollgateCliTest, ServeOnAPortInUseExits1) {
+  std::string path = MakeTempDir("tollgate-serve") + "/good.yaml";
+  WriteFile(path, kConfig);
+  auto server = Server::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  RunResult run =
+      RunTollgate({"serve", "--config", path, "--http", absl::StrCat("127.0.0.1:", server->port()),
+                   "--grpc", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("cannot listen on 127.0.0.1:"));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+TEST(TollgateCliTest, CheckSubcommandTalksToAServer) {
+  auto server = Server::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  std::string url = absl::StrCat("http://127.0.0.1:", server->port());
+  RunResult allowed =
+      RunTollgate({"check", "--url", url, "--limit", "narrow", "--key", "cli", "--cost", "2"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_THAT(allowed.output, HasSubstr("200 OK"));
+  RunResult refused = RunTollgate({"check", "--url", url, "--limit", "narrow", "--key", "cli"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("429"));
+  EXPECT_THAT(refused.output, HasSubstr("Retry-After:"));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// The seed's fleet: eight `tollgate serve --redis` sharing one Redis, one user's requests
+// spread over all of them. The fleet admits what one limit allows, not eight times it.
+TEST(ServeWithRedisTest, EightServersSharingOneRedisAdmitOneLimit) {
+  auto redis = tollgate::testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  constexpr char kFleetConfig[] = R"(limits:
+  api_per_user:
+    algorithm: token_bucket
+    capacity: 20
+    refill_per_second: 0.001
+    timeout: 2s
+  orders_per_user:
+    algorithm: sliding_window
+    limit: 7
+    window: 1h
+    timeout: 2s
+)";
+  std::vector<std::unique_ptr<Server>> fleet;
+  for (int i = 0; i < 8; ++i) {
+    fleet.push_back(Server::Start(kFleetConfig, {"--redis", (*redis)->url()}));
+    ASSERT_NE(fleet.back(), nullptr);
+  }
+  // 4 client threads, each sending to every server in turn: 160 requests per limit.
+  std::atomic<int> api_allowed{0}, orders_allowed{0}, answered{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t s = 0; s < fleet.size(); ++s) {
+          Client client(fleet[(s + t) % fleet.size()]->port());
+          auto api = client.Check(R"({"limit":"api_per_user","key":"user:42"})");
+          auto orders = client.Check(R"({"limit":"orders_per_user","key":"user:42"})");
+          if (!api || !orders) continue;
+          answered += 2;
+          if (api->result_int() == 200) ++api_allowed;
+          if (orders->result_int() == 200) ++orders_allowed;
+          if (api->result_int() == 200) EXPECT_EQ(Json(*api)["source"], "redis");
+        }
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(answered.load(), 2 * 4 * 5 * 8);
+  EXPECT_EQ(api_allowed.load(), 20);
+  EXPECT_EQ(orders_allowed.load(), 7);
+  for (auto& server : fleet) EXPECT_EQ(server->Stop(), 0) << server->log();
+}
+
+// Envoy's JSON shape on the HTTP port: the same rules and counters as the gRPC API.
+TEST(ServeEnvoyJsonTest, PostJsonAnswersEnvoysShape) {
+  constexpr char kEnvoyConfig[] = R"(domain: shop
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 2}
+)";
+  auto server = Server::Start(kEnvoyConfig);
+  ASSERT_NE(server, nullptr);
+  Client client(server->port());
+  const std::string body =
+      R"({"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"u1"}]}]})";
+  for (int i = 0; i < 2; ++i) {
+    auto ok = client.Send(http::verb::post, "/json", body);
+    ASSERT_TRUE(ok.has_value());
+    EXPECT_EQ(ok->result_int(), 200) << ok->body();
+    EXPECT_EQ(Json(*ok)["overallCode"], "OK") << ok->body();
+  }
+  auto over = client.Send(http::verb::post, "/json", body);
+  ASSERT_TRUE(over.has_value());
+  EXPECT_EQ(over->result_int(), 429) << over->body();
+  EXPECT_EQ(Json(*over)["overallCode"], "OVER_LIMIT") << over->body();
+  auto bad = client.Send(http::verb::post, "/json", "{not json");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->result_int(), 400);
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tollgate

@@ -1,0 +1,511 @@
+// Copyright tollgate authors. RedisStore against a real redis-server.
+#include "tollgate/redis_store.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/algorithm/fixed_window.h"
+#include "src/algorithm/sliding_window.h"
+#include "src/algorithm/token_bucket.h"
+#include "src/store/redis/redis_store_impl.h"
+#include "tests/support/redis_server.h"
+
+namespace tollgate {
+namespace {
+
+using redis::RedisReply;
+using redis::RedisStoreImpl;
+using ::testing::HasSubstr;
+using testing::RedisServer;
+
+Limit TokenBucket(std::string name, int64_t capacity, double refill_per_second) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = Algorithm::kTokenBucket;
+  limit.numbers.capacity = capacity;
+  limit.numbers.refill_per_second = refill_per_second;
+  return limit;
+}
+
+Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_micros) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = algorithm;
+  limit.numbers.limit = max;
+  limit.numbers.window_micros = window_micros;
+  return limit;
+}
+
+absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector<CheckItem> items,
+                                              std::optional<int64_t> now_micros) {
+  std::promise<absl::StatusOr<std::vector<Decision>>> promise;
+  auto result = promise.get_future();
+  store.CheckAtAsync(std::move(items), now_micros,
+                     [&promise](absl::StatusOr<std::vector<Decision>> decisions) {
+                       promise.set_value(std::move(decisions));
+                     });
+  return result.get();
+}
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    store_ = NewStore();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<RedisStoreImpl> NewStore(RedisStoreOptions options = {}) {
+    options.url = server_->url();
+    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return nullptr;
+    return std::unique_ptr<RedisStoreImpl>(static_cast<RedisStoreImpl*>(store->release()));
+  }
+
+  RedisReply Redis(const std::vector<std::string>& args) {
+    absl::StatusOr<RedisReply> reply = store_->client().Command(args);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : RedisReply{};
+  }
+
+  int64_t RedisTimeMicros() {
+    RedisReply time = Redis({"TIME"});
+    int64_t seconds = 0;
+    int64_t micros = 0;
+    EXPECT_EQ(time.elements.size(), 2u);
+    if (time.elements.size() != 2 || !absl::SimpleAtoi(time.elements[0].str, &seconds) ||
+        !absl::SimpleAtoi(time.elements[1].str, &micros)) {
+      return 0;
+    }
+    return seconds * 1'000'000 + micros;
+  }
+
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<RedisStoreImpl> store_;
+};
+
+// ---- The shared decision table: src/algorithm and check.lua agree bit for bit. ----------
+
+void ExpectSameDecision(const Decision& memory, const Decision& redis, const std::string& what) {
+  EXPECT_EQ(memory.allowed, redis.allowed) << what;
+  EXPECT_EQ(memory.limit, redis.limit) << what;
+  EXPECT_EQ(memory.remaining, redis.remaining) << what;
+  EXPECT_EQ(memory.reset_after_micros, redis.reset_after_micros) << what;
+  EXPECT_EQ(memory.retry_after_micros, redis.retry_after_micros) << what;
+  EXPECT_EQ(memory.reason, redis.reason) << what;
+  EXPECT_EQ(redis.source, DecisionSource::kRedis) << what;
+}
+
+TEST_F(RedisStoreTest, TokenBucketTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20240501);
+  const std::vector<double> rates = {0.001, 0.5, 1, 1.0 / 3, 3, 7.25, 10, 123.456, 1000, 1e6};
+  const std::vector<int64_t> capacities = {1, 2, 3, 5, 10, 50, 1000};
+  int checked = 0;
+  for (int i = 0; i < 400; ++i) {
+    const double rate = rates[random() % rates.size()];
+    const int64_t capacity = capacities[random() % capacities.size()];
+    const Limit limit = TokenBucket(absl::StrCat("tb", i), capacity, rate);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const int64_t cost =
+        random() % 5 == 0 ? capacity + 1 : static_cast<int64_t>(random() % (capacity + 1));
+    std::optional<algorithm::TokenBucketState> state;
+    if (random() % 5 != 0) {
+      const double fill_time = static_cast<double>(capacity) * 1e6 / rate;
+      const double u = std::uniform_real_distribution<double>(-0.2, 1.5)(random);
+      state = algorithm::TokenBucketState{static_cast<double>(now) - fill_time * u};
+    }
+    const std::string key = redis::StateKey("tollgate:", limit.name, "k");
+    if (state.has_value()) Redis({"SET", key, absl::StrFormat("%.17g", state->empty_at_micros)});
+
+    const algorithm::Outcome<algorithm::TokenBucketState> expected =
+        algorithm::TokenBucketCheck(state, now, {capacity, rate}, cost);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {{&limit, "k", cost}}, now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    const std::string what =
+        absl::StrCat("case ", i, ": capacity ", capacity, " rate ", rate, " cost ", cost, " state ",
+                     state ? absl::StrFormat("%.17g", state->empty_at_micros) : "none");
+    ExpectSameDecision(expected.decision, (*actual)[0], what);
+
+    RedisReply stored = Redis({"GET", key});
+    if (expected.changed) {
+      double empty_at = 0;
+      ASSERT_TRUE(absl::SimpleAtod(stored.str, &empty_at)) << what;
+      EXPECT_EQ(empty_at, expected.state.empty_at_micros) << what;  // bit-identical
+      EXPECT_GT(Redis({"PTTL", key}).integer, 0) << what;
+      ++checked;
+    } else if (state.has_value()) {
+      EXPECT_EQ(stored.str, absl::StrFormat("%.17g", state->empty_at_micros)) << what;
+    } else {
+      EXPECT_EQ(stored.type, RedisReply::Type::kNil) << what;
+    }
+  }
+  EXPECT_GT(checked, 50);  // the table exercises writes, not only refusals
+}
+
+TEST_F(RedisStoreTest, FixedWindowTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(7);
+  const std::vector<int64_t> windows = {1, 7, 1000, 1'000'000, 600'000'000, 86'400'000'000};
+  const std::vector<int64_t> limits = {1, 2, 3, 10, 100};
+  for (int i = 0; i < 400; ++i) {
+    const int64_t window = windows[random() % windows.size()];
+    const int64_t max = limits[random() % limits.size()];
+    const Limit limit = Window(absl::StrCat("fw", i), Algorithm::kFixedWindow, max, window);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const int64_t index = algorithm::WindowIndex(now, window);
+    const int64_t cost = static_cast<int64_t>(random() % (max + 2));
+    std::optional<algorithm::FixedWindowState> state;
+    const std::string base = redis::StateKey("tollgate:", limit.name, "k");
+    if (random() % 4 != 0) {
+      state = algorithm::FixedWindowState{index - static_cast<int64_t>(random() % 2),
+                                          static_cast<int64_t>(random() % (max + 1))};
+      Redis({"SET", absl::StrCat(base, ":", state->window_index), absl::StrCat(state->count)});
+    }
+    const auto expected = algorithm::FixedWindowCheck(state, now, {max, window}, cost);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {{&limit, "k", cost}}, now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    const std::string what =
+        absl::StrCat("case ", i, ": limit ", max, " window ", window, " cost ", cost, " now ", now);
+    ExpectSameDecision(expected.decision, (*actual)[0], what);
+    // Redis expires keys in real time while the script's time is pinned: a window key lives
+    // only until its window ends, so only check what keys with a second or more left hold.
+    if (expected.expires_at_micros - now < 1'000'000) continue;
+    RedisReply count = Redis({"GET", absl::StrCat(base, ":", index)});
+    if (expected.changed) {
+      EXPECT_EQ(count.str, absl::StrCat(expected.state.count)) << what;
+      EXPECT_GT(Redis({"PTTL", absl::StrCat(base, ":", index)}).integer, 0) << what;
+    } else if (state.has_value() && state->window_index == index) {
+      EXPECT_EQ(count.str, absl::StrCat(state->count)) << what;
+    } else {
+      EXPECT_EQ(count.type, RedisReply::Type::kNil) << what;
+    }
+  }
+}
+
+TEST_F(RedisStoreTest, SlidingWindowTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(11);
+  const std::vector<int64_t> windows = {1, 7, 1000, 1'000'000, 600'000'000, 86'400'000'000};
+  const std::vector<int64_t> limits = {1, 2, 3, 10, 100};
+  for (int i = 0; i < 400; ++i) {
+    const int64_t window = windows[random() % windows.size()];
+    const int64_t max = limits[random() % limits.size()];
+    const Limit limit = Window(absl::StrCat("sw", i), Algorithm::kSlidingWindow, max, window);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const int64_t index = algorithm::WindowIndex(now, window);
+    const int64_t cost = static_cast<int64_t>(random() % (max + 2));
+    std::optional<algorithm::SlidingWindowState> state;
+    const std::string base = redis::StateKey("tollgate:", limit.name, "k");
+    if (random() % 4 != 0) {
+      // Redis keeps one counter per window: the state's current count in its window, its
+      // previous count in the window before.
+      state = algorithm::SlidingWindowState{index - static_cast<int64_t>(random() % 3),
+                                            static_cast<int64_t>(random() % (max + 1)),
+                                            static_cast<int64_t>(random() % (max + 1))};
+      Redis({"SET", absl::StrCat(base, ":", state->window_index), absl::StrCat(state->current)});
+      Redis(
+          {"SET", absl::StrCat(base, ":", state->window_index - 1), absl::StrCat(state->previous)});
+    }
+    const auto expected = algorithm::SlidingWindowCheck(state, now, {max, window}, cost);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {{&limit, "k", cost}}, now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    const std::string what =
+        absl::StrCat("case ", i, ": limit ", max, " window ", window, " cost ", cost, " now ", now);
+    ExpectSameDecision(expected.decision, (*actual)[0], what);
+    if (expected.changed && expected.expires_at_micros - now >= 1'000'000) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(expected.state.current))
+          << what;
+    }
+  }
+}
+
+// ---- Behaviour. --------------------------------------------------------------------------
+
+TEST_F(RedisStoreTest, KeysFollowTheDocumentedLayoutAndCarryTtls) {
+  const Limit bucket = TokenBucket("api", 5, 1);
+  const Limit otp = Window("otp", Algorithm::kFixedWindow, 3, 600'000'000);
+  const Limit sliding = Window("search", Algorithm::kSlidingWindow, 3, 60'000'000);
+  const int64_t now = 1'700'000'123'456'789;
+  absl::StatusOr<std::vector<Decision>> decisions =
+      CheckAt(*store_, {{&bucket, "user:42"}, {&otp, "user:42"}, {&sliding, "user:42"}}, now);
+  ASSERT_TRUE(decisions.ok()) << decisions.status();
+  EXPECT_TRUE((*decisions)[0].allowed && (*decisions)[1].allowed && (*decisions)[2].allowed);
+
+  RedisReply keys = Redis({"KEYS", "*"});
+  std::vector<std::string> names;
+  for (const RedisReply& key : keys.elements) names.push_back(key.str);
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre(
+                         "tollgate:api:{user:42}",
+                         absl::StrCat("tollgate:otp:{user:42}:", now / 600'000'000),
+                         absl::StrCat("tollgate:search:{user:42}:", now / 60'000'000)));
+  for (const std::string& name : names) EXPECT_GT(Redis({"PTTL", name}).integer, 0) << name;
+  // Token bucket: expires once full again (1 token at 1/s = 1 s) plus a second of margin.
+  EXPECT_LE(Redis({"PTTL", "tollgate:api:{user:42}"}).integer, 2000);
+}
+
+TEST_F(RedisStoreTest, ConfigurablePrefix) {
+  RedisStoreOptions options;
+  options.key_prefix = "rl/";
+  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  ASSERT_NE(store, nullptr);
+  const Limit bucket = TokenBucket("api", 5, 1);
+  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  EXPECT_EQ(Redis({"EXISTS", "rl/api:{u}"}).integer, 1);
+}
+
+TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
+  const Limit bucket = TokenBucket("api", 5, 0.001);
+  const Limit otp = Window("otp", Algorithm::kFixedWindow, 1, 600'000'000);
+  // Spend the OTP limit alone.
+  absl::StatusOr<std::vector<Decision>> first = store_->Check({{&otp, "p"}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)[0].allowed);
+
+  // Together: the bucket alone would pass, the window refuses, so nothing is consumed.
+  absl::StatusOr<std::vector<Decision>> both = store_->Check({{&bucket, "p"}, {&otp, "p"}});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_TRUE((*both)[0].allowed);
+  EXPECT_EQ((*both)[0].remaining, 4);  // what it would have left, had the batch passed
+  EXPECT_FALSE((*both)[1].allowed);
+  EXPECT_EQ((*both)[1].reason, DenyReason::kOverLimit);
+  EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{p}"}).integer, 0);  // bucket untouched: still full
+
+  // Five more batches of the bucket alone all pass: none of its tokens was spent above.
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<std::vector<Decision>> alone = store_->Check({{&bucket, "p"}});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_TRUE((*alone)[0].allowed) << i;
+  }
+}
+
+TEST_F(RedisStoreTest, SameKeyTwiceInOneCallSeesItsOwnFirstUse) {
+  const Limit bucket = TokenBucket("api", 1, 0.001);
+  absl::StatusOr<std::vector<Decision>> decisions = store_->Check({{&bucket, "u"}, {&bucket, "u"}});
+  ASSERT_TRUE(decisions.ok()) << decisions.status();
+  EXPECT_TRUE((*decisions)[0].allowed);
+  EXPECT_FALSE((*decisions)[1].allowed);
+  // Refused as a whole: the one token is still there.
+  absl::StatusOr<std::vector<Decision>> again = store_->Check({{&bucket, "u"}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)[0].allowed);
+}
+
+TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
+  const Limit bucket = TokenBucket("api", 5, 1);
+  const int64_t before = RedisTimeMicros();
+  std::promise<absl::StatusOr<RedisReply>> promise;
+  store_->EvalCheckAsync({{&bucket, "u"}}, std::nullopt,
+                         [&](absl::StatusOr<RedisReply> reply) { promise.set_value(reply); });
+  absl::StatusOr<RedisReply> reply = promise.get_future().get();
+  const int64_t after = RedisTimeMicros();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_FALSE(reply->elements.empty()) << redis::DebugString(*reply);
+  // The script's time is Redis TIME, between two TIME calls around it. No app-server clock
+  // takes part, so servers whose clocks differ by seconds see the same refills.
+  EXPECT_GE(reply->elements[0].integer, before);
+  EXPECT_LE(reply->elements[0].integer, after);
+
+  // Two stores (two app servers) spend one shared bucket.
+  std::unique_ptr<RedisStoreImpl> other = NewStore();
+  ASSERT_NE(other, nullptr);
+  int allowed = 0;
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<std::vector<Decision>> d = (i % 2 ? *other : *store_).Check({{&bucket, "v"}});
+    ASSERT_TRUE(d.ok());
+    allowed += (*d)[0].allowed;
+  }
+  EXPECT_GE(allowed, 5);
+  EXPECT_LE(allowed, 6);  // at most one refill at 1/s during the loop
+}
+
+TEST_F(RedisStoreTest, IdleKeysVanishAfterTheirRefillTime) {
+  // Capacity 2 at 10/s: full again 200 ms after the last use; the key goes 1 s after that.
+  const Limit bucket = TokenBucket("api", 2, 10);
+  ASSERT_TRUE(store_->Check({{&bucket, "idle"}, {&bucket, "idle"}}).ok());
+  ASSERT_EQ(Redis({"EXISTS", "tollgate:api:{idle}"}).integer, 1);
+  EXPECT_LE(Redis({"PTTL", "tollgate:api:{idle}"}).integer, 1200);
+  // Redis expires keys in real time: the one bounded wait of this file.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (Redis({"EXISTS", "tollgate:api:{idle}"}).integer == 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{idle}"}).integer, 0);
+  // A missing key is a full bucket.
+  absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "idle", 2}});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE((*d)[0].allowed);
+}
+
+TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
+  const Limit bucket = TokenBucket("api", 1000, 1000);
+  for (int i = 0; i < 200; ++i) {
+    if (i == 50 || i == 120) {
+      EXPECT_EQ(Redis({"SCRIPT", "FLUSH"}).str, "OK");
+    }
+    absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "u"}});
+    ASSERT_TRUE(d.ok()) << "check " << i << ": " << d.status();
+    EXPECT_TRUE((*d)[0].allowed);
+  }
+}
+
+TEST_F(RedisStoreTest, SurvivesARedisRestart) {
+  RedisStoreOptions options;
+  options.reconnect_min_ms = 10;
+  options.reconnect_max_ms = 100;
+  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  ASSERT_NE(store, nullptr);
+  const Limit bucket = TokenBucket("api", 1000, 1000);
+  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+
+  server_->Kill();
+  // While Redis is down, checks fail at once with Unavailable; none hangs.
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<std::vector<Decision>> d = store->Check({{&bucket, "u"}});
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
+  }
+  ASSERT_TRUE(server_->Restart().ok());
+  // The restarted Redis has no scripts: the first EVALSHA meets NOSCRIPT and is retried.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  absl::StatusOr<std::vector<Decision>> d = absl::UnavailableError("not yet");
+  while (!d.ok() && std::chrono::steady_clock::now() < deadline) {
+    d = store->Check({{&bucket, "u"}});
+    if (!d.ok()) {
+      EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE((*d)[0].allowed);
+  // Once reconnected, every connection of the pool serves checks without an error.
+  while (store->client().ReadyConnections() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<std::vector<Decision>> again = store->Check({{&bucket, "u"}});
+    ASSERT_TRUE(again.ok()) << again.status();
+  }
+}
+
+TEST_F(RedisStoreTest, AStalledRedisFailsPendingChecksInsteadOfHanging) {
+  RedisStoreOptions options;
+  options.reply_timeout_ms = 200;
+  options.reconnect_min_ms = 10;
+  options.reconnect_max_ms = 50;
+  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  ASSERT_NE(store, nullptr);
+  const Limit bucket = TokenBucket("api", 1000, 1000);
+  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+
+  server_->Pause();
+  std::vector<std::future<absl::StatusOr<std::vector<Decision>>>> pending;
+  for (int i = 0; i < 8; ++i) {
+    pending.push_back(std::async(std::launch::async, [&] {
+      return store->Check({{&bucket, "u"}});
+    }));
+  }
+  for (auto& future : pending) {
+    ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    absl::StatusOr<std::vector<Decision>> d = future.get();
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
+  }
+  server_->Resume();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  absl::StatusOr<std::vector<Decision>> d = absl::UnavailableError("not yet");
+  while (!d.ok() && std::chrono::steady_clock::now() < deadline) {
+    d = store->Check({{&bucket, "u"}});
+    if (!d.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(d.ok()) << d.status();
+}
+
+TEST_F(RedisStoreTest, WarnsWhenRedisCanEvictLimitKeys) {
+  EXPECT_THAT(store_->warnings(), ::testing::IsEmpty());  // redis-server's noeviction default
+  Redis({"CONFIG", "SET", "maxmemory", "100mb"});
+  Redis({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+  std::unique_ptr<RedisStoreImpl> store = NewStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_EQ(store->warnings().size(), 1u);
+  EXPECT_THAT(store->warnings()[0], HasSubstr("maxmemory-policy is volatile-lru"));
+}
+
+TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
+  RedisStoreOptions options;
+  options.url = server_->url() + "/5";
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Limit bucket = TokenBucket("api", 5, 1);
+  ASSERT_TRUE((*store)->Check({{&bucket, "u"}}).ok());
+  EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{u}"}).integer, 0);  // not in db 0
+  absl::StatusOr<std::unique_ptr<redis::RedisClient>> db5 = redis::RedisClient::Connect(
+      {.connection = {.url = *redis::ParseRedisUrl(options.url)}, .connections = 1});
+  ASSERT_TRUE(db5.ok()) << db5.status();
+  EXPECT_EQ((*db5)->Command({"EXISTS", "tollgate:api:{u}"})->integer, 1);
+}
+
+TEST(RedisStoreCreateTest, ClearErrors) {
+  // Nothing listens.
+  RedisStoreOptions options;
+  options.url = absl::StrCat("redis://127.0.0.1:", testing::FreePort());
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
+
+  options.url = "http://127.0.0.1:6379";
+  EXPECT_EQ(RedisStore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RedisStoreAuthTest, PasswordAndAclUser) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
+      {"--requirepass", "s3cret", "--user", "limiter", "on", ">pw", "~tollgate:*", "+@all"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*server)->port());
+  const Limit bucket = TokenBucket("api", 5, 1);
+
+  RedisStoreOptions options;
+  options.url = "redis://" + address;
+  absl::StatusOr<std::unique_ptr<RedisStore>> none = RedisStore::Create(options);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kPermissionDenied) << none.status();
+
+  options.url = "redis://:wrong@" + address;
+  absl::StatusOr<std::unique_ptr<RedisStore>> wrong = RedisStore::Create(options);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kPermissionDenied) << wrong.status();
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("AUTH"));
+  EXPECT_THAT(std::string(wrong.status().message()), ::testing::Not(HasSubstr("wrong")));
+
+  options.url = "redis://:s3cret@" + address;
+  absl::StatusOr<std::unique_ptr<RedisStore>> password = RedisStore::Create(options);
+  ASSERT_TRUE(password.ok()) << password.status();
+  EXPECT_TRUE((*password)->Check({{&bucket, "u"}}).ok());
+
+  options.url = "redis://limiter:pw@" + address;
+  absl::StatusOr<std::unique_ptr<RedisStore>> acl = RedisStore::Create(options);
+  ASSERT_TRUE(acl.ok()) << acl.status();
+  absl::StatusOr<std::vector<Decision>> d = (*acl)->Check({{&bucket, "u"}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE((*d)[0].allowed);
+}
+
+}  // namespace
+}  // namespace tollgate

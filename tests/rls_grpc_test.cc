@@ -1,0 +1,235 @@
+// Copyright tollgate authors. Envoy's rate-limit service over real gRPC: a generated stub
+// calls an RlsServer started in this process on a free loopback port.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "src/server/rls_service.h"
+#include "tollgate/clock.h"
+
+namespace tollgate {
+namespace {
+
+using ::envoy::service::ratelimit::v3::RateLimitRequest;
+using ::envoy::service::ratelimit::v3::RateLimitResponse;
+using ::envoy::service::ratelimit::v3::RateLimitService;
+using ::testing::Pair;
+
+constexpr char kTiffin[] = R"(domain: tiffin
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: beta
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    value: "/checkout*"
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 2, algorithm: sliding_window}
+)";
+
+RateLimitRequest Request(std::vector<std::vector<std::pair<std::string, std::string>>> descriptors,
+                         uint32_t hits = 0, std::string domain = "tiffin") {
+  RateLimitRequest request;
+  request.set_domain(std::move(domain));
+  request.set_hits_addend(hits);
+  for (const auto& entries : descriptors) {
+    auto* descriptor = request.add_descriptors();
+    for (const auto& [key, value] : entries) {
+      auto* entry = descriptor->add_entries();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+  }
+  return request;
+}
+
+class RlsGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(/*global_shadow=*/false); }
+
+  void Start(bool global_shadow) {
+    if (server_ != nullptr) server_->Shutdown();
+    server::RlsServerOptions options;
+    options.address = "127.0.0.1:0";  // the kernel picks a free port
+    absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kTiffin, "tiffin.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    options.service.domains.push_back(*std::move(config));
+    options.service.clock = &clock_;
+    options.service.shadow_mode = global_shadow;
+    absl::StatusOr<std::unique_ptr<server::RlsServer>> server =
+        server::StartRlsServer(std::move(options));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_GT(server_->Port(), 0);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->Port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = RateLimitService::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  grpc::Status Call(const RateLimitRequest& request, RateLimitResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub_->ShouldRateLimit(&context, request, response);
+  }
+
+  RateLimitResponse Call(const RateLimitRequest& request) {
+    RateLimitResponse response;
+    grpc::Status status = Call(request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  SimulatedClock clock_{1'700'000'040'000'000};  // a minute boundary
+  std::unique_ptr<server::RlsServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<RateLimitService::Stub> stub_;
+};
+
+TEST_F(RlsGrpcTest, OkThenOverLimitWithRemainingResetAndHeaders) {
+  for (uint32_t remaining : {2u, 1u, 0u}) {
+    RateLimitResponse response = Call(Request({{{"user", "alice"}}}));
+    EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+    ASSERT_EQ(response.statuses_size(), 1);
+    const auto& status = response.statuses(0);
+    EXPECT_EQ(status.code(), RateLimitResponse::OK);
+    EXPECT_EQ(status.limit_remaining(), remaining);
+    EXPECT_EQ(status.current_limit().requests_per_unit(), 3u);
+    EXPECT_EQ(status.current_limit().unit(), RateLimitResponse::RateLimit::MINUTE);
+  }
+  clock_.AdvanceMillis(15'000);
+  RateLimitResponse refused = Call(Request({{{"user", "alice"}}}));
+  EXPECT_EQ(refused.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(refused.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(refused.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(refused.statuses(0).duration_until_reset().seconds(), 45);
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& header : refused.response_headers_to_add()) {
+    headers.emplace_back(header.key(), header.value());
+  }
+  EXPECT_THAT(headers,
+              ::testing::ElementsAre(Pair("RateLimit-Limit", "3"), Pair("RateLimit-Remaining", "0"),
+                                     Pair("RateLimit-Reset", "45")));
+}
+
+TEST_F(RlsGrpcTest, StatusesFollowTheDescriptorsInOrder) {
+  RateLimitResponse response = Call(Request(
+      {{{"ip", "1.1.1.1"}}, {{"unknown", "x"}}, {{"path", "/checkout/pay"}, {"user", "bo"}}}));
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(response.statuses_size(), 3);
+  EXPECT_EQ(response.statuses(0).current_limit().requests_per_unit(), 5u);
+  EXPECT_FALSE(response.statuses(1).has_current_limit());
+  EXPECT_EQ(response.statuses(2).current_limit().requests_per_unit(), 2u);
+  EXPECT_EQ(response.statuses(2).current_limit().unit(), RateLimitResponse::RateLimit::HOUR);
+}
+
+TEST_F(RlsGrpcTest, HitsAddendCountsSeveralHits) {
+  EXPECT_EQ(Call(Request({{{"ip", "2.2.2.2"}}}, 4)).statuses(0).limit_remaining(), 1u);
+  RateLimitResponse refused = Call(Request({{{"ip", "2.2.2.2"}}}, 2));
+  EXPECT_EQ(refused.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Call(Request({{{"ip", "2.2.2.2"}}}, 1)).statuses(0).limit_remaining(), 0u);
+}
+
+TEST_F(RlsGrpcTest, PerDescriptorOverrideAndHitsAddend) {
+  RateLimitRequest request = Request({{{"user", "cy"}}}, 1);
+  auto* descriptor = request.mutable_descriptors(0);
+  descriptor->mutable_limit()->set_requests_per_unit(10);
+  descriptor->mutable_limit()->set_unit(envoy::type::v3::DAY);
+  descriptor->mutable_hits_addend()->set_value(7);
+  RateLimitResponse response = Call(request);
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(response.statuses(0).current_limit().requests_per_unit(), 10u);
+  EXPECT_EQ(response.statuses(0).current_limit().unit(), RateLimitResponse::RateLimit::DAY);
+  EXPECT_EQ(response.statuses(0).limit_remaining(), 3u);
+  EXPECT_EQ(Call(request).overall_code(), RateLimitResponse::OVER_LIMIT);
+}
+
+TEST_F(RlsGrpcTest, UnknownDomainIsOkWithNoStatuses) {
+  RateLimitResponse response = Call(Request({{{"user", "alice"}}}, 0, "no-such-domain"));
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(response.statuses_size(), 0);
+}
+
+TEST_F(RlsGrpcTest, ARefusalCountsNoOtherDescriptor) {
+  for (int i = 0; i < 3; ++i) Call(Request({{{"user", "dee"}}}));
+  for (int i = 0; i < 3; ++i) {
+    RateLimitResponse refused = Call(Request({{{"ip", "3.3.3.3"}}, {{"user", "dee"}}}));
+    EXPECT_EQ(refused.overall_code(), RateLimitResponse::OVER_LIMIT);
+    EXPECT_EQ(refused.statuses(0).code(), RateLimitResponse::OK);
+  }
+  // envoyproxy/ratelimit would have spent 3 of the ip's 5 by now.
+  EXPECT_EQ(Call(Request({{{"ip", "3.3.3.3"}}})).statuses(0).limit_remaining(), 4u);
+}
+
+TEST_F(RlsGrpcTest, ShadowRuleNeverRefuses) {
+  for (int i = 0; i < 4; ++i) {
+    RateLimitResponse response = Call(Request({{{"beta", "ed"}}}));
+    EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+    EXPECT_EQ(response.statuses(0).code(), RateLimitResponse::OK);
+  }
+}
+
+TEST_F(RlsGrpcTest, GlobalShadowModeNeverRefuses) {
+  Start(/*global_shadow=*/true);
+  for (int i = 0; i < 6; ++i) {
+    RateLimitResponse response = Call(Request({{{"user", "flo"}}}, 1));
+    EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  }
+}
+
+TEST_F(RlsGrpcTest, MalformedRequestIsInvalidArgument) {
+  RateLimitResponse response;
+  grpc::Status status = Call(Request({}), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(RlsGrpcTest, HealthServiceAnswersServing) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status = health->Check(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(RlsGrpcTest, ServesConcurrentClients) {
+  // 4 threads x 50 calls on distinct keys: every call answered, every answer OK.
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        RateLimitResponse response;
+        grpc::Status status =
+            Call(Request({{{"ip", absl::StrCat("10.0.", t, ".", i)}}}), &response);
+        if (status.ok() && response.overall_code() == RateLimitResponse::OK) ++ok;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(ok.load(), 200);
+}
+
+}  // namespace
+}  // namespace tollgate

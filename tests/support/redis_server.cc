@@ -1,0 +1,112 @@
+// Copyright tollgate authors.
+#include "tests/support/redis_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace tollgate::testing {
+namespace {
+
+// One PING over a fresh socket; true when the server answered like a live Redis.
+bool PingOnce(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  timeval timeout{0, 200'000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = false;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    constexpr char kPing[] = "PING\r\n";
+    char buffer[64] = {};
+    if (write(fd, kPing, sizeof(kPing) - 1) == sizeof(kPing) - 1) {
+      ssize_t n = read(fd, buffer, sizeof(buffer) - 1);
+      std::string_view reply(buffer, n > 0 ? static_cast<size_t>(n) : 0);
+      ok = reply.starts_with("+PONG") || reply.starts_with("-NOAUTH");
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+absl::Status WaitForRedisPing(int port, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (PingOnce(port)) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("no Redis answers PING on port ", port));
+}
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
+    std::vector<std::string> extra_args) {
+  std::unique_ptr<RedisServer> server(
+      new RedisServer(FreePort(), std::move(extra_args), MakeTempDir("tollgate-redis")));
+  absl::Status status = server->Launch();
+  if (!status.ok()) return status;
+  return server;
+}
+
+RedisServer::~RedisServer() { Kill(); }
+
+std::string RedisServer::url() const { return absl::StrCat("redis://127.0.0.1:", port_); }
+
+absl::Status RedisServer::Launch() {
+  std::vector<std::string> argv = {"redis-server",
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--dir",
+                                   dir_};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, dir_ + "/redis.log");
+  if (!process.ok()) return process.status();
+  process_.emplace(*std::move(process));
+  absl::Status status = WaitForRedisPing(port_, 10'000);
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat(status.message(), " (see ", dir_, "/redis.log)"));
+  }
+  return absl::OkStatus();
+}
+
+void RedisServer::Kill() {
+  if (process_.has_value()) {
+    process_->Signal(SIGKILL);
+    process_->Wait();
+    process_.reset();
+  }
+}
+
+void RedisServer::Pause() {
+  if (process_.has_value()) process_->Signal(SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (process_.has_value()) process_->Signal(SIGCONT);
+}
+
+absl::Status RedisServer::Restart() {
+  Kill();
+  return Launch();
+}
+
+}  // namespace tollgate::testing
