@@ -42,6 +42,7 @@ struct Limiter::State {
   std::vector<Limit> limits;
   absl::flat_hash_map<std::string, const Limit*> by_name;
   std::shared_ptr<Store> store;
+  std::shared_ptr<Store> sync_store;
 };
 
 absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options) {
@@ -66,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
     }
   }
   state->store = std::move(options.store);
+  state->sync_store = std::move(options.sync_store);
   if (state->store == nullptr) {
     MemoryStoreOptions memory_options;
     memory_options.clock = options.clock;
@@ -97,6 +99,7 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
   }
   std::vector<CheckItem> items;
   items.reserve(requests.size());
+  size_t sync_items = 0;
   for (CheckRequest& request : requests) {
     const Limit* limit = FindLimit(request.limit);
     if (limit == nullptr) {
@@ -119,9 +122,17 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
           absl::StrCat("limit '", request.limit, "': cost must be >= 0, got ", request.cost)));
       return;
     }
+    if (limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
     items.push_back(CheckItem{limit, std::move(request.key), request.cost});
   }
-  state_->store->CheckAsync(
+  if (sync_items != 0 && sync_items != items.size()) {
+    std::move(done)(absl::InvalidArgumentError(
+        "limits in sync mode cannot be checked in one all-or-nothing request together with "
+        "exact limits; check them separately"));
+    return;
+  }
+  Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
+  store.CheckAsync(
       std::move(items), [done = std::move(done)](
                             absl::StatusOr<std::vector<Decision>> decisions) mutable {
         if (!decisions.ok()) {
@@ -165,7 +176,7 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view
   const CheckRequest request{std::string(limit), std::string(key), cost};
   absl::StatusOr<MultiDecision> result = CheckAll(absl::MakeConstSpan(&request, 1));
   if (!result.ok()) return result.status();
-  return std::move(result->decisions.front());
+  return result->decisions.front();
 }
 
 }  // namespace tollgate

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "tollgate/clock.h"
+#include "tollgate/memory_store.h"
 
 namespace tollgate {
 namespace {
@@ -137,6 +138,27 @@ TEST_F(LimiterTest, ManyThreadsOnOneKeyGetExactlyTheCapacity) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(allowed.load(), 100);
+}
+
+TEST(LimiterRoutingTest, SyncModeLimitsGoToTheSyncStoreAndAreNotMixedWithExactOnes) {
+  SimulatedClock clock;
+  std::shared_ptr<MemoryStore> exact = *MemoryStore::Create({.clock = &clock});
+  std::shared_ptr<MemoryStore> sync = *MemoryStore::Create({.clock = &clock});
+  Limit hot = FixedWindow("partner", 1000, 1'000'000);
+  hot.mode = Mode::kSync;
+  auto limiter = Limiter::Create({.limits = {hot, TokenBucket("api", 3, 1)},
+                                  .store = exact,
+                                  .sync_store = sync,
+                                  .clock = &clock});
+  ASSERT_TRUE(limiter.ok()) << limiter.status();
+  ASSERT_TRUE((*limiter)->Check("partner", "p1")->allowed);
+  ASSERT_TRUE((*limiter)->Check("api", "u1")->allowed);
+  EXPECT_EQ(sync->Size(), 1);
+  EXPECT_EQ(exact->Size(), 1);
+  std::vector<CheckRequest> mixed = {{"partner", "p1", 1}, {"api", "u1", 1}};
+  absl::StatusOr<MultiDecision> refused = (*limiter)->CheckAll(mixed);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*limiter)->Check("api", "u1", 0)->remaining, 2);  // nothing consumed
 }
 
 TEST(LimiterCreateTest, RefusesInvalidLimits) {
