@@ -14,7 +14,11 @@
 // point, over 20 windows: mean and worst admitted per window, the worst overshoot as a
 // percentage of the limit, and `wrongly_allowed_pct`, the requests admitted beyond the limit
 // as a percentage of all requests offered (the figure Cloudflare published for its sliding
-// window), next to `bound_pct`, docs/sync.md's worst-case bound for the point.
+// window), and `used_pct`, the admitted share of the limit (grants held back by instances
+// that do not use them show up here, as under-admission). Simulated time stands still
+// during a sync, so no instance admits while its own sync is in flight: the one source of
+// overshoot docs/sync.md names is measured in real time by
+// tests/sync_multi_instance_test.cc instead.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -72,10 +76,13 @@ class BenchRedis {
     std::abort();
   }
 
-  ~BenchRedis() {
+  // The instance is never destroyed (stores may outlive main's return), so the server is
+  // stopped at exit.
+  static void StopServer() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
+      pid_ = -1;
     }
   }
 
@@ -95,8 +102,9 @@ class BenchRedis {
       _exit(127);
     }
     url_ = "redis://127.0.0.1:" + std::to_string(port);
+    std::atexit(&BenchRedis::StopServer);
   }
-  pid_t pid_ = -1;
+  static inline pid_t pid_ = -1;
   std::string url_;
 };
 
@@ -117,13 +125,17 @@ void BM_SyncHotKey(benchmark::State& state) {
       SyncLimit("hot", 1'000'000'000'000'000, 3'600'000'000, /*interval=*/100'000);
   int64_t allowed = 0;
   for (auto _ : state) {
-    absl::StatusOr<std::vector<Decision>> d = store->Check({{&limit, "partner-42", 1}});
-    allowed += d.ok() && (*d)[0].allowed;
+    // CheckAsync answers inline; the blocking Check() would add a promise and a future.
+    store->CheckAsync({CheckItem{&limit, "partner-42", 1}},
+                      [&allowed](absl::StatusOr<std::vector<Decision>> d) {
+                        allowed += d.ok() && (*d)[0].allowed;
+                      });
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["decisions_per_s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["allowed_pct"] = 100.0 * allowed / std::max<int64_t>(1, state.iterations());
+  state.counters["allowed_pct"] = benchmark::Counter(
+      100.0 * allowed / std::max<int64_t>(1, state.iterations()), benchmark::Counter::kAvgThreads);
   if (state.thread_index() == 0) {
     state.counters["redis_commands"] = static_cast<double>(store->stats().redis_commands);
   }
@@ -187,7 +199,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
     state.counters["worst_overshoot_pct"] = 100.0 * (worst - kLimit) / kLimit;
     state.counters["wrongly_allowed_pct"] =
         100.0 * over / (static_cast<double>(kOfferedPerSecond) * kWindows);
-    state.counters["bound_pct"] = 100.0 * (kInstances - 1) / kInstances;
+    state.counters["used_pct"] = 100.0 * total / (static_cast<double>(kLimit) * kWindows);
   }
 }
 BENCHMARK(BM_SyncOvershoot)

@@ -21,6 +21,7 @@
 #include "src/store/redis/client.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/redis_url.h"
+#include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 #include "tollgate/redis_store.h"
 
@@ -38,23 +39,8 @@ constexpr int kAttemptsPerThread = 3;
 constexpr int kTrials = 4;
 constexpr int64_t kCapacity = 10;
 
-Limit TokenBucket(std::string name, int64_t capacity, double refill_per_second) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = Algorithm::kTokenBucket;
-  limit.numbers.capacity = capacity;
-  limit.numbers.refill_per_second = refill_per_second;
-  return limit;
-}
-
-Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_micros) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = algorithm;
-  limit.numbers.limit = max;
-  limit.numbers.window_micros = window_micros;
-  return limit;
-}
+using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::Window;
 
 std::unique_ptr<RedisClient> ConnectClient(const std::string& url, int connections) {
   absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);

@@ -23,6 +23,7 @@
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
 #include "src/store/redis/redis_store_impl.h"
+#include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 
 namespace tollgate {
@@ -33,23 +34,8 @@ using redis::RedisStoreImpl;
 using ::testing::HasSubstr;
 using testing::RedisServer;
 
-Limit TokenBucket(std::string name, int64_t capacity, double refill_per_second) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = Algorithm::kTokenBucket;
-  limit.numbers.capacity = capacity;
-  limit.numbers.refill_per_second = refill_per_second;
-  return limit;
-}
-
-Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_micros) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = algorithm;
-  limit.numbers.limit = max;
-  limit.numbers.window_micros = window_micros;
-  return limit;
-}
+using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::Window;
 
 absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector<CheckItem> items,
                                               std::optional<int64_t> now_micros) {

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
@@ -62,24 +63,8 @@ absl::StatusOr<StoreUnderTest> MakeMemoryStore() {
   return out;
 }
 
-Limit TokenBucket(std::string name, int64_t capacity, double refill_per_second) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = Algorithm::kTokenBucket;
-  limit.numbers.capacity = capacity;
-  limit.numbers.refill_per_second = refill_per_second;
-  return limit;
-}
-
-Limit Window(std::string name, Algorithm algorithm, int64_t limit_per_window,
-             int64_t window_micros) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = algorithm;
-  limit.numbers.limit = limit_per_window;
-  limit.numbers.window_micros = window_micros;
-  return limit;
-}
+using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::Window;
 
 // Limits of each algorithm with `max` units that do not come back while a case runs.
 std::vector<Limit> SlowLimits(int64_t max) {

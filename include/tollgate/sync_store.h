@@ -7,26 +7,29 @@
 //
 // For limits with `mode: sync` (fixed_window and sliding_window only), every decision is
 // made in this process, without a Redis call. Each instance keeps, per (limit, key,
-// window), the last known global count read from Redis (its "view") and the units it
-// admitted since (its unsynced delta), and admits a request only while
+// window), the last known global count read from Redis (its "view"), the units it admitted
+// since (its delta), and its grant: how many units it may admit before its next sync.
 //
-//   delta + cost <= floor(max(0, limit - view) / N)          (fixed window)
-//   delta + cost <= floor(max(0, limit - estimate(view)) / N) (sliding window; the estimate
-//                                                              is previous * weight + current)
+//   delta + cost <= grant
 //
-// N is the number of live instances. So N instances that see the same view can spend
-// together at most what the view leaves; instances whose views differ (they sync at
-// different moments) can overshoot by at most (1/N) * sum over instances of how much the
-// global count grew since their own last sync, which is always < the limit and in practice
-// much less (docs/sync.md derives and measures it).
+// A sync (one Lua script, atomic in Redis) adds the delta to the window's counter, releases
+// this instance's old grant, and grants it 1/N of what is left once the counter and every
+// other instance's outstanding grant are subtracted. An instance that has not synced the
+// window yet is assumed to hold floor(limit / N), which is what it may spend before its
+// first sync of a window (for a sliding window: 1/N of what the estimate left in its view).
+// So counted + granted never exceeds the limit, and N instances can never spend more than
+// the remaining between syncs. The only excess (docs/sync.md) comes from units admitted
+// while the instance's own sync is in flight beyond the grant it brings back, a wrong N
+// (fewer than the live instances), clocks that disagree on the window, or a sync whose
+// reply was lost; measured: none with 8 skewed instances at 20x the limit.
 //
 // A sync thread sends, every `Limit::sync_interval_micros` per key, the deltas of every
-// key that has one or was checked recently, and reads back the totals: one EVALSHA for all
-// keys together (INCRBY and PEXPIRE ... NX in the same atomic step). The counters use the
-// exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`, so exact
-// and sync instances of one limit count the same thing. Window indexes come from the
-// injected clock plus an offset learned from Redis TIME at every sync, so instances with
-// skewed clocks still count into the same windows.
+// key that has one or was checked recently, and reads back totals and grants: one EVALSHA
+// for all keys together (INCRBY and PEXPIRE ... NX in the same atomic step). The counters
+// use the exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`
+// (grants in `<counter>:grants`), so exact and sync instances of one limit count the same
+// thing. Window indexes come from the injected clock plus an offset learned from Redis
+// TIME at every sync, so instances with skewed clocks still count into the same windows.
 //
 // Cold keys (no delta and no check for 2 intervals) stop being synced and are forgotten
 // once their window no longer matters. At `max_keys` tracked keys, a new key is decided by a
@@ -34,12 +37,12 @@
 // synced (counted in SyncStoreStats::overflow_decisions).
 //
 // When Redis is unreachable, deltas are kept and sent by the next successful sync for
-// windows still current (the current and the just-ended one); decisions continue with the
-// share rule from the last view. Each sync carries a sequence number that Redis records, so
-// a sync whose reply was lost but which Redis applied is never counted twice. Limits with
-// `on_store_failure: fail_closed` (only with `allow_sync_with_fail_closed`) are refused with
-// DenyReason::kStoreUnavailable once the last successful sync is older than 2 of their
-// intervals.
+// windows still current (the current and the just-ended one); decisions continue within
+// the last grant (a new window: floor(limit / N), the fail_open share). Each sync carries a
+// sequence number that Redis records, so a sync whose reply was lost but which Redis applied is
+// never counted twice. Limits with `on_store_failure: fail_closed` (only with
+// `allow_sync_with_fail_closed`) are refused with DenyReason::kStoreUnavailable once the last
+// successful sync is older than 2 of their intervals.
 #ifndef TOLLGATE_SYNC_STORE_H_
 #define TOLLGATE_SYNC_STORE_H_
 

@@ -7,36 +7,25 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
 namespace {
 
-Limit TokenBucket(std::string name, int64_t capacity, double rate) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = Algorithm::kTokenBucket;
-  limit.numbers.capacity = capacity;
-  limit.numbers.refill_per_second = rate;
-  return limit;
-}
+using ::tollgate::testing::TokenBucket;
 
 Limit FixedWindow(std::string name, int64_t max, int64_t window_micros) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = Algorithm::kFixedWindow;
-  limit.numbers.limit = max;
-  limit.numbers.window_micros = window_micros;
-  return limit;
+  return ::tollgate::testing::Window(std::move(name), Algorithm::kFixedWindow, max, window_micros);
 }
 
 class LimiterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto limiter = Limiter::Create(
-        {.limits = {TokenBucket("api", 3, 1), FixedWindow("otp", 2, 600'000'000)},
-         .clock = &clock_});
+    auto limiter =
+        Limiter::Create({.limits = {TokenBucket("api", 3, 1), FixedWindow("otp", 2, 600'000'000)},
+                         .clock = &clock_});
     ASSERT_TRUE(limiter.ok()) << limiter.status();
     limiter_ = std::move(*limiter);
   }
@@ -169,8 +158,7 @@ TEST(LimiterCreateTest, RefusesInvalidLimits) {
   absl::StatusOr<std::unique_ptr<Limiter>> duplicate =
       Limiter::Create({.limits = {TokenBucket("a", 1, 1), TokenBucket("a", 2, 1)}});
   ASSERT_FALSE(duplicate.ok());
-  EXPECT_NE(duplicate.status().message().find("two limits are named a"),
-            absl::string_view::npos);
+  EXPECT_NE(duplicate.status().message().find("two limits are named a"), absl::string_view::npos);
   Limit local = TokenBucket("l", 1, 1);
   local.on_store_failure = FailureMode::kLocal;
   EXPECT_FALSE(Limiter::Create({.limits = {local}}).ok());

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 
@@ -20,24 +21,8 @@ namespace {
 
 constexpr int64_t kSecond = 1'000'000;
 
-Limit TokenBucket(std::string name, int64_t capacity, double refill_per_second) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = Algorithm::kTokenBucket;
-  limit.numbers.capacity = capacity;
-  limit.numbers.refill_per_second = refill_per_second;
-  return limit;
-}
-
-Limit Window(std::string name, Algorithm algorithm, int64_t limit_per_window,
-             int64_t window_micros) {
-  Limit limit;
-  limit.name = std::move(name);
-  limit.numbers.algorithm = algorithm;
-  limit.numbers.limit = limit_per_window;
-  limit.numbers.window_micros = window_micros;
-  return limit;
-}
+using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::Window;
 
 std::unique_ptr<MemoryStore> NewStore(Clock* clock, int shards = 64, int64_t max_keys = 1'000'000) {
   auto store = MemoryStore::Create({.clock = clock, .shards = shards, .max_keys = max_keys});

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -222,6 +223,12 @@ class SyncStoreImpl final : public SyncStore {
         return;
       }
     }
+    if (items.size() == 1) {
+      if (std::optional<Decision> decision = DecideTracked(items[0])) {
+        std::move(done)(std::vector<Decision>{*decision});
+        return;
+      }
+    }
     std::move(done)(Decide(items));
   }
 
@@ -252,6 +259,23 @@ class SyncStoreImpl final : public SyncStore {
 
   int64_t Now(int64_t clock_now) const {
     return clock_now + offset_micros_.load(std::memory_order_relaxed);
+  }
+
+  // The fast path: one item whose key is tracked already, one lock, no allocation beyond a
+  // thread-local key buffer. nullopt when the key is new (Decide() creates it).
+  std::optional<Decision> DecideTracked(const CheckItem& item) {
+    thread_local std::string buffer;
+    ComposeKey(item, buffer);
+    const absl::string_view key(buffer);
+    Shard& shard = ShardFor(absl::HashOf(key));
+    const int64_t clock_now = clock_->NowMicros();
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(key);
+    if (it == shard.entries.end() || !SameLimit(*it->second.info, *item.limit)) {
+      return std::nullopt;
+    }
+    return DecideOne(it->second, item, clock_now, Now(clock_now),
+                     instance_count_.load(std::memory_order_relaxed));
   }
 
   absl::StatusOr<std::vector<Decision>> Decide(const std::vector<CheckItem>& items)
