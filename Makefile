@@ -3,13 +3,14 @@
 #   make test    install what is missing, build with ASan+UBSan, run every test
 #   make bench   build optimized, run the benchmarks (bench/out/report.md)
 #   make lint    clang-format check and clang-tidy
+#   make demo    build, run the Tiffin fleet demo (demo/out/report.md); SCENARIO=name for one
 JOBS ?= $(shell nproc)
 BUILD ?= build
 TEST_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 CONFIG ?= examples/tiffin.yaml
 
-.PHONY: all bootstrap build run test test-build bench lint format clean install
+.PHONY: all bootstrap build run test test-build bench lint format clean install demo
 
 all: build
 
@@ -22,7 +23,9 @@ $(BUILD)/build.ninja:
 build: bootstrap $(BUILD)/build.ninja
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only the binary: the quickest way to a running service.
+run: bootstrap $(BUILD)/build.ninja
+	@cmake --build $(BUILD) -j $(JOBS) --target tollgate_cli
 	$(BUILD)/tollgate serve --config $(CONFIG)
 
 $(TEST_BUILD)/build.ninja:
@@ -39,6 +42,9 @@ test: test-build
 
 bench: build
 	@scripts/bench $(BUILD)
+
+demo: build
+	@demo/run --build $(BUILD) $(SCENARIO)
 
 lint: bootstrap $(BUILD)/build.ninja
 	@scripts/lint $(BUILD)

@@ -23,23 +23,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
 namespace {
-
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The benchmark's Redis: started once, killed at exit.
 class BenchRedis {
@@ -50,33 +39,11 @@ class BenchRedis {
     return redis;
   }
   RedisStore& store() { return *store_; }
-  ~BenchRedis() {
-    store_.reset();
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  ~BenchRedis() { store_.reset(); }
 
  private:
   BenchRedis() {
-    std::string url;
-    if (const char* env = std::getenv("TOLLGATE_REDIS_URL")) {
-      url = env;
-    } else {
-      const int port = FreeLoopbackPort();
-      pid_ = fork();
-      if (pid_ == 0) {
-        // Not the benchmark's stdout: a pipe reader would wait for redis-server too.
-        freopen("/dev/null", "w", stdout);
-        const std::string port_text = std::to_string(port);
-        execlp("redis-server", "redis-server", "--port", port_text.c_str(), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", "/tmp", "--loglevel", "warning",
-               static_cast<char*>(nullptr));
-        _exit(127);
-      }
-      url = "redis://127.0.0.1:" + std::to_string(port);
-    }
+    const std::string& url = bench::BenchRedisUrl();
     for (int attempt = 0; attempt < 200 && store_ == nullptr; ++attempt) {
       RedisStoreOptions options;
       options.url = url;
@@ -92,7 +59,6 @@ class BenchRedis {
       std::abort();
     }
   }
-  pid_t pid_ = -1;
   std::unique_ptr<RedisStore> store_;
 };
 

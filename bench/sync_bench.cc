@@ -37,24 +37,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "tollgate/clock.h"
 #include "tollgate/sync_store.h"
 
 namespace tollgate {
 namespace {
-
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The benchmark's Redis: started once, killed at exit.
 class BenchRedis {
@@ -76,35 +65,8 @@ class BenchRedis {
     std::abort();
   }
 
-  // The instance is never destroyed (stores may outlive main's return), so the server is
-  // stopped at exit.
-  static void StopServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
  private:
-  BenchRedis() {
-    if (const char* env = std::getenv("TOLLGATE_REDIS_URL")) {
-      url_ = env;
-      return;
-    }
-    const int port = FreeLoopbackPort();
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string port_text = std::to_string(port);
-      execlp("redis-server", "redis-server", "--port", port_text.c_str(), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", "/tmp", "--loglevel", "warning",
-             static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    url_ = "redis://127.0.0.1:" + std::to_string(port);
-    std::atexit(&BenchRedis::StopServer);
-  }
-  static inline pid_t pid_ = -1;
+  BenchRedis() : url_(bench::BenchRedisUrl()) {}
   std::string url_;
 };
 

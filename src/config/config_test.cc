@@ -78,7 +78,8 @@ TEST(ConfigTest, TiffinExampleLoads) {
   const Limit& partner = config->limits[4];
   EXPECT_EQ(partner.numbers.limit, 1000);
   EXPECT_EQ(partner.numbers.window_micros, kSecond);
-  EXPECT_EQ(partner.mode, Mode::kExact);
+  EXPECT_EQ(partner.mode, Mode::kSync);
+  EXPECT_EQ(partner.sync_interval_micros, 100 * kMs);
 }
 
 // docs/config.md opens with an example; it must stay a valid file.

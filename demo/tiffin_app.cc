@@ -1,0 +1,340 @@
+// Copyright tollgate authors. tiffin-app: one of Tiffin's stateless app servers, for the demo.
+//
+// It checks its limits in process with the tollgate library, as the seed's servers do:
+//   GET /menu     api_per_user keyed by the X-User header
+//   GET /order    api_per_user and orders_per_user (all or nothing), keyed by X-User
+//   GET /otp      otp_per_phone keyed by X-Phone
+//   GET /partner  partner_hot_key keyed by X-Partner
+//   GET /healthz  always 200
+// and answers 200, 429 (over the limit, with Retry-After), 503 (a fail_closed limit whose
+// store is unavailable), 400 (missing key header) or 500 (any other error). Every answer
+// carries X-Server (--name) and X-Decision-Source (memory, redis, fallback...).
+//
+//   tiffin-app --port 9001 --config examples/tiffin.yaml --store memory --name app1
+//   tiffin-app --port 9001 --config examples/tiffin.yaml --store split --servers 8
+//   tiffin-app --port 9001 --config examples/tiffin.yaml --store redis --redis redis://...
+//
+// Stores: `memory` gives each server its own full buckets (the fleet admits N times the
+// limit); `split` gives each server limit / N (no shared state); `redis` shares the limits
+// through RedisStore behind ResilientStore, with N learned by InstanceRegistry heartbeats
+// (or fixed by --servers), as `tollgate serve --redis` does.
+//
+// One thread per connection with blocking I/O: the load balancer keeps a few keep-alive
+// connections to each server, and a check blocks for at most the limit's deadline. The
+// process exits at once on SIGTERM or SIGINT; it holds nothing that needs flushing.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "tollgate/config.h"
+#include "tollgate/decision.h"
+#include "tollgate/limiter.h"
+#include "tollgate/memory_store.h"
+#include "tollgate/redis_store.h"
+#include "tollgate/resilience.h"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct AppOptions {
+  int port = 0;
+  std::string config_path = "examples/tiffin.yaml";
+  std::string store = "memory";  // memory | split | redis
+  std::string redis_url;
+  // split: the divisor of every limit; redis: a fixed instance count (0: learn it).
+  int64_t servers = 0;
+  std::string name = "tiffin-app";
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: tiffin-app --port N [--config FILE] [--store memory|split|redis]\n"
+               "                  [--redis URL] [--servers N] [--name NAME]\n");
+}
+
+// Parses argv into `options`; false (after printing why) on anything unusable.
+bool ParseFlags(int argc, char** argv, AppOptions& options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "tiffin-app: %s needs a value\n", flag.c_str());
+      return false;
+    }
+    const std::string value = argv[++i];
+    if (flag == "--port") {
+      if (!absl::SimpleAtoi(value, &options.port) || options.port <= 0) return false;
+    } else if (flag == "--config") {
+      options.config_path = value;
+    } else if (flag == "--store") {
+      options.store = value;
+    } else if (flag == "--redis") {
+      options.redis_url = value;
+    } else if (flag == "--servers") {
+      if (!absl::SimpleAtoi(value, &options.servers) || options.servers < 0) return false;
+    } else if (flag == "--name") {
+      options.name = value;
+    } else {
+      std::fprintf(stderr, "tiffin-app: unknown flag %s\n", flag.c_str());
+      return false;
+    }
+  }
+  if (options.port == 0) return false;
+  if (options.store != "memory" && options.store != "split" && options.store != "redis") {
+    std::fprintf(stderr, "tiffin-app: --store must be memory, split or redis\n");
+    return false;
+  }
+  if (options.store == "redis" && options.redis_url.empty()) {
+    std::fprintf(stderr, "tiffin-app: --store redis needs --redis URL\n");
+    return false;
+  }
+  if (options.store == "split" && options.servers < 1) {
+    std::fprintf(stderr, "tiffin-app: --store split needs --servers N (N >= 1)\n");
+    return false;
+  }
+  return true;
+}
+
+// This server's share of a limit when it is split across `servers` with no shared state:
+// capacity, refill and window limits divided by N, never below 1 (a share of 0 would
+// refuse everything).
+void SplitNumbers(tollgate::LimitNumbers& numbers, int64_t servers) {
+  numbers.capacity = std::max<int64_t>(1, numbers.capacity / servers);
+  numbers.refill_per_second = numbers.refill_per_second / static_cast<double>(servers);
+  numbers.limit = std::max<int64_t>(1, numbers.limit / servers);
+}
+
+// The store and what keeps it alive (the registry's heartbeat thread).
+struct AppStore {
+  std::shared_ptr<tollgate::Store> store;
+  std::unique_ptr<tollgate::InstanceRegistry> registry;
+};
+
+// As src/cli/store_factory.cc: Redis behind deadlines, a breaker and the limits' failure
+// policies, with N fixed by --servers or learned from heartbeats.
+absl::StatusOr<AppStore> MakeRedisStore(const AppOptions& options) {
+  AppStore result;
+  tollgate::RedisStoreOptions redis_options;
+  redis_options.url = options.redis_url;
+  absl::StatusOr<std::unique_ptr<tollgate::RedisStore>> redis =
+      tollgate::RedisStore::Create(redis_options);
+  if (!redis.ok()) return redis.status();
+  for (const std::string& warning : (*redis)->warnings()) {
+    std::fprintf(stderr, "%s: redis: %s\n", options.name.c_str(), warning.c_str());
+  }
+  tollgate::ResilienceOptions resilience;
+  if (options.servers > 0) {
+    const int64_t servers = options.servers;
+    resilience.instance_count = [servers] { return servers; };
+  } else {
+    tollgate::InstanceRegistryOptions registry_options;
+    registry_options.redis_url = options.redis_url;
+    registry_options.instance_id = options.name;
+    absl::StatusOr<std::unique_ptr<tollgate::InstanceRegistry>> registry =
+        tollgate::InstanceRegistry::Start(registry_options);
+    if (!registry.ok()) return registry.status();
+    result.registry = std::move(*registry);
+    tollgate::InstanceRegistry* raw = result.registry.get();
+    resilience.instance_count = [raw] { return raw->Count(); };
+  }
+  absl::StatusOr<std::unique_ptr<tollgate::ResilientStore>> store =
+      tollgate::ResilientStore::Create(std::shared_ptr<tollgate::Store>(*std::move(redis)),
+                                       std::move(resilience));
+  if (!store.ok()) return store.status();
+  result.store = std::shared_ptr<tollgate::Store>(*std::move(store));
+  return result;
+}
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+struct Route {
+  std::string_view header;               // the key's header
+  std::vector<std::string_view> limits;  // checked together, all or nothing
+};
+
+// The limits an endpoint checks, or nullptr for an unknown path.
+const Route* FindRoute(std::string_view path) {
+  static const Route kMenu{"X-User", {"api_per_user"}};
+  static const Route kOrder{"X-User", {"api_per_user", "orders_per_user"}};
+  static const Route kOtp{"X-Phone", {"otp_per_phone"}};
+  static const Route kPartner{"X-Partner", {"partner_hot_key"}};
+  const std::string_view bare = path.substr(0, path.find('?'));
+  if (bare == "/menu") return &kMenu;
+  if (bare == "/order") return &kOrder;
+  if (bare == "/otp") return &kOtp;
+  if (bare == "/partner") return &kPartner;
+  return nullptr;
+}
+
+Response Answer(const Request& request, http::status status, std::string body) {
+  Response response{status, request.version()};
+  response.set(http::field::content_type, "text/plain");
+  response.keep_alive(request.keep_alive());
+  response.body() = std::move(body);
+  response.body().push_back('\n');
+  return response;
+}
+
+Response Handle(tollgate::Limiter& limiter, const Request& request) {
+  const std::string_view target(request.target().data(), request.target().size());
+  if (target == "/healthz") return Answer(request, http::status::ok, "ok");
+  const Route* route = FindRoute(target);
+  if (route == nullptr) return Answer(request, http::status::not_found, "no such endpoint");
+  const auto header = request.find(beast::string_view(route->header.data(), route->header.size()));
+  if (header == request.end() || header->value().empty()) {
+    return Answer(request, http::status::bad_request, "missing " + std::string(route->header));
+  }
+  const std::string key(header->value().data(), header->value().size());
+  std::vector<tollgate::CheckRequest> checks;
+  for (std::string_view limit : route->limits) {
+    checks.push_back({.limit = std::string(limit), .key = key, .cost = 1});
+  }
+  absl::StatusOr<tollgate::MultiDecision> result = limiter.CheckAll(checks);
+  if (!result.ok()) {
+    return Answer(request, http::status::internal_server_error, result.status().ToString());
+  }
+  const tollgate::Decision* refusal = nullptr;
+  for (const tollgate::Decision& decision : result->decisions) {
+    if (!decision.allowed && refusal == nullptr) refusal = &decision;
+  }
+  Response response = [&] {
+    if (result->allowed) return Answer(request, http::status::ok, "ok");
+    if (refusal != nullptr && refusal->reason == tollgate::DenyReason::kStoreUnavailable) {
+      return Answer(request, http::status::service_unavailable, "limits unavailable, try later");
+    }
+    return Answer(request, http::status::too_many_requests, "rate limited");
+  }();
+  if (refusal != nullptr && refusal->retry_after_micros > 0) {
+    const int64_t seconds = (refusal->retry_after_micros + 999'999) / 1'000'000;
+    response.set(http::field::retry_after, std::to_string(seconds));
+  }
+  const tollgate::Decision& first = refusal != nullptr ? *refusal : result->decisions.front();
+  const std::string_view source = tollgate::DecisionSourceName(first.source);
+  response.set("X-Decision-Source", beast::string_view(source.data(), source.size()));
+  return response;
+}
+
+// Serves one connection until the peer closes it or stops keeping it alive.
+void Serve(tcp::socket socket, tollgate::Limiter& limiter, const std::string& name) {
+  beast::flat_buffer buffer;
+  beast::error_code error;
+  for (;;) {
+    Request request;
+    http::read(socket, buffer, request, error);
+    if (error) break;
+    Response response = Handle(limiter, request);
+    response.set("X-Server", name);
+    response.prepare_payload();
+    http::write(socket, response, error);
+    if (error || !response.keep_alive()) break;
+  }
+  socket.shutdown(tcp::socket::shutdown_both, error);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  AppOptions options;
+  if (!ParseFlags(argc, argv, options)) {
+    Usage();
+    return 2;
+  }
+  absl::StatusOr<tollgate::Config> config = tollgate::LoadConfigFile(options.config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "tiffin-app: %s\n", config.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<tollgate::Limit> limits = config->limits;
+  AppStore app_store;
+  if (options.store == "redis") {
+    absl::StatusOr<AppStore> made = MakeRedisStore(options);
+    if (!made.ok()) {
+      std::fprintf(stderr, "tiffin-app: %s\n", made.status().ToString().c_str());
+      return 1;
+    }
+    app_store = std::move(*made);
+  } else {
+    if (options.store == "split") {
+      for (tollgate::Limit& limit : limits) SplitNumbers(limit.numbers, options.servers);
+    }
+    absl::StatusOr<std::unique_ptr<tollgate::MemoryStore>> memory = tollgate::MemoryStore::Create();
+    if (!memory.ok()) {
+      std::fprintf(stderr, "tiffin-app: %s\n", memory.status().ToString().c_str());
+      return 1;
+    }
+    app_store.store = std::shared_ptr<tollgate::Store>(*std::move(memory));
+  }
+  tollgate::LimiterOptions limiter_options;
+  limiter_options.limits = std::move(limits);
+  limiter_options.store = app_store.store;
+  absl::StatusOr<std::unique_ptr<tollgate::Limiter>> limiter =
+      tollgate::Limiter::Create(std::move(limiter_options));
+  if (!limiter.ok()) {
+    std::fprintf(stderr, "tiffin-app: %s\n", limiter.status().ToString().c_str());
+    return 1;
+  }
+
+  // Signals are taken by sigwait in main; every thread started below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  asio::io_context io;
+  tcp::acceptor acceptor(io);
+  beast::error_code error;
+  const tcp::endpoint endpoint(asio::ip::make_address_v4("127.0.0.1"),
+                               static_cast<unsigned short>(options.port));
+  acceptor.open(endpoint.protocol(), error);
+  if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
+  if (!error) acceptor.bind(endpoint, error);
+  if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) {
+    std::fprintf(stderr, "tiffin-app: cannot listen on 127.0.0.1:%d: %s\n", options.port,
+                 error.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "tiffin-app %s: 127.0.0.1:%d, store %s\n", options.name.c_str(),
+               options.port, options.store.c_str());
+
+  tollgate::Limiter& checks = **limiter;
+  std::thread accept_thread([&] {
+    for (;;) {
+      tcp::socket socket(io);
+      beast::error_code accept_error;
+      acceptor.accept(socket, accept_error);
+      if (accept_error) continue;
+      std::thread(Serve, std::move(socket), std::ref(checks), std::cref(options.name)).detach();
+    }
+  });
+  accept_thread.detach();
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  // Connection threads are detached and may be inside a check: leave without running
+  // destructors under them.
+  std::fflush(stderr);
+  _exit(0);
+}

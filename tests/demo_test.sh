@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The short Tiffin fleet demo, with the seed's claims asserted as ranges:
+#   memory  per-server buckets admit at least 4x the limit (8 servers: about 8x);
+#   split   limit / 8 per server under an uneven balancer refuses a user below the limit;
+#   redis   a shared Redis admits the limit within 10%;
+#   outage  Redis killed: the API keeps answering (allowed every second, no 5xx) while OTP
+#           refuses with 503; after recovery the limits hold again.
+#
+#   bash tests/demo_test.sh BUILD_DIR SOURCE_DIR
+#
+# Needs tiffin-app and tiffin-load in BUILD_DIR, haproxy and redis-server installed.
+# Everything runs on free 127.0.0.1 ports and is stopped by demo/run.
+set -euo pipefail
+
+BUILD=$(cd "${1:?usage: demo_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
+SOURCE=$(cd "${2:?usage: demo_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
+export PATH="$PATH:/usr/sbin:/usr/bin"
+
+for tool in haproxy redis-server python3; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "FAIL: $tool not installed (make bootstrap)"
+    exit 1
+  fi
+done
+for binary in tiffin-app tiffin-load; do
+  if [ ! -x "$BUILD/$binary" ]; then
+    echo "FAIL: $BUILD/$binary not built"
+    exit 1
+  fi
+done
+
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/demo_test.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+
+started=$(date +%s)
+if ! timeout 110 "$SOURCE/demo/run" --short --build "$BUILD" --out "$OUT"; then
+  echo "FAIL: demo/run --short did not finish"
+  exit 1
+fi
+elapsed=$(($(date +%s) - started))
+
+# The limit the scenarios exercise: api_per_user of examples/tiffin.yaml.
+CAPACITY=10
+RATE=5
+
+failures=0
+check() {  # check DESCRIPTION COMMAND...: one claim; PASS or FAIL.
+  local description=$1
+  shift
+  if "$@"; then
+    echo "PASS: $description"
+  else
+    echo "FAIL: $description"
+    failures=$((failures + 1))
+  fi
+}
+
+# sum CSV COLUMN [FIRST_SECOND [LAST_SECOND]]: the column summed over those seconds.
+sum() {
+  awk -F, -v n="$2" -v a="${3:-0}" -v b="${4:-1000000}" \
+    'NR > 1 && $1 >= a && $1 <= b { s += $n } END { print s + 0 }' "$1"
+}
+seconds() { awk 'END { print NR - 1 }' "$1"; }
+# every CSV FIRST LAST CONDITION: CONDITION (awk, on $2 offered, $3 allowed, $4 refused,
+# $5 unavailable, $6 errors) holds in every second from FIRST to LAST, and there is one.
+every() {
+  awk -F, -v a="$2" -v b="$3" "NR > 1 && \$1 >= a && \$1 <= b { seen++; if (!($4)) bad++ }
+    END { exit !(seen > 0 && bad == 0) }" "$1"
+}
+between() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x >= lo && x <= hi) }'; }
+
+# memory: a fleet of 8 full buckets.
+memory_seconds=$(seconds "$OUT/memory.csv")
+memory_budget=$((CAPACITY + RATE * memory_seconds))
+memory_allowed=$(sum "$OUT/memory.csv" 3)
+check "memory: fleet allowed $memory_allowed, >= 4 x the limit's $memory_budget" \
+  test "$memory_allowed" -ge $((4 * memory_budget))
+
+# split: refusals although the user stays under the limit.
+split_offered=$(sum "$OUT/split.csv" 2)
+split_refused=$(sum "$OUT/split.csv" 4)
+split_seconds=$(seconds "$OUT/split.csv")
+check "split: offered $split_offered in ${split_seconds}s (under ${RATE}/s) yet $split_refused refused" \
+  test "$split_refused" -gt 0 -a "$split_offered" -lt $((RATE * split_seconds))
+
+# redis: exact.
+redis_seconds=$(seconds "$OUT/redis.csv")
+redis_budget=$((CAPACITY + RATE * redis_seconds))
+redis_allowed=$(sum "$OUT/redis.csv" 3)
+check "redis: fleet allowed $redis_allowed, within 10% of the limit's $redis_budget" \
+  between "$redis_allowed" "$(awk -v b="$redis_budget" 'BEGIN { print b * 0.9 }')" \
+  "$(awk -v b="$redis_budget" 'BEGIN { print b * 1.1 }')"
+
+# outage: whole seconds inside [kill + 0.5 s, restart), and from restart + 2 s to the end.
+IFS=, read -r kill_s restart_s < <(tail -n 1 "$OUT/outage_window.csv")
+down_first=$(awk -v k="$kill_s" 'BEGIN { s = k + 0.5; print (s == int(s)) ? s : int(s) + 1 }')
+down_last=$(awk -v r="$restart_s" 'BEGIN { print int(r) - 1 }')
+up_first=$(awk -v r="$restart_s" 'BEGIN { print int(r) + 2 }')
+api=$OUT/outage_api.csv
+otp=$OUT/outage_otp.csv
+up_last=$(($(seconds "$api") - 1))
+echo "outage: Redis down ${kill_s}s..${restart_s}s; outage seconds $down_first..$down_last," \
+  "recovered seconds $up_first..$up_last"
+check "outage: API allowed every outage second ($(sum "$api" 3 "$down_first" "$down_last") in all)" \
+  every "$api" "$down_first" "$down_last" '$3 > 0'
+check "outage: API answered every request 200 or 429 (no 503, no errors)" \
+  test "$(($(sum "$api" 5) + $(sum "$api" 6)))" -eq 0
+check "outage: OTP refused with 503 every outage second, allowed none" \
+  every "$otp" "$down_first" "$down_last" '$5 > 0 && $3 == 0'
+check "outage: OTP answered by Redis again after recovery (429s, no 503)" \
+  test "$(sum "$otp" 4 "$up_first" "$up_last")" -gt 0 -a \
+  "$(sum "$otp" 5 "$up_first" "$up_last")" -eq 0
+# 3 per 10 minutes, windows aligned to the epoch: at most 3 more if a window turns meanwhile.
+check "outage: OTP allowed $(sum "$otp" 3) in the whole run (limit 3, kept across the restart)" \
+  test "$(sum "$otp" 3 "$up_first" "$up_last")" -le 3 -a "$(sum "$otp" 3)" -le 6
+api_up=$(sum "$api" 3 "$up_first" "$up_last")
+api_up_max=$(awk -v n=$((up_last - up_first + 1)) -v r="$RATE" -v c="$CAPACITY" \
+  'BEGIN { printf "%d", 1.1 * r * n + c }')
+check "outage: API after recovery allowed $api_up, within the limit ($api_up_max)" \
+  test "$api_up" -le "$api_up_max"
+
+echo
+if [ "$failures" -eq 0 ]; then
+  echo "demo_test: PASS (demo/run --short took ${elapsed}s)"
+else
+  echo "demo_test: FAIL ($failures claim(s) not shown; demo/run --short took ${elapsed}s)"
+  exit 1
+fi
