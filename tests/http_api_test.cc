@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/serve_process.h"
 
 namespace tollgate {
 namespace {
@@ -37,11 +38,9 @@ using ::tollgate::testing::MakeTempDir;
 using ::tollgate::testing::Subprocess;
 using ::tollgate::testing::WaitForPort;
 using ::tollgate::testing::WriteFile;
-using Response = http::response<http::string_body>;
+using Response = ::tollgate::testing::HttpTestResponse;
 
-constexpr auto kIoTimeout = std::chrono::seconds(10);
-// Sanitizer builds start slowly on a busy machine.
-constexpr auto kStartTimeout = std::chrono::seconds(60);
+constexpr auto kIoTimeout = ::tollgate::testing::kHttpIoTimeout;
 
 // Buckets that refill so slowly (one token per 1000 s) that no test can see a refill.
 constexpr char kConfig[] = R"(limits:
@@ -59,128 +58,18 @@ constexpr char kConfig[] = R"(limits:
     refill_per_second: 0.001
 )";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using Client = ::tollgate::testing::HttpTestClient;
+using Server = ::tollgate::testing::ServeProcess;
+
+std::string ReadAll(const std::string& path) { return ::tollgate::testing::ReadFileText(path); }
 
 std::string Header(const Response& response, std::string_view name) {
-  auto field = response.find(beast::string_view(name.data(), name.size()));
-  return field == response.end() ? "" : std::string(field->value());
+  return ::tollgate::testing::HeaderValue(response, name);
 }
 
 nlohmann::json Json(const Response& response) {
   return nlohmann::json::parse(response.body(), nullptr, false);
 }
-
-// One HTTP/1.1 connection; requests go one after another on it (keep-alive).
-class Client {
- public:
-  explicit Client(int port) : stream_(io_) {
-    stream_.expires_after(kIoTimeout);
-    stream_.connect(
-        net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
-  }
-
-  // Sends one request and reads the response; nullopt if the connection failed.
-  std::optional<Response> Send(http::verb method, std::string target, std::string body = "") {
-    http::request<http::string_body> request(method, target, 11);
-    request.set(http::field::host, "127.0.0.1");
-    if (!body.empty()) request.set(http::field::content_type, "application/json");
-    request.body() = std::move(body);
-    request.prepare_payload();
-    beast::error_code error;
-    stream_.expires_after(kIoTimeout);
-    http::write(stream_, request, error);
-    if (error) return std::nullopt;
-    Response response;
-    http::read(stream_, buffer_, response, error);
-    if (error) return std::nullopt;
-    return response;
-  }
-
-  std::optional<Response> Check(std::string body) {
-    return Send(http::verb::post, "/v1/check", std::move(body));
-  }
-
-  // Sends raw bytes and reads one response.
-  std::optional<Response> SendRaw(const std::string& bytes) {
-    beast::error_code error;
-    stream_.expires_after(kIoTimeout);
-    net::write(stream_, net::buffer(bytes), error);
-    if (error) return std::nullopt;
-    Response response;
-    http::read(stream_, buffer_, response, error);
-    if (error) return std::nullopt;
-    return response;
-  }
-
-  // True once the server has closed the connection (reads end of stream).
-  bool ClosedByServer() {
-    beast::error_code error;
-    stream_.expires_after(kIoTimeout);
-    char byte;
-    stream_.read_some(net::buffer(&byte, 1), error);
-    return error == net::error::eof || error == net::error::connection_reset;
-  }
-
-  beast::tcp_stream& stream() { return stream_; }
-  beast::flat_buffer& buffer() { return buffer_; }
-
- private:
-  net::io_context io_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-};
-
-// A `tollgate serve` on an ephemeral loopback port, learned from its log.
-class Server {
- public:
-  static std::unique_ptr<Server> Start(const std::string& config_yaml,
-                                       const std::vector<std::string>& extra_args = {}) {
-    auto server = std::unique_ptr<Server>(new Server);
-    server->dir_ = MakeTempDir("tollgate-http");
-    std::string config = server->dir_ + "/limits.yaml";
-    WriteFile(config, config_yaml);
-    server->log_ = server->dir_ + "/serve.log";
-    std::vector<std::string> argv = {
-        TOLLGATE_BINARY, "serve",  "--config",    config,      "--http",
-        "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads", "2"};
-    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-    absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_);
-    EXPECT_TRUE(process.ok()) << process.status();
-    if (!process.ok()) return nullptr;
-    server->process_.emplace(*std::move(process));
-
-    const std::regex listening(R"(listening http=127\.0\.0\.1:(\d+))");
-    auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::smatch match;
-      std::string log = ReadAll(server->log_);
-      if (std::regex_search(log, match, listening)) {
-        server->port_ = std::stoi(match[1]);
-        return server;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ADD_FAILURE() << "server did not report its port; log:\n" << ReadAll(server->log_);
-    return nullptr;
-  }
-
-  int port() const { return port_; }
-  std::string log() const { return ReadAll(log_); }
-  // SIGTERM; returns the exit code.
-  int Stop() { return process_->Stop(std::chrono::seconds(30)); }
-
- private:
-  Server() = default;
-  std::string dir_;
-  std::string log_;
-  std::optional<Subprocess> process_;
-  int port_ = 0;
-};
 
 class HttpApiTest : public ::testing::Test {
  protected:

@@ -5,6 +5,7 @@
 // wrapped in a ResilientStore as `tollgate serve --redis` does.
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "src/resilience/deadline_scheduler.h"
 #include "tests/support/fault_proxy.h"
 #include "tests/support/redis_server.h"
+#include "tollgate/clock.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 
@@ -179,6 +181,138 @@ TEST_F(ResilienceTest, SlowRedisBeyondTheDeadlineIsAnsweredByThePolicy) {
   ASSERT_TRUE(slow.decisions.ok());
   EXPECT_EQ((*slow.decisions)[0].source, DecisionSource::kFallback);
   EXPECT_LE(slow.waited_micros, kDeadlineMicros + kMarginMicros);
+}
+
+Limit Window(std::string name, Algorithm algorithm, int64_t limit_value) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.numbers.algorithm = algorithm;
+  limit.numbers.limit = limit_value;
+  limit.numbers.window_micros = 24LL * 3600 * 1'000'000;  // no window ends within a test
+  limit.on_store_failure = FailureMode::kFailOpen;
+  limit.timeout_micros = kDeadlineMicros;
+  return limit;
+}
+
+// Spends `limit`'s whole budget on `key` from the fallback (Redis unreachable): every
+// check answered locally, the last one refused.
+void SpendBudgetDuringOutage(Store& store, const Limit& limit, const std::string& key,
+                             int64_t budget) {
+  for (int64_t i = 0; i < budget; ++i) {
+    Timed spent = CheckOne(store, limit, key);
+    ASSERT_TRUE(spent.decisions.ok()) << spent.decisions.status();
+    EXPECT_EQ((*spent.decisions)[0].source, DecisionSource::kFallback);
+    EXPECT_TRUE((*spent.decisions)[0].allowed) << limit.name << " check " << i;
+  }
+  Timed over = CheckOne(store, limit, key);
+  ASSERT_TRUE(over.decisions.ok());
+  EXPECT_FALSE((*over.decisions)[0].allowed) << limit.name;
+}
+
+// Issue item 5: a key that spent its whole budget during the outage is still limited right
+// after Redis returns. The restarted Redis is empty (no persistence), so only the
+// reconciled consumption can limit it.
+TEST_F(ResilienceTest, BudgetSpentDuringAnOutageIsReconciledIntoTheRestartedRedis) {
+  std::unique_ptr<ResilientStore> store = MakeStore(redis_->url());
+  ASSERT_NE(store, nullptr);
+  const Limit bucket = Bucket("bucket", 10, FailureMode::kFailOpen);
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10);
+  const Limit sliding = Window("sliding", Algorithm::kSlidingWindow, 10);
+  ASSERT_TRUE(CheckOne(*store, bucket, "user:other").decisions.ok());
+
+  redis_->Kill();
+  for (const Limit* limit : {&bucket, &fixed, &sliding}) {
+    SpendBudgetDuringOutage(*store, *limit, "user:spender", 10);
+  }
+  EXPECT_EQ(store->stats().reconciled_items, 0);
+
+  ASSERT_TRUE(redis_->Restart().ok());
+  ASSERT_TRUE(WaitForRedis(*store, api_, std::chrono::seconds(5)));
+  for (const Limit* limit : {&bucket, &fixed, &sliding}) {
+    Timed after = CheckOne(*store, *limit, "user:spender");
+    ASSERT_TRUE(after.decisions.ok()) << after.decisions.status();
+    EXPECT_EQ((*after.decisions)[0].source, DecisionSource::kRedis) << limit->name;
+    EXPECT_FALSE((*after.decisions)[0].allowed) << limit->name << ": a second budget";
+    EXPECT_EQ((*after.decisions)[0].remaining, 0) << limit->name;
+    // A key that did not spend during the outage keeps its budget.
+    Timed fresh = CheckOne(*store, *limit, "user:quiet");
+    ASSERT_TRUE(fresh.decisions.ok());
+    EXPECT_TRUE((*fresh.decisions)[0].allowed) << limit->name;
+  }
+  EXPECT_EQ(store->stats().reconciled_items, 3);
+  EXPECT_EQ(store->stats().reconcile_dropped_items, 0);
+}
+
+// The same through a pause: Redis keeps what it had before the outage, and the outage's
+// consumption is added on top.
+TEST_F(ResilienceTest, BudgetSpentWhileRedisWasPausedIsStillLimitedAfterResume) {
+  std::unique_ptr<ResilientStore> store = MakeStore(redis_->url());
+  ASSERT_NE(store, nullptr);
+  const Limit bucket = Bucket("bucket", 10, FailureMode::kFailOpen);
+  // Before the outage the key spent 2 of 10 in Redis.
+  ASSERT_TRUE(CheckOne(*store, bucket, "user:spender", 2).decisions.ok());
+
+  redis_->Pause();
+  SpendBudgetDuringOutage(*store, bucket, "user:spender", 10);  // the local share is fresh
+  redis_->Resume();
+  ASSERT_TRUE(WaitForRedis(*store, api_, std::chrono::seconds(5)));
+
+  Timed after = CheckOne(*store, bucket, "user:spender");
+  ASSERT_TRUE(after.decisions.ok()) << after.decisions.status();
+  EXPECT_EQ((*after.decisions)[0].source, DecisionSource::kRedis);
+  EXPECT_FALSE((*after.decisions)[0].allowed);
+  EXPECT_GT((*after.decisions)[0].retry_after_micros, 0);
+  EXPECT_EQ(store->stats().reconciled_items, 1);
+}
+
+absl::Status Add(Store& store, const Limit& limit, const std::string& key, int64_t cost,
+                 int64_t at_micros) {
+  std::promise<absl::Status> promise;
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&limit, key, cost, at_micros});
+  store.AddAsync(std::move(items),
+                 [&promise](absl::Status status) { promise.set_value(std::move(status)); });
+  return promise.get_future().get();
+}
+
+int64_t Remaining(Store& store, const Limit& limit, const std::string& key) {
+  Timed peek = CheckOne(store, limit, key, 0);
+  EXPECT_TRUE(peek.decisions.ok()) << peek.decisions.status();
+  return peek.decisions.ok() ? (*peek.decisions)[0].remaining : -1;
+}
+
+// The rule of lua/add.lua (docs/resilience.md, "Reconciliation"): consumption of a window
+// already over is dropped; a token bucket is not charged for what has refilled since.
+TEST_F(ResilienceTest, AddedConsumptionCountsOnlyWhileItsWindowIsCurrent) {
+  std::unique_ptr<ResilientStore> store = MakeStore(redis_->url());
+  ASSERT_NE(store, nullptr);
+  const int64_t now = SystemClock().NowMicros();
+  const int64_t day = 24LL * 3600 * 1'000'000;
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10);
+  const Limit sliding = Window("sliding", Algorithm::kSlidingWindow, 10);
+  Limit bucket = Bucket("bucket", 10, FailureMode::kFailOpen);
+  bucket.numbers.refill_per_second = 1;  // refills in 10 s
+
+  ASSERT_TRUE(Add(*store, fixed, "old", 4, now - day).ok());  // yesterday's window: dropped
+  EXPECT_EQ(Remaining(*store, fixed, "old"), 10);
+  ASSERT_TRUE(Add(*store, fixed, "now", 4, 0).ok());  // 0: now
+  EXPECT_EQ(Remaining(*store, fixed, "now"), 6);
+
+  ASSERT_TRUE(Add(*store, sliding, "old", 4, now - 2 * day).ok());  // before the previous
+  EXPECT_EQ(Remaining(*store, sliding, "old"), 10);
+  ASSERT_TRUE(Add(*store, sliding, "previous", 10, now - day).ok());  // weighs in, partly
+  EXPECT_LT(Remaining(*store, sliding, "previous"), 10);
+
+  ASSERT_TRUE(Add(*store, bucket, "old", 10, now - 60'000'000).ok());  // refilled since
+  EXPECT_EQ(Remaining(*store, bucket, "old"), 10);
+  ASSERT_TRUE(Add(*store, bucket, "debt", 10, now).ok());
+  ASSERT_TRUE(Add(*store, bucket, "debt", 25, now).ok());  // capped at capacity: 10 more
+  Timed debt = CheckOne(*store, bucket, "debt");
+  ASSERT_TRUE(debt.decisions.ok());
+  EXPECT_FALSE((*debt.decisions)[0].allowed);
+  // Empty now and in debt by one capacity: 10 s to pay the debt, then 1 s for a token.
+  EXPECT_GT((*debt.decisions)[0].retry_after_micros, 10'000'000);
+  EXPECT_LE((*debt.decisions)[0].retry_after_micros, 11'000'000);
 }
 
 TEST_F(ResilienceTest, InstanceCountIsLearnedAndFollowsTheFleet) {

@@ -9,6 +9,11 @@
 //   fail_closed refused, DenyReason::kStoreUnavailable, with `fail_closed_retry_after_ms`;
 //   local       a local in-memory limiter with the limit's own `local` numbers.
 // Such decisions carry DecisionSource::kFallback.
+//
+// What fail_open and local admit meanwhile is recorded per (limit, key, window) and, when
+// the store answers again, added to the shared state with Store::AddAsync (best effort:
+// "Reconciliation" in docs/resilience.md), so a key that spent its budget during the
+// outage does not get a second one the moment the store is back.
 #ifndef TOLLGATE_RESILIENCE_H_
 #define TOLLGATE_RESILIENCE_H_
 
@@ -48,16 +53,23 @@ struct ResilienceOptions {
   int64_t fail_closed_retry_after_ms = 1000;
   // Bound on the local fallback limiters' keys.
   int64_t fallback_max_keys = 1'000'000;
+  // Bound on the (limit, key, window) entries of fallback consumption kept for
+  // reconciliation; consumption of new entries beyond it is dropped (and counted).
+  int64_t reconcile_max_entries = 100'000;
+  // Entries per Store::AddAsync call when reconciling.
+  int64_t reconcile_batch_size = 500;
 };
 
 // Counters for metrics. Monotonic.
 struct ResilienceStats {
-  int64_t store_decisions = 0;     // answered by the wrapped store
-  int64_t fallback_decisions = 0;  // answered by a failure policy
-  int64_t store_errors = 0;        // the store answered with an error
-  int64_t deadlines_missed = 0;    // the store did not answer in time
-  int64_t breaker_rejections = 0;  // not sent to the store: the breaker was open
-  int64_t late_replies = 0;        // answers that came after the deadline, discarded
+  int64_t store_decisions = 0;          // answered by the wrapped store
+  int64_t fallback_decisions = 0;       // answered by a failure policy
+  int64_t store_errors = 0;             // the store answered with an error
+  int64_t deadlines_missed = 0;         // the store did not answer in time
+  int64_t breaker_rejections = 0;       // not sent to the store: the breaker was open
+  int64_t late_replies = 0;             // answers that came after the deadline, discarded
+  int64_t reconciled_items = 0;         // fallback consumption entries added back to the store
+  int64_t reconcile_dropped_items = 0;  // entries lost: over the bound, or the add failed
 };
 
 // A Store that adds deadlines, a circuit breaker and per-limit failure policies to another.

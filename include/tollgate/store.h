@@ -21,7 +21,12 @@ struct CheckItem {
   std::string key;
   // Whole units to consume; 0 peeks without consuming.
   int64_t cost = 1;
+  // Only for AddAsync: when the consumption happened, in microseconds since the epoch
+  // (Clock::NowMicros()); 0 means now. CheckAsync ignores it.
+  int64_t at_micros = 0;
 };
+
+using AddCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
 using CheckCallback = absl::AnyInvocable<void(absl::StatusOr<std::vector<Decision>>) &&>;
 
@@ -50,6 +55,16 @@ class Store {
 
   // Blocking form of CheckAsync.
   absl::StatusOr<std::vector<Decision>> Check(std::vector<CheckItem> items);
+
+  // Consumes each item's cost without checking: consumption that already happened
+  // elsewhere (a local fallback while this store was unreachable) is added to the shared
+  // state, so it is not forgotten. Each item is applied on its own (not all or nothing)
+  // at the time `at_micros`; consumption whose window is already over is dropped, and a
+  // token bucket may go into debt. The exact rule of each store is in
+  // docs/resilience.md#reconciliation. Calls `done` exactly once, like CheckAsync.
+  // The default answers Unimplemented.
+  // REQUIRES: every item validated (non-empty key, cost >= 0).
+  virtual void AddAsync(std::vector<CheckItem> items, AddCallback done);
 
   // A short name for logs and metrics ("memory", "redis").
   virtual std::string_view Name() const = 0;

@@ -2,24 +2,161 @@
 #include "src/cli/serve.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "src/cli/load_configs.h"
+#include "src/config/descriptor_matcher.h"
 #include "src/server/http_server.h"
 #include "src/server/listen_address.h"
+#include "src/server/metrics.h"
 #include "src/server/rls_service.h"
 #include "tollgate/limiter.h"
+#include "tollgate/resilience.h"
 
 namespace tollgate::cli {
 namespace {
 
 // How long a shutdown waits for requests in flight before it drops them.
 constexpr std::chrono::seconds kDrainTimeout(10);
+// How often the config files are looked at for a change.
+constexpr absl::Duration kConfigPollInterval = absl::Seconds(1);
+
+// What identifies a version of a file: a rewrite changes the mtime or the size, a
+// replace-by-rename the inode. All zero when the file cannot be read.
+struct FileVersion {
+  int64_t mtime_nanos = 0;
+  int64_t size = 0;
+  uint64_t inode = 0;
+  bool operator==(const FileVersion&) const = default;
+};
+
+std::vector<FileVersion> FileVersions(const std::vector<std::string>& paths) {
+  std::vector<FileVersion> versions;
+  for (const std::string& path : paths) {
+    struct stat info {};
+    FileVersion version;
+    if (stat(path.c_str(), &info) == 0) {
+      version.mtime_nanos =
+          static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+      version.size = info.st_size;
+      version.inode = info.st_ino;
+    }
+    versions.push_back(version);
+  }
+  return versions;
+}
+
+// The name of a limit (ours or an Envoy rule's) that refuses when the store is down, or "".
+std::string FailClosedLimit(const LoadedConfigs& config) {
+  for (const Limit& limit : config.limits) {
+    if (limit.on_store_failure == FailureMode::kFailClosed) return limit.name;
+  }
+  absl::StatusOr<std::unique_ptr<DescriptorMatcher>> matcher =
+      DescriptorMatcher::Create(config.envoy_domains);
+  if (matcher.ok()) {
+    for (const Limit& limit : (*matcher)->limits()) {
+      if (limit.on_store_failure == FailureMode::kFailClosed) return limit.name;
+    }
+  }
+  return "";
+}
+
+// What GET /readyz needs to know of the running config.
+class FailClosedLimitName {
+ public:
+  void Set(std::string name) {
+    absl::MutexLock lock(&mu_);
+    name_ = std::move(name);
+  }
+  std::string Get() const {
+    absl::MutexLock lock(&mu_);
+    return name_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string name_ ABSL_GUARDED_BY(mu_);
+};
+
+// Reloads every --config file into the running servers. Thread-safe (SIGHUP and the file
+// poller may both ask).
+class Reloader {
+ public:
+  Reloader(const ServeOptions& options, const ServeStore& stores, server::Metrics& metrics,
+           server::RlsService& rls, server::HttpServer& http, FailClosedLimitName& fail_closed,
+           std::vector<FileVersion> versions)
+      : options_(options),
+        stores_(stores),
+        metrics_(metrics),
+        rls_(rls),
+        http_(http),
+        fail_closed_(fail_closed),
+        versions_(std::move(versions)) {}
+
+  // Loads and validates all files; a valid whole replaces the running config, an invalid
+  // one is logged and the old config keeps serving.
+  void Reload(std::string_view why) {
+    absl::MutexLock lock(&mu_);
+    versions_ = FileVersions(options_.config_paths);
+    absl::StatusOr<LoadedConfigs> config = LoadConfigs(options_.config_paths);
+    absl::StatusOr<std::unique_ptr<Limiter>> limiter =
+        config.ok() ? Limiter::Create({.limits = config->limits,
+                                       .store = stores_.store,
+                                       .sync_store = stores_.sync_store,
+                                       .clock = nullptr})
+                    : absl::StatusOr<std::unique_ptr<Limiter>>(config.status());
+    absl::Status status = limiter.status();
+    // The RLS service goes first: if it refuses the domains, nothing has changed yet.
+    if (status.ok()) status = rls_.UpdateDomains(config->envoy_domains);
+    if (!status.ok()) {
+      metrics_.RecordReload(false);
+      spdlog::error("config reload ({}) refused, the old config keeps serving: {}", why,
+                    std::string(status.message()));
+      return;
+    }
+    metrics_.RegisterLimits(config->limits);
+    http_.SetLimiter(std::shared_ptr<Limiter>(*std::move(limiter)));
+    fail_closed_.Set(FailClosedLimit(*config));
+    metrics_.RecordReload(true);
+    spdlog::info("config reloaded ({}): {} limits and {} Envoy domains", why, config->limits.size(),
+                 config->envoy_domains.size());
+  }
+
+  // Reloads when a file's version differs from the last one loaded.
+  void ReloadIfChanged() {
+    std::vector<FileVersion> now = FileVersions(options_.config_paths);
+    {
+      absl::MutexLock lock(&mu_);
+      if (now == versions_) return;
+    }
+    Reload("a config file changed");
+  }
+
+ private:
+  const ServeOptions& options_;
+  const ServeStore& stores_;
+  server::Metrics& metrics_;
+  server::RlsService& rls_;
+  server::HttpServer& http_;
+  FailClosedLimitName& fail_closed_;
+  absl::Mutex mu_;  // one reload at a time
+  std::vector<FileVersion> versions_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace
 
@@ -30,6 +167,7 @@ int RunServe(const ServeOptions& options) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reload
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -46,6 +184,8 @@ int RunServe(const ServeOptions& options) {
     return 2;
   }
 
+  // Taken before reading, so that a write during the load is seen as a change.
+  std::vector<FileVersion> config_versions = FileVersions(options.config_paths);
   absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
   if (!config.ok()) {
     spdlog::error("invalid config: {}", std::string(config.status().message()));
@@ -57,14 +197,32 @@ int RunServe(const ServeOptions& options) {
     return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   absl::StatusOr<std::unique_ptr<Limiter>> limiter =
-      Limiter::Create({.limits = config->limits, .store = store->store, .clock = nullptr});
+      Limiter::Create({.limits = config->limits,
+                       .store = store->store,
+                       .sync_store = store->sync_store,
+                       .clock = nullptr});
   if (!limiter.ok()) {
     spdlog::error("invalid config: {}", std::string(limiter.status().message()));
     return 1;
   }
 
+  // Outlives both servers (declared before them).
+  server::Metrics metrics;
+  metrics.RegisterLimits(config->limits);
+  const auto* resilient = dynamic_cast<const ResilientStore*>(store->store.get());
+  metrics.set_resilient_store(resilient);
+  if (store->registry != nullptr) {
+    const InstanceRegistry* registry = store->registry.get();
+    metrics.set_instance_count([registry] { return registry->Count(); });
+  } else if (options.instances > 0) {
+    metrics.set_instance_count([instances = options.instances] { return instances; });
+  }
+  FailClosedLimitName fail_closed;
+  fail_closed.Set(FailClosedLimit(*config));
+
   // Envoy's rate-limit service, on the same store (the same counters as HTTP).
   server::RlsServerOptions rls_options;
+  rls_options.service.metrics = &metrics;
   rls_options.address = server::FormatListenAddress(grpc_address->host, grpc_address->port);
   rls_options.service.domains = config->envoy_domains;
   rls_options.service.store = store->store;
@@ -81,6 +239,20 @@ int RunServe(const ServeOptions& options) {
   http_options.port = http_address->port;
   http_options.threads = options.threads;
   http_options.rls_service = &(*rls)->service();
+  http_options.metrics = &metrics;
+  // Ready when the store can be used, or when no limit needs it to answer correctly.
+  http_options.readiness = [resilient, &fail_closed]() -> absl::Status {
+    if (resilient == nullptr) return absl::OkStatus();  // in memory
+    const CircuitState state = resilient->circuit_state();
+    if (state == CircuitState::kClosed) return absl::OkStatus();
+    const std::string limit = fail_closed.Get();
+    if (limit.empty()) return absl::OkStatus();
+    const std::string_view state_name = CircuitStateName(state);
+    return absl::UnavailableError(
+        absl::StrCat("the store is unreachable (circuit breaker ",
+                     absl::string_view(state_name.data(), state_name.size()), ") and limit '",
+                     limit, "' fails closed"));
+  };
   absl::StatusOr<std::unique_ptr<server::HttpServer>> http = server::HttpServer::Start(
       std::move(http_options), std::shared_ptr<Limiter>(*std::move(limiter)));
   if (!http.ok()) {
@@ -95,9 +267,23 @@ int RunServe(const ServeOptions& options) {
                server::FormatListenAddress(grpc_address->host, (*rls)->Port()));
   spdlog::info("listening http={}", (*http)->address());
 
+  Reloader reloader(options, *store, metrics, (*rls)->service(), **http, fail_closed,
+                    std::move(config_versions));
+  absl::Notification stop_polling;
+  std::thread poller([&] {
+    while (!stop_polling.WaitForNotificationWithTimeout(kConfigPollInterval)) {
+      reloader.ReloadIfChanged();
+    }
+  });
+
   int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) != 0) {
+  while (true) {
+    if (sigwait(&stop_signals, &signal_number) != 0) continue;
+    if (signal_number != SIGHUP) break;
+    reloader.Reload("SIGHUP");
   }
+  stop_polling.Notify();
+  poller.join();
   spdlog::info("received {}, finishing requests in flight",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*http)->Shutdown();

@@ -30,9 +30,13 @@ struct ServeOptions {
 
 // The store and what keeps it running.
 struct ServeStore {
-  std::shared_ptr<Store> store;
-  // With --redis: the live instance count (heartbeats into Redis).
+  // With --redis: the live instance count (heartbeats into Redis). Declared first, so
+  // destroyed last: the stores read it.
   std::unique_ptr<InstanceRegistry> registry;
+  std::shared_ptr<Store> store;
+  // With --redis: where `mode: sync` limits live (local counts synced with Redis); else
+  // nullptr and they are checked exactly in `store`.
+  std::shared_ptr<Store> sync_store;
 };
 
 // The store the service checks against: in memory without `redis_url`; else Redis behind
@@ -41,7 +45,10 @@ struct ServeStore {
 absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options);
 
 // Loads the configs, builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,
-// then finishes the requests in flight. Returns the process exit code: 0 after a clean
+// then finishes the requests in flight. On SIGHUP, and when a config file changes (looked
+// at every second), reloads every config file: a valid whole replaces the running config
+// without dropping requests (counters carry on in the store); an invalid one is logged and
+// the old config keeps serving. Returns the process exit code: 0 after a clean
 // shutdown, 1 for an invalid config, an unreachable Redis or an address that cannot be
 // bound, 2 for unusable options.
 int RunServe(const ServeOptions& options);

@@ -7,6 +7,7 @@
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
+#include "tollgate/sync_store.h"
 
 namespace tollgate::cli {
 
@@ -39,6 +40,15 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options) {
     resilience.instance_count = [raw] { return raw->Count(); };
     spdlog::info("instance {}: {} live instance(s)", raw->instance_id(), raw->Count());
   }
+  // Sync mode never waits on Redis on the request path and handles Redis failures itself,
+  // so it is not wrapped in the ResilientStore.
+  SyncStoreOptions sync_options;
+  sync_options.redis_url = options.redis_url;
+  sync_options.instance_count = resilience.instance_count;
+  absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));
+  if (!sync.ok()) return sync.status();
+  result.sync_store = std::shared_ptr<Store>(*std::move(sync));
+
   absl::StatusOr<std::unique_ptr<ResilientStore>> store =
       ResilientStore::Create(std::shared_ptr<Store>(*std::move(redis)), std::move(resilience));
   if (!store.ok()) return store.status();

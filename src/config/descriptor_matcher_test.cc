@@ -56,7 +56,7 @@ std::unique_ptr<DescriptorMatcher> Matcher() {
   return *std::move(matcher);
 }
 
-std::string FullKey(const DescriptorMatcher& matcher, std::vector<DescriptorEntry> entries) {
+std::string FullKey(const DescriptorMatcher& matcher, const std::vector<DescriptorEntry>& entries) {
   const EnvoyRule* rule = matcher.Match("edge", entries);
   return rule == nullptr ? "(none)" : rule->full_key;
 }

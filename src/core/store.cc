@@ -4,6 +4,8 @@
 #include <future>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace tollgate {
 
 absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items) {
@@ -13,6 +15,11 @@ absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items)
     promise.set_value(std::move(decisions));
   });
   return result.get();
+}
+
+void Store::AddAsync(std::vector<CheckItem> /*items*/, AddCallback done) {
+  std::move(done)(
+      absl::UnimplementedError(absl::StrCat(std::string(Name()), " store cannot add consumption")));
 }
 
 }  // namespace tollgate

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,28 @@ LimitNumbers Share(const LimitNumbers& numbers, int64_t instances) {
   share.limit = std::max<int64_t>(1, numbers.limit / instances);
   return share;
 }
+
+bool SameNumbers(const LimitNumbers& a, const LimitNumbers& b) {
+  return a.algorithm == b.algorithm && a.capacity == b.capacity &&
+         a.refill_per_second == b.refill_per_second && a.limit == b.limit &&
+         a.window_micros == b.window_micros;
+}
+
+// Reconciliation counters, shared with AddAsync callbacks (which must not keep the Core,
+// and so the store, alive).
+struct ReconcileCounters {
+  std::atomic<int64_t> reconciled{0};
+  std::atomic<int64_t> dropped{0};
+};
+
+// Fallback consumption of one (limit name, key, window index) not yet added to the store.
+// The window index is 0 for a token bucket (one entry per key).
+using ReconcileKey = std::tuple<std::string, std::string, int64_t>;
+struct Consumption {
+  std::shared_ptr<const Limit> limit;  // a copy of the shared limit, kept for AddAsync
+  int64_t cost = 0;
+  int64_t at_micros = 0;  // the latest consumption recorded in this entry
+};
 
 // Everything a pending call needs, kept alive by the call's callbacks.
 class Core {
@@ -82,6 +105,11 @@ class Core {
             std::move(done)(decisions.status());
             return;
           }
+          if (!any_fail_closed) {
+            bool all_allowed = true;
+            for (const Decision& decision : *decisions) all_allowed &= decision.allowed;
+            if (all_allowed) Record(items);
+          }
           for (size_t i = 0; i < decisions->size(); ++i) {
             Decision& decision = (*decisions)[i];
             decision.source = DecisionSource::kFallback;
@@ -103,8 +131,84 @@ class Core {
   std::atomic<int64_t> deadlines_missed_{0};
   std::atomic<int64_t> breaker_rejections_{0};
   std::atomic<int64_t> late_replies_{0};
+  const std::shared_ptr<ReconcileCounters> reconcile_counters_ =
+      std::make_shared<ReconcileCounters>();
+
+  // Called when the store has answered: sends the fallback consumption recorded so far to
+  // it with AddAsync, in batches, and forgets it (best effort: a failed batch is counted
+  // as dropped, not retried). Cheap when nothing is recorded.
+  void Reconcile() {
+    if (!has_pending_.load(std::memory_order_acquire)) return;
+    absl::flat_hash_map<ReconcileKey, Consumption> pending;
+    {
+      absl::MutexLock lock(&reconcile_mutex_);
+      pending.swap(pending_);
+      has_pending_.store(false, std::memory_order_release);
+    }
+    const size_t batch_size =
+        static_cast<size_t>(std::max<int64_t>(1, options_.reconcile_batch_size));
+    std::vector<CheckItem> batch;
+    std::vector<std::shared_ptr<const Limit>> limits;  // keep batch[i].limit alive
+    auto send = [&] {
+      if (batch.empty()) return;
+      const int64_t count = static_cast<int64_t>(batch.size());
+      primary_->AddAsync(
+          std::move(batch),
+          [counters = reconcile_counters_, limits = std::move(limits), count](absl::Status status) {
+            (status.ok() ? counters->reconciled : counters->dropped)
+                .fetch_add(count, std::memory_order_relaxed);
+          });
+      batch.clear();
+      limits.clear();
+    };
+    for (auto& [key, consumption] : pending) {
+      batch.push_back(CheckItem{consumption.limit.get(), std::get<1>(key), consumption.cost,
+                                consumption.at_micros});
+      limits.push_back(std::move(consumption.limit));
+      if (batch.size() >= batch_size) send();
+    }
+    send();
+  }
 
  private:
+  // Records what a fallback answer consumed, for Reconcile.
+  void Record(const std::vector<CheckItem>& items) {
+    const int64_t now_micros = clock_->NowMicros();
+    for (const CheckItem& item : items) {
+      if (item.cost <= 0) continue;
+      const LimitNumbers& numbers = item.limit->numbers;
+      const int64_t window = numbers.algorithm == Algorithm::kTokenBucket
+                                 ? 0
+                                 : now_micros / std::max<int64_t>(1, numbers.window_micros);
+      std::shared_ptr<const Limit> shared = SharedLimit(*item.limit);
+      absl::MutexLock lock(&reconcile_mutex_);
+      auto it = pending_.find(ReconcileKey(item.limit->name, item.key, window));
+      if (it == pending_.end()) {
+        if (static_cast<int64_t>(pending_.size()) >= options_.reconcile_max_entries) {
+          reconcile_counters_->dropped.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        it =
+            pending_.emplace(ReconcileKey(item.limit->name, item.key, window), Consumption{}).first;
+      }
+      it->second.limit = std::move(shared);
+      it->second.cost += item.cost;
+      it->second.at_micros = std::max(it->second.at_micros, now_micros);
+      has_pending_.store(true, std::memory_order_release);
+    }
+  }
+
+  // A copy of `limit` that lives as long as the reconciliation needs it (the caller's
+  // Limit only lives until its own call is answered).
+  std::shared_ptr<const Limit> SharedLimit(const Limit& limit) {
+    absl::MutexLock lock(&mutex_);
+    std::shared_ptr<const Limit>& cached = shared_limits_[limit.name];
+    if (cached == nullptr || !SameNumbers(cached->numbers, limit.numbers)) {
+      cached = std::make_shared<Limit>(limit);
+    }
+    return cached;
+  }
+
   // The limit the local fallback uses for `limit` with `instances` live instances.
   std::shared_ptr<const Limit> FallbackLimit(const Limit& limit, int64_t instances) {
     const LimitNumbers numbers = limit.on_store_failure == FailureMode::kLocal && limit.local
@@ -132,6 +236,11 @@ class Core {
   absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::shared_ptr<const Limit>> fallback_limits_
       ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const Limit>> shared_limits_
+      ABSL_GUARDED_BY(mutex_);
+  absl::Mutex reconcile_mutex_;
+  absl::flat_hash_map<ReconcileKey, Consumption> pending_ ABSL_GUARDED_BY(reconcile_mutex_);
+  std::atomic<bool> has_pending_{false};
 };
 
 // One call in flight: answered exactly once, by the store or by the deadline.
@@ -185,6 +294,9 @@ class ResilientStoreImpl final : public ResilientStore {
                                  if (decisions.ok()) {
                                    core->breaker().RecordSuccess(call->probe);
                                    core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
+                                   // Before answering, so that on one connection the added
+                                   // consumption precedes this caller's next check.
+                                   core->Reconcile();
                                    std::move(done)(std::move(decisions));
                                    return;
                                  }
@@ -192,6 +304,11 @@ class ResilientStoreImpl final : public ResilientStore {
                                  core->breaker().RecordFailure(call->probe);
                                  core->AnswerFromPolicy(std::move(items), std::move(done));
                                });
+  }
+
+  // Straight to the wrapped store: no deadline (nobody waits on it) and no fallback.
+  void AddAsync(std::vector<CheckItem> items, AddCallback done) override {
+    core_->primary().AddAsync(std::move(items), std::move(done));
   }
 
   std::string_view Name() const override { return core_->primary().Name(); }
@@ -206,6 +323,8 @@ class ResilientStoreImpl final : public ResilientStore {
     stats.deadlines_missed = core_->deadlines_missed_.load();
     stats.breaker_rejections = core_->breaker_rejections_.load();
     stats.late_replies = core_->late_replies_.load();
+    stats.reconciled_items = core_->reconcile_counters_->reconciled.load();
+    stats.reconcile_dropped_items = core_->reconcile_counters_->dropped.load();
     return stats;
   }
 
@@ -224,6 +343,10 @@ absl::StatusOr<std::unique_ptr<ResilientStore>> ResilientStore::Create(
   if (primary == nullptr) return absl::InvalidArgumentError("ResilientStore needs a store");
   if (options.breaker.failure_threshold < 1) {
     return absl::InvalidArgumentError("circuit breaker failure_threshold must be >= 1");
+  }
+  if (options.reconcile_max_entries < 0 || options.reconcile_batch_size < 1) {
+    return absl::InvalidArgumentError(
+        "reconcile_max_entries must be >= 0 and reconcile_batch_size >= 1");
   }
   if (options.breaker.open_duration_ms < 1) {
     return absl::InvalidArgumentError("circuit breaker open_duration_ms must be >= 1");

@@ -3,8 +3,7 @@
 // Unit tests of the policies with stores that misbehave on purpose (they answer with an
 // error, or never). The same behaviour against a real Redis that is killed, paused and
 // black-holed is in tests/resilience_test.cc.
-#include "tollgate/resilience.h"
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -12,10 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "src/resilience/deadline_scheduler.h"
 #include "tollgate/memory_store.h"
+#include "tollgate/resilience.h"
 
 namespace tollgate {
 namespace {
@@ -26,9 +27,7 @@ class ControlledStore : public Store {
  public:
   enum class Behaviour { kHealthy, kError, kSilent };
 
-  explicit ControlledStore(Clock* clock) {
-    healthy_ = *MemoryStore::Create({.clock = clock});
-  }
+  explicit ControlledStore(Clock* clock) { healthy_ = *MemoryStore::Create({.clock = clock}); }
   ~ControlledStore() override { ReleaseSilent(); }
 
   void set_behaviour(Behaviour behaviour) { behaviour_.store(behaviour); }
@@ -61,9 +60,32 @@ class ControlledStore : public Store {
     for (CheckCallback& done : silent) std::move(done)(absl::UnavailableError("late"));
   }
 
+  // Records what is added (reconciliation) and answers OK.
+  void AddAsync(std::vector<CheckItem> items, AddCallback done) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const CheckItem& item : items) {
+        added_.push_back({item.limit->name, item.key, item.cost, item.at_micros});
+      }
+    }
+    std::move(done)(absl::OkStatus());
+  }
+
+  struct Added {
+    std::string limit;
+    std::string key;
+    int64_t cost;
+    int64_t at_micros;
+  };
+  std::vector<Added> added() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return added_;
+  }
+
   std::string_view Name() const override { return "controlled"; }
 
  private:
+  std::vector<Added> added_;
   std::unique_ptr<MemoryStore> healthy_;
   std::atomic<Behaviour> behaviour_{Behaviour::kHealthy};
   std::atomic<int> calls_{0};
@@ -153,9 +175,8 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
 
 TEST_F(ResilientStoreTest, LocalPolicyUsesItsOwnNumbers) {
   Limit local = TokenBucket("sms", 100, 0.001, FailureMode::kLocal);
-  local.local = LimitNumbers{.algorithm = Algorithm::kTokenBucket,
-                             .capacity = 2,
-                             .refill_per_second = 0.001};
+  local.local =
+      LimitNumbers{.algorithm = Algorithm::kTokenBucket, .capacity = 2, .refill_per_second = 0.001};
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
   int allowed = 0;
   for (int i = 0; i < 10; ++i) {
@@ -192,6 +213,55 @@ TEST_F(ResilientStoreTest, BreakerOpensThenProbesAndCloses) {
   ASSERT_TRUE(probe.ok());
   EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
   EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
+}
+
+TEST_F(ResilientStoreTest, FallbackConsumptionIsAddedBackWhenTheStoreAnswersAgain) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1", 5).ok());
+  const int64_t last_at = clock_.NowMicros();
+  clock_.AdvanceMillis(100);
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:2", 2).ok());
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:3", 0).ok());   // a peek consumes nothing
+  ASSERT_TRUE(CheckOne(*store_, closed_, "phone:1").ok());   // fail_closed consumes nothing
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:4", 26).ok());  // refused by the share (25)
+  EXPECT_TRUE(primary_->added().empty());                    // nothing sent while the store is down
+
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  clock_.AdvanceMillis(500);
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:9", 0).ok());  // the probe closes the breaker
+  ASSERT_EQ(store_->circuit_state(), CircuitState::kClosed);
+
+  std::vector<ControlledStore::Added> added = primary_->added();
+  std::sort(added.begin(), added.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  ASSERT_EQ(added.size(), 2u);
+  EXPECT_EQ(added[0].limit, "api");
+  EXPECT_EQ(added[0].key, "user:1");
+  EXPECT_EQ(added[0].cost, 15);  // summed per key
+  EXPECT_EQ(added[0].at_micros, last_at);
+  EXPECT_EQ(added[1].key, "user:2");
+  EXPECT_EQ(added[1].cost, 2);
+  EXPECT_EQ(store_->stats().reconciled_items, 2);
+
+  // Sent once: later successes add nothing more.
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:9", 0).ok());
+  EXPECT_EQ(primary_->added().size(), 2u);
+}
+
+TEST_F(ResilientStoreTest, ReconciliationIsBoundedAndCountsWhatItDrops) {
+  ResilienceOptions options;
+  options.clock = &clock_;
+  options.reconcile_max_entries = 2;
+  auto store = ResilientStore::Create(primary_, options);
+  ASSERT_TRUE(store.ok());
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(CheckOne(**store, open_, absl::StrCat("user:", i)).ok());
+  ASSERT_TRUE(CheckOne(**store, open_, "user:0").ok());  // an existing entry still grows
+  EXPECT_EQ((*store)->stats().reconcile_dropped_items, 3);
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  clock_.AdvanceMillis(1000);
+  ASSERT_TRUE(CheckOne(**store, open_, "user:9", 0).ok());
+  EXPECT_EQ((*store)->stats().reconciled_items, 2);
+  EXPECT_EQ(primary_->added().size(), 2u);
 }
 
 TEST(DeadlineSchedulerTest, RunsCallbacksInDeadlineOrderAndAllAtDestruction) {

@@ -1,6 +1,7 @@
 // Copyright tollgate authors.
 #include "src/server/http_handler.h"
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/server/check_json.h"
+#include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 #include "src/server/rls_service.h"
 
@@ -67,6 +69,16 @@ HttpResponse JsonErrorResponse(http::status status, absl::string_view message, u
 
 HttpHandler::HttpHandler(std::shared_ptr<Limiter> limiter) : limiter_(std::move(limiter)) {}
 
+namespace {
+
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) {
   absl::string_view target(request.target().data(), request.target().size());
   absl::string_view path = target.substr(0, target.find('?'));
@@ -102,7 +114,28 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
                                        version, keep_alive));
         });
   }
-  // GET /metrics (Prometheus text) is routed here once the metrics issue lands.
+  if (path == "/readyz") {
+    if (request.method() != http::verb::get) return method_not_allowed("GET");
+    absl::Status ready = readiness_ ? readiness_() : absl::OkStatus();
+    if (ready.ok()) {
+      return std::move(done)(JsonResponse(http::status::ok, R"({"status":"ready"})",
+                                          request.version(), request.keep_alive()));
+    }
+    nlohmann::json body = {{"status", "not_ready"}, {"reason", std::string(ready.message())}};
+    return std::move(done)(JsonResponse(http::status::service_unavailable, DumpJson(body),
+                                        request.version(), request.keep_alive()));
+  }
+  if (path == "/metrics" && metrics_ != nullptr) {
+    if (request.method() != http::verb::get) return method_not_allowed("GET");
+    HttpResponse response(http::status::ok, request.version());
+    response.set(http::field::server, "tollgate");
+    response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    response.set(http::field::cache_control, "no-store");
+    response.keep_alive(request.keep_alive());
+    response.body() = metrics_->Render();
+    response.prepare_payload();
+    return std::move(done)(std::move(response));
+  }
   std::move(done)(JsonErrorResponse(
       http::status::not_found,
       absl::StrCat("no such path: ", Quoted(path), " (try POST /v1/check or GET /healthz)"),
@@ -112,6 +145,9 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
 void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
+  const int64_t start_micros = SteadyMicros();
+  // This request's limiter: a reload may swap limiter_ while the check is in flight.
+  const std::shared_ptr<Limiter> limiter = limiter_.load(std::memory_order_acquire);
   absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body());
   if (!parsed.ok()) {
     return std::move(done)(JsonErrorResponse(http::status::bad_request, parsed.status().message(),
@@ -122,7 +158,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
   std::vector<const Limit*> limits;
   limits.reserve(parsed->requests.size());
   for (size_t i = 0; i < parsed->requests.size(); ++i) {
-    const Limit* limit = limiter_->FindLimit(parsed->requests[i].limit);
+    const Limit* limit = limiter->FindLimit(parsed->requests[i].limit);
     if (limit == nullptr) {
       std::string field = parsed->batch ? absl::StrCat("checks[", i, "].limit") : "limit";
       return std::move(done)(JsonErrorResponse(
@@ -135,42 +171,56 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
 
   ParsedCheckBody body = *std::move(parsed);
   std::vector<CheckRequest> requests = body.requests;
-  limiter_->CheckAllAsync(std::move(requests), [body = std::move(body), limits = std::move(limits),
-                                                version, keep_alive, done = std::move(done)](
-                                                   absl::StatusOr<MultiDecision> result) mutable {
-    if (!result.ok()) {
-      return std::move(done)(JsonErrorResponse(StatusForError(result.status()),
-                                               result.status().message(), version, keep_alive));
-    }
-    if (result->decisions.size() != body.requests.size()) {
-      return std::move(done)(JsonErrorResponse(http::status::internal_server_error,
-                                               "limiter returned a wrong number of decisions",
-                                               version, keep_alive));
-    }
-    size_t top = MostRestrictive(result->allowed, result->decisions);
-    const Decision& top_decision = result->decisions[top];
-    HttpResponse response =
-        JsonResponse(StatusForDecision(result->allowed, top_decision),
-                     DumpJson(CheckReplyJson(body, *result)), version, keep_alive);
+  // `limiter` rides along so that the Limits pointed to stay alive until the reply.
+  limiter->CheckAllAsync(
+      std::move(requests), [limiter, body = std::move(body), limits = std::move(limits), version,
+                            keep_alive, metrics = metrics_, start_micros,
+                            done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+        if (metrics != nullptr) {
+          metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
+          for (size_t i = 0; i < body.requests.size(); ++i) {
+            if (result.ok() && i < result->decisions.size()) {
+              metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
+            } else {
+              metrics->RecordCheckError(body.requests[i].limit);
+            }
+          }
+        }
+        if (!result.ok()) {
+          return std::move(done)(JsonErrorResponse(StatusForError(result.status()),
+                                                   result.status().message(), version, keep_alive));
+        }
+        if (result->decisions.size() != body.requests.size()) {
+          return std::move(done)(JsonErrorResponse(http::status::internal_server_error,
+                                                   "limiter returned a wrong number of decisions",
+                                                   version, keep_alive));
+        }
+        size_t top = MostRestrictive(result->allowed, result->decisions);
+        const Decision& top_decision = result->decisions[top];
+        HttpResponse response =
+            JsonResponse(StatusForDecision(result->allowed, top_decision),
+                         DumpJson(CheckReplyJson(body, *result)), version, keep_alive);
 
-    // The policy of the item in RateLimit first, then the other limits, each once.
-    std::vector<std::string> policies = {PolicyItem(DecidingNumbers(*limits[top], top_decision))};
-    for (size_t i = 0; i < limits.size(); ++i) {
-      bool seen = limits[i] == limits[top];
-      for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
-      if (!seen) policies.push_back(PolicyItem(DecidingNumbers(*limits[i], result->decisions[i])));
-    }
-    response.set("RateLimit-Policy", absl::StrJoin(policies, ", "));
-    response.set("RateLimit", RateLimitField(top_decision));
-    if (!result->allowed) {
-      std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
-      // A fail_closed refusal always says when to come back, even if the store could
-      // not tell.
-      if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
-      if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
-    }
-    std::move(done)(std::move(response));
-  });
+        // The policy of the item in RateLimit first, then the other limits, each once.
+        std::vector<std::string> policies = {
+            PolicyItem(DecidingNumbers(*limits[top], top_decision))};
+        for (size_t i = 0; i < limits.size(); ++i) {
+          bool seen = limits[i] == limits[top];
+          for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
+          if (!seen)
+            policies.push_back(PolicyItem(DecidingNumbers(*limits[i], result->decisions[i])));
+        }
+        response.set("RateLimit-Policy", absl::StrJoin(policies, ", "));
+        response.set("RateLimit", RateLimitField(top_decision));
+        if (!result->allowed) {
+          std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
+          // A fail_closed refusal always says when to come back, even if the store could
+          // not tell.
+          if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
+          if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
+        }
+        std::move(done)(std::move(response));
+      });
 }
 
 }  // namespace tollgate::server

@@ -1,22 +1,31 @@
 // Copyright tollgate authors. The HTTP API, independent of sockets: request in, response out.
 //
 //   POST /v1/check   check one limit, or several all or nothing (src/server/check_json.h)
-//   GET  /healthz    {"status":"ok"}
+//   GET  /healthz    {"status":"ok"}: the process is up
+//   GET  /readyz     200 {"status":"ready"}, or 503 {"status":"not_ready","reason":...}
+//   GET  /metrics    Prometheus text (src/server/metrics.h), when metrics are set
 // Anything else is a JSON error: 404 for an unknown path, 405 for a wrong method.
 #ifndef TOLLGATE_SRC_SERVER_HTTP_HANDLER_H_
 #define TOLLGATE_SRC_SERVER_HTTP_HANDLER_H_
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string_view>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "boost/beast/http.hpp"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
 
+class Metrics;
 class RlsService;
+
+// Whether the service can answer checks as configured: OK, or Unavailable with the reason.
+using ReadinessCheck = std::function<absl::Status()>;
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
@@ -33,6 +42,18 @@ class HttpHandler {
   // Serves Envoy's JSON shape on POST /json through `service` (the gRPC service's logic).
   // nullptr (the default) answers /json with 404. REQUIRES: outlives the handler.
   void set_rls_service(RlsService* service) { rls_service_ = service; }
+  // Counts each decision and check duration, and serves GET /metrics. nullptr (the default)
+  // answers /metrics with 404. REQUIRES: outlives the handler.
+  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
+  // Answers GET /readyz; empty (the default) means always ready.
+  void set_readiness(ReadinessCheck readiness) { readiness_ = std::move(readiness); }
+  // The set_* methods REQUIRE that no request is being handled yet.
+
+  // Replaces the limiter for the requests that start after this returns; requests in
+  // flight finish on the one they started with. Thread-safe. REQUIRES: non-null.
+  void SetLimiter(std::shared_ptr<Limiter> limiter) {
+    limiter_.store(std::move(limiter), std::memory_order_release);
+  }
   HttpHandler(const HttpHandler&) = delete;
   HttpHandler& operator=(const HttpHandler&) = delete;
 
@@ -44,8 +65,11 @@ class HttpHandler {
  private:
   void HandleCheck(const HttpRequest& request, HttpResponseCallback done);
 
-  std::shared_ptr<Limiter> limiter_;
+  // Read once per request: a reload swaps it without a lock on the request path.
+  std::atomic<std::shared_ptr<Limiter>> limiter_;
   RlsService* rls_service_ = nullptr;
+  Metrics* metrics_ = nullptr;
+  ReadinessCheck readiness_;
 };
 
 }  // namespace tollgate::server

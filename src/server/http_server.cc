@@ -104,6 +104,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   auto state = std::make_unique<State>(std::move(limiter));
   state->context.handler = &state->handler;
   state->handler.set_rls_service(options.rls_service);
+  state->handler.set_metrics(options.metrics);
+  state->handler.set_readiness(std::move(options.readiness));
   state->context.limits = options.limits;
 
   boost::system::error_code error;
@@ -158,6 +160,10 @@ HttpServer::~HttpServer() {
 }
 
 std::string HttpServer::address() const { return FormatListenAddress(host_, port_); }
+
+void HttpServer::SetLimiter(std::shared_ptr<Limiter> limiter) {
+  state_->handler.SetLimiter(std::move(limiter));
+}
 
 void HttpServer::Shutdown() {
   {

@@ -14,11 +14,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/server/http_handler.h"
 #include "src/server/http_session.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
 
+class Metrics;
 class RlsService;
 
 struct HttpServerOptions {
@@ -31,6 +33,11 @@ struct HttpServerOptions {
   HttpSessionLimits limits;
   // When set, POST /json answers Envoy's JSON shape through it. REQUIRES: outlives the server.
   RlsService* rls_service = nullptr;
+  // When set, each check is counted and GET /metrics renders it. REQUIRES: outlives the
+  // server.
+  Metrics* metrics = nullptr;
+  // Answers GET /readyz; empty means always ready.
+  ReadinessCheck readiness;
 };
 
 // Serves the HTTP API (src/server/http_handler.h) on one address with a pool of I/O
@@ -54,6 +61,10 @@ class HttpServer {
   // The bound address, e.g. "127.0.0.1:39417" (the real port when options.port was 0).
   std::string address() const;
   uint16_t port() const { return port_; }
+
+  // Checks that start after this returns use `limiter` (a config reload); those in flight
+  // finish on the old one. REQUIRES: non-null, on the same store (the counters carry on).
+  void SetLimiter(std::shared_ptr<Limiter> limiter);
 
   // Stops accepting connections and closes idle ones; a request in flight is answered
   // (with "Connection: close") before its connection closes. Returns at once; idempotent.

@@ -20,6 +20,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "src/config/descriptor_matcher.h"
+#include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
 #include "tollgate/memory_store.h"
@@ -165,6 +166,7 @@ struct RlsService::Call {
   bool global_shadow = false;
   bool headers = true;
   Clock* clock = nullptr;
+  Metrics* metrics = nullptr;
   RlsCallback done;
 
   // Indices of kCounted items in the batch sent to the limiter.
@@ -187,10 +189,13 @@ struct RlsService::Call {
     // before CheckAllAsync returns.
     const std::shared_ptr<Limiter> limiter = snapshot->limiter;
     limiter->CheckAllAsync(
-        std::move(requests), [self = std::move(self), batch = std::move(batch),
-                              first](absl::StatusOr<MultiDecision> result) mutable {
+        std::move(requests), [self = std::move(self), batch = std::move(batch), first,
+                              peek](absl::StatusOr<MultiDecision> result) mutable {
           Call& call = *self;
           if (!result.ok()) {
+            if (call.metrics != nullptr && !peek) {
+              for (size_t i : batch) call.metrics->RecordCheckError(call.items[i].check.limit);
+            }
             // Fail open for now; the resilience issue adds per-rule policies.
             spdlog::warn("rls: store failed, answering OK for {} descriptor(s): {}", batch.size(),
                          std::string(result.status().message()));
@@ -211,7 +216,16 @@ struct RlsService::Call {
           }
           // A batch refused only by shadow rules: count what passes on its own, so shadow
           // rules never change what is counted for the others.
-          if (first && !result->allowed && !enforced_refusal && !passing.empty()) {
+          const bool recheck = first && !result->allowed && !enforced_refusal && !passing.empty();
+          // Peeks count nothing; a recheck records the passing items when it answers.
+          if (call.metrics != nullptr && !peek) {
+            for (size_t i : batch) {
+              const Item& item = call.items[i];
+              if (recheck && item.decision->allowed) continue;
+              call.metrics->RecordDecision(item.check.limit, *item.decision, !item.enforced);
+            }
+          }
+          if (recheck) {
             call.Check(std::move(self), std::move(passing), /*peek=*/false, /*first=*/false);
             return;
           }
@@ -311,6 +325,7 @@ absl::Status RlsService::UpdateDomains(std::vector<EnvoyDomainConfig> domains) {
   limiter_options.clock = options_.clock;
   absl::StatusOr<std::unique_ptr<Limiter>> limiter = Limiter::Create(std::move(limiter_options));
   if (!limiter.ok()) return limiter.status();
+  if (options_.metrics != nullptr) options_.metrics->RegisterLimits((*matcher)->limits());
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->matcher = std::move(*matcher);
   snapshot->limiter = std::move(*limiter);
@@ -355,6 +370,7 @@ std::shared_ptr<const RlsService::Snapshot> RlsService::WithOverride(uint32_t re
   limiter_options.clock = options_.clock;
   absl::StatusOr<std::unique_ptr<Limiter>> limiter = Limiter::Create(std::move(limiter_options));
   if (!limiter.ok()) return nullptr;
+  if (options_.metrics != nullptr) options_.metrics->RegisterLimitNames({limit.name});
   next->limiter = std::move(*limiter);
   snapshot_ = std::move(next);
   *limit_name = limit.name;
@@ -370,7 +386,19 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback do
     std::move(done)(absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
     return;
   }
+  if (options_.metrics != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    done = [metrics = options_.metrics, start,
+            done = std::move(done)](absl::StatusOr<RateLimitResponse> response) mutable {
+      metrics->ObserveCheckDuration(CheckApi::kEnvoy,
+                                    std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count());
+      std::move(done)(std::move(response));
+    };
+  }
   auto call = std::make_shared<Call>();
+  call->metrics = options_.metrics;
   call->snapshot = snapshot();
   call->global_shadow = options_.shadow_mode;
   call->headers = options_.response_headers;

@@ -41,6 +41,8 @@
 
 namespace tollgate::server {
 
+class Metrics;
+
 struct RlsServiceOptions {
   // One config per domain; two with the same domain are an error.
   std::vector<EnvoyDomainConfig> domains;
@@ -58,6 +60,10 @@ struct RlsServiceOptions {
   // Distinct (requests_per_unit, unit) overrides remembered; beyond it an override is
   // ignored (the configured rule applies) and logged.
   int max_override_limits = 1000;
+  // When set, every counted descriptor's decision (allowed, refused, shadow_refused) and
+  // each call's duration are recorded, and the rules' limits registered on each config
+  // change. REQUIRES: outlives the service.
+  Metrics* metrics = nullptr;
 };
 
 using RateLimitRequest = envoy::service::ratelimit::v3::RateLimitRequest;

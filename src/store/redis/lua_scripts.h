@@ -9,6 +9,8 @@ namespace tollgate::redis {
 
 // lua/check.lua: N limits in one atomic, all-or-nothing step (see the file's header).
 extern const std::string_view kLuaCheck;
+// lua/add.lua: adds consumption that happened elsewhere, without checking (reconciliation).
+extern const std::string_view kLuaAdd;
 
 }  // namespace tollgate::redis
 

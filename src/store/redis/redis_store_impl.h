@@ -30,6 +30,8 @@ class RedisStoreImpl final : public RedisStore {
                  std::string script_sha, std::vector<std::string> warnings);
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
+  // One EVAL of lua/add.lua for all items; see its header for the rule.
+  void AddAsync(std::vector<CheckItem> items, AddCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
 
   // CheckAsync with the script's time pinned to `now_micros` instead of Redis TIME. Only

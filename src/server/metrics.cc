@@ -1,0 +1,261 @@
+// Copyright tollgate authors.
+#include "src/server/metrics.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tollgate::server {
+namespace {
+
+constexpr std::array<DecisionSource, 4> kSourceOrder = {
+    DecisionSource::kMemory, DecisionSource::kRedis, DecisionSource::kSync,
+    DecisionSource::kFallback};
+constexpr std::array<const char*, 3> kOutcomeNames = {"allowed", "refused", "shadow_refused"};
+constexpr std::array<const char*, 2> kApiNames = {"http", "envoy"};
+// kCheckDurationBucketsMicros in seconds, as Prometheus clients print them.
+constexpr std::array<const char*, kCheckDurationBucketsMicros.size()> kBucketBounds = {
+    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
+
+absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
+
+int SourceIndex(DecisionSource source) {
+  switch (source) {
+    case DecisionSource::kMemory:
+      return 0;
+    case DecisionSource::kRedis:
+      return 1;
+    case DecisionSource::kSync:
+      return 2;
+    case DecisionSource::kFallback:
+      return 3;
+  }
+  return 0;
+}
+
+void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  absl::StrAppend(&out, "# HELP ", View(name), " ", View(help), "\n# TYPE ", View(name), " ",
+                  View(type), "\n");
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string escaped;
+  escaped.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\':
+        escaped += "\\\\";
+        break;
+      case '"':
+        escaped += "\\\"";
+        break;
+      case '\n':
+        escaped += "\\n";
+        break;
+      default:
+        escaped += c;
+    }
+  }
+  return escaped;
+}
+
+Metrics::Metrics() {
+  auto table = std::make_unique<const Table>();
+  table_.store(table.get(), std::memory_order_release);
+  tables_.push_back(std::move(table));
+}
+
+Metrics::~Metrics() = default;
+
+void Metrics::RegisterLimits(absl::Span<const Limit> limits) {
+  std::vector<std::string> names;
+  names.reserve(limits.size());
+  for (const Limit& limit : limits) names.push_back(limit.name);
+  RegisterLimitNames(names);
+}
+
+void Metrics::RegisterLimitNames(absl::Span<const std::string> names) {
+  absl::MutexLock lock(&mu_);
+  const Table* current = table_.load(std::memory_order_acquire);
+  bool all_known = true;
+  for (const std::string& name : names) all_known &= current->by_name.contains(name);
+  if (all_known) return;
+  auto next = std::make_unique<Table>(*current);
+  for (const std::string& name : names) {
+    if (next->by_name.contains(name)) continue;
+    counters_.push_back(std::make_unique<LimitCounters>());
+    next->by_name.emplace(name, counters_.back().get());
+  }
+  // Release: a reader that sees the new table sees its counters constructed.
+  table_.store(next.get(), std::memory_order_release);
+  tables_.push_back(std::move(next));
+}
+
+Metrics::LimitCounters& Metrics::CountersFor(std::string_view limit) {
+  const Table* table = table_.load(std::memory_order_acquire);
+  auto it = table->by_name.find(View(limit));
+  return it == table->by_name.end() ? unregistered_ : *it->second;
+}
+
+void Metrics::RecordDecision(std::string_view limit, const Decision& decision, bool shadow) {
+  const int outcome = decision.allowed ? 0 : (shadow ? 2 : 1);
+  CountersFor(limit).decisions[SourceIndex(decision.source)][outcome].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+void Metrics::RecordCheckError(std::string_view limit) {
+  CountersFor(limit).errors.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::ObserveCheckDuration(CheckApi api, int64_t duration_micros) {
+  Histogram& histogram = durations_[api == CheckApi::kHttp ? 0 : 1];
+  const auto bound = std::lower_bound(kCheckDurationBucketsMicros.begin(),
+                                      kCheckDurationBucketsMicros.end(), duration_micros);
+  histogram.buckets[bound - kCheckDurationBucketsMicros.begin()].fetch_add(
+      1, std::memory_order_relaxed);
+  histogram.sum_micros.fetch_add(std::max<int64_t>(duration_micros, 0), std::memory_order_relaxed);
+}
+
+void Metrics::RecordReload(bool success) {
+  (success ? reloads_succeeded_ : reloads_failed_).fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::set_resilient_store(const ResilientStore* store) {
+  absl::MutexLock lock(&mu_);
+  resilient_store_ = store;
+}
+
+void Metrics::set_instance_count(std::function<int64_t()> instance_count) {
+  absl::MutexLock lock(&mu_);
+  instance_count_ = std::move(instance_count);
+}
+
+std::string Metrics::Render() const {
+  std::vector<std::pair<std::string, const LimitCounters*>> limits;
+  const ResilientStore* store = nullptr;
+  std::function<int64_t()> instance_count;
+  {
+    absl::MutexLock lock(&mu_);
+    const Table* table = table_.load(std::memory_order_acquire);
+    for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
+    store = resilient_store_;
+    instance_count = instance_count_;
+  }
+  std::sort(limits.begin(), limits.end());
+  if (unregistered_.errors.load(std::memory_order_relaxed) != 0 ||
+      std::any_of(unregistered_.decisions.begin(), unregistered_.decisions.end(),
+                  [](const auto& outcomes) {
+                    return std::any_of(outcomes.begin(), outcomes.end(), [](const auto& count) {
+                      return count.load(std::memory_order_relaxed) != 0;
+                    });
+                  })) {
+    limits.emplace_back("", &unregistered_);
+  }
+
+  std::string out;
+  Family(out, "tollgate_decisions_total", "counter",
+         "Decisions by limit, the part of tollgate that made them, and outcome.");
+  for (const auto& [name, counters] : limits) {
+    const std::string limit = EscapeLabelValue(name);
+    for (DecisionSource source : kSourceOrder) {
+      const std::string_view source_name = DecisionSourceName(source);
+      for (size_t outcome = 0; outcome < kOutcomeNames.size(); ++outcome) {
+        absl::StrAppend(
+            &out, "tollgate_decisions_total{limit=\"", limit, "\",source=\"", View(source_name),
+            "\",outcome=\"", kOutcomeNames[outcome], "\"} ",
+            counters->decisions[SourceIndex(source)][outcome].load(std::memory_order_relaxed),
+            "\n");
+      }
+    }
+  }
+  Family(out, "tollgate_check_errors_total", "counter",
+         "Checks answered with an error instead of a decision, by limit.");
+  for (const auto& [name, counters] : limits) {
+    absl::StrAppend(&out, "tollgate_check_errors_total{limit=\"", EscapeLabelValue(name), "\"} ",
+                    counters->errors.load(std::memory_order_relaxed), "\n");
+  }
+
+  Family(out, "tollgate_check_duration_seconds", "histogram",
+         "Time from a parsed check request to its reply, as seen by the server.");
+  for (size_t api = 0; api < durations_.size(); ++api) {
+    const Histogram& histogram = durations_[api];
+    int64_t cumulative = 0;
+    for (size_t i = 0; i < kBucketBounds.size(); ++i) {
+      cumulative += histogram.buckets[i].load(std::memory_order_relaxed);
+      absl::StrAppend(&out, "tollgate_check_duration_seconds_bucket{api=\"", kApiNames[api],
+                      "\",le=\"", kBucketBounds[i], "\"} ", cumulative, "\n");
+    }
+    cumulative += histogram.buckets.back().load(std::memory_order_relaxed);
+    absl::StrAppend(&out, "tollgate_check_duration_seconds_bucket{api=\"", kApiNames[api],
+                    "\",le=\"+Inf\"} ", cumulative, "\n");
+    absl::StrAppend(
+        &out, "tollgate_check_duration_seconds_sum{api=\"", kApiNames[api], "\"} ",
+        absl::StrFormat("%.6f", histogram.sum_micros.load(std::memory_order_relaxed) / 1e6), "\n");
+    absl::StrAppend(&out, "tollgate_check_duration_seconds_count{api=\"", kApiNames[api], "\"} ",
+                    cumulative, "\n");
+  }
+
+  if (store != nullptr) {
+    const ResilienceStats stats = store->stats();
+    const std::pair<const char*, std::pair<const char*, int64_t>> store_counters[] = {
+        {"tollgate_store_decisions_total",
+         {"Checks answered by the shared store.", stats.store_decisions}},
+        {"tollgate_store_fallback_decisions_total",
+         {"Checks answered by a limit's on_store_failure policy.", stats.fallback_decisions}},
+        {"tollgate_store_errors_total",
+         {"Store calls that answered with an error.", stats.store_errors}},
+        {"tollgate_store_deadlines_missed_total",
+         {"Store calls that did not answer within the limit's timeout.", stats.deadlines_missed}},
+        {"tollgate_store_breaker_rejections_total",
+         {"Checks not sent to the store because its circuit breaker was open.",
+          stats.breaker_rejections}},
+        {"tollgate_store_late_replies_total",
+         {"Store answers that came after their deadline and were discarded.", stats.late_replies}},
+        {"tollgate_store_reconciled_items_total",
+         {"Fallback consumption entries added back to the store after an outage.",
+          stats.reconciled_items}},
+        {"tollgate_store_reconcile_dropped_items_total",
+         {"Fallback consumption entries not added back (over the bound, or the add failed).",
+          stats.reconcile_dropped_items}},
+    };
+    for (const auto& [name, help_value] : store_counters) {
+      Family(out, name, "counter", help_value.first);
+      absl::StrAppend(&out, name, " ", help_value.second, "\n");
+    }
+    Family(out, "tollgate_circuit_breaker_state", "gauge",
+           "The store's circuit breaker: 0 closed, 1 open, 2 half_open.");
+    int state = 0;
+    switch (store->circuit_state()) {
+      case CircuitState::kClosed:
+        state = 0;
+        break;
+      case CircuitState::kOpen:
+        state = 1;
+        break;
+      case CircuitState::kHalfOpen:
+        state = 2;
+        break;
+    }
+    absl::StrAppend(&out, "tollgate_circuit_breaker_state ", state, "\n");
+  }
+  if (instance_count) {
+    Family(out, "tollgate_instances", "gauge",
+           "Live tollgate instances sharing the limits (N of the fallback share).");
+    absl::StrAppend(&out, "tollgate_instances ", instance_count(), "\n");
+  }
+
+  Family(out, "tollgate_config_reloads_total", "counter",
+         "Configuration reloads by result (a failed one keeps the old configuration).");
+  absl::StrAppend(&out, "tollgate_config_reloads_total{result=\"success\"} ",
+                  reloads_succeeded_.load(std::memory_order_relaxed), "\n");
+  absl::StrAppend(&out, "tollgate_config_reloads_total{result=\"failure\"} ",
+                  reloads_failed_.load(std::memory_order_relaxed), "\n");
+  return out;
+}
+
+}  // namespace tollgate::server

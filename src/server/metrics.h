@@ -1,0 +1,118 @@
+// Copyright tollgate authors. The service's counters, rendered for `GET /metrics` in
+// Prometheus' text exposition format 0.0.4.
+//
+//   Metrics metrics;
+//   metrics.RegisterLimits(config.limits);          // at config load, not per request
+//   metrics.RecordDecision("api_per_user", decision);  // per decision: lock-free
+//   std::string text = metrics.Render();            // GET /metrics
+//
+// Families:
+//   tollgate_decisions_total{limit,source,outcome}  counter; outcome allowed | refused |
+//       shadow_refused (refused by a rule in shadow mode, answered as allowed)
+//   tollgate_check_errors_total{limit}              counter; checks answered with an error
+//   tollgate_check_duration_seconds{api}            histogram; a check as seen by the server,
+//       from the parsed request to the reply (api: http for /v1/check, envoy for gRPC and
+//       /json)
+//   tollgate_store_*_total                          counters of ResilientStore::stats()
+//   tollgate_circuit_breaker_state                  gauge; 0 closed, 1 open, 2 half_open
+//   tollgate_instances                              gauge; live instances sharing the limits
+//   tollgate_config_reloads_total{result}           counter; success | failure
+#ifndef TOLLGATE_SRC_SERVER_METRICS_H_
+#define TOLLGATE_SRC_SERVER_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+#include "tollgate/resilience.h"
+
+namespace tollgate::server {
+
+// Which API a check came through.
+enum class CheckApi { kHttp, kEnvoy };
+
+// Histogram bucket bounds of tollgate_check_duration_seconds, in microseconds (50 us .. 1 s).
+inline constexpr std::array<int64_t, 14> kCheckDurationBucketsMicros = {
+    50,     100,    250,    500,     1'000,   2'500,   5'000,
+    10'000, 25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000};
+
+// Thread-safe. Recording is lock-free (relaxed atomics); RegisterLimits and the setters take
+// a mutex and are meant for start-up and config reloads.
+class Metrics {
+ public:
+  Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+  ~Metrics();
+
+  // Creates the counters of each limit not yet known (idempotent; counters are never
+  // dropped, so a limit removed by a reload keeps its totals). A decision for a limit
+  // never registered is counted under limit="" rather than lost.
+  void RegisterLimits(absl::Span<const Limit> limits);
+  void RegisterLimitNames(absl::Span<const std::string> names);
+
+  // One decision of `limit`. `shadow`: the limit is in shadow mode, so a refusal was
+  // answered as allowed (counted as shadow_refused).
+  void RecordDecision(std::string_view limit, const Decision& decision, bool shadow = false);
+  // A check of `limit` answered with an error status.
+  void RecordCheckError(std::string_view limit);
+  void ObserveCheckDuration(CheckApi api, int64_t duration_micros);
+  void RecordReload(bool success);
+
+  // Read at each Render. nullptr / empty leave the family out. REQUIRES: `store` outlives
+  // this object.
+  void set_resilient_store(const ResilientStore* store);
+  void set_instance_count(std::function<int64_t()> instance_count);
+
+  // The whole exposition, every family with its HELP and TYPE once.
+  std::string Render() const;
+
+ private:
+  static constexpr int kSources = 4;   // DecisionSource
+  static constexpr int kOutcomes = 3;  // allowed, refused, shadow_refused
+  struct LimitCounters {
+    std::array<std::array<std::atomic<int64_t>, kOutcomes>, kSources> decisions{};
+    std::atomic<int64_t> errors{0};
+  };
+  // Immutable once published; replaced (never freed before ~Metrics) when limits are added,
+  // so a reader holding an older table stays valid without a lock.
+  struct Table {
+    absl::flat_hash_map<std::string, LimitCounters*> by_name;
+  };
+  struct Histogram {
+    std::array<std::atomic<int64_t>, kCheckDurationBucketsMicros.size() + 1> buckets{};
+    std::atomic<int64_t> sum_micros{0};
+  };
+
+  LimitCounters& CountersFor(std::string_view limit);
+
+  std::atomic<const Table*> table_;
+  LimitCounters unregistered_;
+  std::array<Histogram, 2> durations_;
+  std::atomic<int64_t> reloads_succeeded_{0};
+  std::atomic<int64_t> reloads_failed_{0};
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<LimitCounters>> counters_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<const Table>> tables_ ABSL_GUARDED_BY(mu_);
+  const ResilientStore* resilient_store_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::function<int64_t()> instance_count_ ABSL_GUARDED_BY(mu_);
+};
+
+// `value` escaped for a label value: backslash, double quote and newline.
+std::string EscapeLabelValue(std::string_view value);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_METRICS_H_
