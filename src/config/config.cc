@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "src/config/names.h"
+#include "src/config/yaml_node.h"
 #include "tollgate/limit.h"
 
 namespace tollgate {
@@ -57,7 +58,6 @@ constexpr DurationRange kTimeoutRange = {1 * kMillisecond, 60 * kSecond, "from 1
 constexpr DurationRange kWindowRange = {1 * kMillisecond, 365 * kDay, "from 1ms to 365d"};
 // The real upper bound of a sync interval is the limit's window, checked separately.
 constexpr DurationRange kSyncIntervalRange = {10 * kMillisecond, 365 * kDay, "from 10ms to 365d"};
-constexpr size_t kMaxShownBytes = 64;
 
 constexpr absl::string_view kTopLevelKeys[] = {"limits"};
 constexpr absl::string_view kLimitKeys[] = {"algorithm",
@@ -97,23 +97,7 @@ struct Fields {
   }
 };
 
-// How a node appears after "got" in a message.
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return "nothing";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Scalar:
-      break;
-  }
-  const std::string& text = node.Scalar();
-  if (text.size() <= kMaxShownBytes) return absl::StrCat("'", text, "'");
-  return absl::StrCat("'", text.substr(0, kMaxShownBytes), "...'");
-}
+std::string Describe(const YAML::Node& node) { return config::DescribeNode(node); }
 
 // 90'000'000 -> "90s", 600'000'000 -> "10m": the largest unit that divides evenly.
 std::string FormatDuration(int64_t micros) {

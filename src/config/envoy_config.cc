@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "src/config/yaml_node.h"
 #include "tollgate/config.h"
 
 namespace tollgate {
@@ -26,7 +27,6 @@ namespace {
 
 constexpr int64_t kMinTimeoutMicros = 1'000;
 constexpr int64_t kMaxTimeoutMicros = 60'000'000;
-constexpr size_t kMaxShownBytes = 64;
 
 constexpr absl::string_view kRootKeys[] = {"domain", "descriptors"};
 constexpr absl::string_view kDescriptorKeys[] = {"key",         "value",       "rate_limit",
@@ -58,22 +58,7 @@ struct ConfigError {
   throw ConfigError{node.Mark(), absl::StrCat(field, ": ", what)};
 }
 
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return "nothing";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Scalar:
-      break;
-  }
-  const std::string& text = node.Scalar();
-  if (text.size() <= kMaxShownBytes) return absl::StrCat("'", text, "'");
-  return absl::StrCat("'", text.substr(0, kMaxShownBytes), "...'");
-}
+std::string Describe(const YAML::Node& node) { return config::DescribeNode(node); }
 
 std::string OneOf(absl::Span<const absl::string_view> names) {
   return absl::StrCat("one of ", absl::StrJoin(names, ", "));

@@ -1,0 +1,30 @@
+// Copyright tollgate authors.
+#include "src/config/yaml_node.h"
+
+#include <cstddef>
+
+#include "absl/strings/str_cat.h"
+
+namespace tollgate::config {
+
+// A scalar longer than this is cut in messages, so an error line stays readable.
+constexpr size_t kMaxShownBytes = 64;
+
+std::string DescribeNode(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& text = node.Scalar();
+  if (text.size() <= kMaxShownBytes) return absl::StrCat("'", text, "'");
+  return absl::StrCat("'", text.substr(0, kMaxShownBytes), "...'");
+}
+
+}  // namespace tollgate::config
