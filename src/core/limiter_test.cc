@@ -102,10 +102,11 @@ TEST_F(LimiterTest, AsyncAndFutureFormsAnswerOnce) {
     EXPECT_TRUE(result->allowed);
   });
   EXPECT_EQ(calls, 1);
-  limiter_->CheckAllAsync({{"missing", "k", 1}}, [&calls](absl::StatusOr<MultiDecision> result) {
-    ++calls;
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
-  });
+  limiter_->CheckAllAsync({{"missing", "k", 1}},
+                          [&calls](const absl::StatusOr<MultiDecision>& result) {
+                            ++calls;
+                            EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
+                          });
   EXPECT_EQ(calls, 2);
   std::future<absl::StatusOr<MultiDecision>> future = limiter_->CheckAllFuture(one);
   absl::StatusOr<MultiDecision> result = future.get();
@@ -118,6 +119,7 @@ TEST_F(LimiterTest, ManyThreadsOnOneKeyGetExactlyTheCapacity) {
   ASSERT_TRUE(limiter.ok());
   std::atomic<int> allowed{0};
   std::vector<std::thread> threads;
+  threads.reserve(16);
   for (int t = 0; t < 16; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 50; ++i) {

@@ -17,6 +17,8 @@ absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items)
   return result.get();
 }
 
+// The interface takes ownership of the items, which this default does not need.
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 void Store::AddAsync(std::vector<CheckItem> /*items*/, AddCallback done) {
   std::move(done)(
       absl::UnimplementedError(absl::StrCat(std::string(Name()), " store cannot add consumption")));

@@ -152,12 +152,12 @@ class Core {
     auto send = [&] {
       if (batch.empty()) return;
       const int64_t count = static_cast<int64_t>(batch.size());
-      primary_->AddAsync(
-          std::move(batch),
-          [counters = reconcile_counters_, limits = std::move(limits), count](absl::Status status) {
-            (status.ok() ? counters->reconciled : counters->dropped)
-                .fetch_add(count, std::memory_order_relaxed);
-          });
+      primary_->AddAsync(std::move(batch),
+                         [counters = reconcile_counters_, limits = std::move(limits),
+                          count](const absl::Status& status) {
+                           (status.ok() ? counters->reconciled : counters->dropped)
+                               .fetch_add(count, std::memory_order_relaxed);
+                         });
       batch.clear();
       limits.clear();
     };

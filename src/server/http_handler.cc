@@ -109,7 +109,7 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
     const bool keep_alive = request.keep_alive();
     return HandleRlsJson(
         *rls_service_, std::string_view(request.body().data(), request.body().size()),
-        [done = std::move(done), version, keep_alive](RlsJsonReply reply) mutable {
+        [done = std::move(done), version, keep_alive](const RlsJsonReply& reply) mutable {
           std::move(done)(JsonResponse(static_cast<http::status>(reply.http_status), reply.body,
                                        version, keep_alive));
         });

@@ -34,7 +34,7 @@ class HttpHandlerTest : public ::testing::Test {
     handler_ = std::make_unique<HttpHandler>(std::shared_ptr<Limiter>(*std::move(limiter)));
   }
 
-  HttpResponse Send(http::verb method, std::string target, std::string body = "") {
+  HttpResponse Send(http::verb method, const std::string& target, std::string body = "") {
     HttpRequest request(method, target, 11);
     request.body() = std::move(body);
     request.prepare_payload();
@@ -44,7 +44,9 @@ class HttpHandlerTest : public ::testing::Test {
     return response.value_or(HttpResponse());
   }
 
-  HttpResponse Check(std::string body) { return Send(http::verb::post, "/v1/check", body); }
+  HttpResponse Check(std::string body) {
+    return Send(http::verb::post, "/v1/check", std::move(body));
+  }
 
   static nlohmann::json Json(const HttpResponse& response) {
     return nlohmann::json::parse(response.body(), nullptr, false);

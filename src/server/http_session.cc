@@ -15,7 +15,7 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-uint64_t SessionRegistry::Add(std::weak_ptr<HttpSession> session) {
+uint64_t SessionRegistry::Add(const std::weak_ptr<HttpSession>& session) {
   absl::MutexLock lock(&mu_);
   if (closed_) return 0;
   uint64_t id = next_id_++;

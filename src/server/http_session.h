@@ -25,7 +25,7 @@ class HttpSession;
 class SessionRegistry {
  public:
   // Returns an id for Remove, or 0 once Close() was called (the session must then close).
-  uint64_t Add(std::weak_ptr<HttpSession> session);
+  uint64_t Add(const std::weak_ptr<HttpSession>& session);
   void Remove(uint64_t id);
   // Refuses further Adds and returns the sessions open now.
   std::vector<std::weak_ptr<HttpSession>> Close();

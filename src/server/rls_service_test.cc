@@ -52,8 +52,9 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 4, algorithm: token_bucket}
 )";
 
-RateLimitRequest Request(std::vector<std::vector<std::pair<std::string, std::string>>> descriptors,
-                         uint32_t hits = 0, std::string domain = "tiffin") {
+RateLimitRequest Request(
+    const std::vector<std::vector<std::pair<std::string, std::string>>>& descriptors,
+    uint32_t hits = 0, std::string domain = "tiffin") {
   RateLimitRequest request;
   request.set_domain(domain);
   request.set_hits_addend(hits);
