@@ -4,7 +4,9 @@
 //   GET /menu     api_per_user keyed by the X-User header
 //   GET /order    api_per_user and orders_per_user (all or nothing), keyed by X-User
 //   GET /otp      otp_per_phone keyed by X-Phone
-//   GET /partner  partner_hot_key keyed by X-Partner
+//   GET /partner  partner_hot_key keyed by X-Partner (sync mode with --store redis)
+//   GET /partner?exact=1  partner_exact keyed by X-Partner: partner_hot_key's numbers in
+//                 exact mode (one Redis call per request), added here for the comparison
 //   GET /healthz  always 200
 // and answers 200, 429 (over the limit, with Retry-After), 503 (a fail_closed limit whose
 // store is unavailable), 400 (missing key header) or 500 (any other error). Every answer
@@ -17,7 +19,8 @@
 // Stores: `memory` gives each server its own full buckets (the fleet admits N times the
 // limit); `split` gives each server limit / N (no shared state); `redis` shares the limits
 // through RedisStore behind ResilientStore, with N learned by InstanceRegistry heartbeats
-// (or fixed by --servers), as `tollgate serve --redis` does.
+// (or fixed by --servers), and routes `mode: sync` limits to a SyncStore with the same N,
+// as `tollgate serve --redis` does.
 //
 // One thread per connection with blocking I/O: the load balancer keeps a few keep-alive
 // connections to each server, and a check blocks for at most the limit's deadline. The
@@ -49,6 +52,7 @@
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
+#include "tollgate/sync_store.h"
 
 namespace {
 
@@ -124,9 +128,11 @@ void SplitNumbers(tollgate::LimitNumbers& numbers, int64_t servers) {
   numbers.limit = std::max<int64_t>(1, numbers.limit / servers);
 }
 
-// The store and what keeps it alive (the registry's heartbeat thread).
+// The stores and what keeps them alive (the registry's heartbeat thread).
 struct AppStore {
   std::shared_ptr<tollgate::Store> store;
+  // For `mode: sync` limits; nullptr (they are exact in `store`) unless --store redis.
+  std::shared_ptr<tollgate::Store> sync_store;
   std::unique_ptr<tollgate::InstanceRegistry> registry;
 };
 
@@ -157,6 +163,15 @@ absl::StatusOr<AppStore> MakeRedisStore(const AppOptions& options) {
     tollgate::InstanceRegistry* raw = result.registry.get();
     resilience.instance_count = [raw] { return raw->Count(); };
   }
+  // Sync mode never waits on Redis on the request path and handles Redis failures itself,
+  // so it is not wrapped in the ResilientStore.
+  tollgate::SyncStoreOptions sync_options;
+  sync_options.redis_url = options.redis_url;
+  sync_options.instance_count = resilience.instance_count;
+  absl::StatusOr<std::unique_ptr<tollgate::SyncStore>> sync =
+      tollgate::SyncStore::Create(std::move(sync_options));
+  if (!sync.ok()) return sync.status();
+  result.sync_store = std::shared_ptr<tollgate::Store>(*std::move(sync));
   absl::StatusOr<std::unique_ptr<tollgate::ResilientStore>> store =
       tollgate::ResilientStore::Create(std::shared_ptr<tollgate::Store>(*std::move(redis)),
                                        std::move(resilience));
@@ -173,12 +188,17 @@ struct Route {
   std::vector<std::string_view> limits;  // checked together, all or nothing
 };
 
+// The name of the exact twin of partner_hot_key that /partner?exact=1 checks.
+constexpr std::string_view kPartnerExact = "partner_exact";
+
 // The limits an endpoint checks, or nullptr for an unknown path.
 const Route* FindRoute(std::string_view path) {
   static const Route kMenu{"X-User", {"api_per_user"}};
   static const Route kOrder{"X-User", {"api_per_user", "orders_per_user"}};
   static const Route kOtp{"X-Phone", {"otp_per_phone"}};
   static const Route kPartner{"X-Partner", {"partner_hot_key"}};
+  static const Route kPartnerExactRoute{"X-Partner", {kPartnerExact}};
+  if (path == "/partner?exact=1") return &kPartnerExactRoute;
   const std::string_view bare = path.substr(0, path.find('?'));
   if (bare == "/menu") return &kMenu;
   if (bare == "/order") return &kOrder;
@@ -266,6 +286,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<tollgate::Limit> limits = config->limits;
+  // partner_exact: partner_hot_key's numbers in exact mode, for the sync-versus-exact demo.
+  for (const tollgate::Limit& limit : config->limits) {
+    if (limit.name != "partner_hot_key") continue;
+    tollgate::Limit exact = limit;
+    exact.name = std::string(kPartnerExact);
+    exact.mode = tollgate::Mode::kExact;
+    limits.push_back(std::move(exact));
+  }
   AppStore app_store;
   if (options.store == "redis") {
     absl::StatusOr<AppStore> made = MakeRedisStore(options);
@@ -288,6 +316,7 @@ int main(int argc, char** argv) {
   tollgate::LimiterOptions limiter_options;
   limiter_options.limits = std::move(limits);
   limiter_options.store = app_store.store;
+  limiter_options.sync_store = app_store.sync_store;
   absl::StatusOr<std::unique_ptr<tollgate::Limiter>> limiter =
       tollgate::Limiter::Create(std::move(limiter_options));
   if (!limiter.ok()) {

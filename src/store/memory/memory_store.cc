@@ -404,7 +404,7 @@ class MemoryStoreImpl final : public MemoryStore {
               int64_t expires_at_micros, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     if (entry != nullptr) {
       // Its heap record stays; it is pushed again with this time when it comes up.
-      entry->state = std::move(state);
+      entry->state = state;
       entry->expires_at_micros = expires_at_micros;
       return;
     }
@@ -417,7 +417,7 @@ class MemoryStoreImpl final : public MemoryStore {
     StoredKey stored(key.bytes, key.hash);
     shard.heap.push_back(HeapRecord{expires_at_micros, stored});
     std::push_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
-    shard.entries.emplace(std::move(stored), Entry{std::move(state), expires_at_micros});
+    shard.entries.emplace(std::move(stored), Entry{state, expires_at_micros});
   }
 
   // Pops the top heap record. Returns its entry's real expiry and leaves the record popped

@@ -113,6 +113,7 @@ TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsOnOneKeyAdmitExactlyCapacity) {
     std::atomic<int64_t> allowed{0};
     std::atomic<int64_t> errors{0};
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     const std::string key = absl::StrCat("user:", round);
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&] {

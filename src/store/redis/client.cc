@@ -7,7 +7,7 @@
 
 namespace tollgate::redis {
 
-RedisClient::RedisClient(ClientOptions options) : work_(boost::asio::make_work_guard(io_)) {
+RedisClient::RedisClient(const ClientOptions& options) : work_(boost::asio::make_work_guard(io_)) {
   for (int i = 0; i < std::max(1, options.connections); ++i) {
     connections_.push_back(std::make_unique<RedisConnection>(io_, options.connection));
   }

@@ -49,7 +49,7 @@ class RedisClient {
   int ReadyConnections() const;
 
  private:
-  explicit RedisClient(ClientOptions options);
+  explicit RedisClient(const ClientOptions& options);
 
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;

@@ -90,7 +90,7 @@ void RedisConnection::Connect() {
   resolver_.async_resolve(
       options_.url.host, std::to_string(options_.url.port),
       [this, generation](const boost::system::error_code& error,
-                         tcp::resolver::results_type results) {
+                         const tcp::resolver::results_type& results) {
         if (generation != generation_) return;
         if (error) {
           Fail(absl::UnavailableError(absl::StrCat("cannot resolve Redis host ", options_.url.host,

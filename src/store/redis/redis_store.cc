@@ -200,8 +200,8 @@ void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<in
                  });
 }
 
-void RedisStoreImpl::EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
-                                    ReplyCallback done) {
+void RedisStoreImpl::EvalCheckAsync(const std::vector<CheckItem>& items,
+                                    std::optional<int64_t> now_micros, ReplyCallback done) {
   std::vector<std::string> args =
       CheckArgs("EVALSHA", script_sha_, options_.key_prefix, items, now_micros);
   std::string command = FormatCommand(args);

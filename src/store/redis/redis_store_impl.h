@@ -40,7 +40,7 @@ class RedisStoreImpl final : public RedisStore {
                     CheckCallback done);
 
   // The script's raw reply (now_micros first, then five integers per item).
-  void EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
+  void EvalCheckAsync(const std::vector<CheckItem>& items, std::optional<int64_t> now_micros,
                       ReplyCallback done);
 
   RedisClient& client() { return *client_; }
