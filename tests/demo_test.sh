@@ -5,6 +5,9 @@
 #   redis   a shared Redis admits the limit within 10%;
 #   outage  Redis killed: the API keeps answering (allowed every second, no 5xx) while OTP
 #           refuses with 503; after recovery the limits hold again.
+#   partner a hot partner key (1000/s) at 2000/s: sync mode makes at most 8 servers x 10
+#           syncs/s x 1.5 Redis calls a second, at least 5x fewer than exact mode, and
+#           allows at most 1000 x 1.1 in every whole second.
 #
 #   bash tests/demo_test.sh BUILD_DIR SOURCE_DIR
 #
@@ -118,6 +121,27 @@ api_up_max=$(awk -v n=$((up_last - up_first + 1)) -v r="$RATE" -v c="$CAPACITY" 
   'BEGIN { printf "%d", 1.1 * r * n + c }')
 check "outage: API after recovery allowed $api_up, within the limit ($api_up_max)" \
   test "$api_up" -le "$api_up_max"
+
+# partner: OUT/partner_redis.csv has one row per mode (exact, sync):
+#   mode,seconds,redis_calls,redis_calls_per_s,offered,allowed,over_limit,overshoot_pct
+PARTNER_LIMIT=1000
+partner_field() {  # partner_field MODE COLUMN
+  awk -F, -v m="$1" -v n="$2" '$1 == m { print $n }' "$OUT/partner_redis.csv"
+}
+exact_calls=$(partner_field exact 4)
+sync_calls=$(partner_field sync 4)
+echo "partner: Redis script calls/s exact $exact_calls, sync $sync_calls;" \
+  "overshoot exact $(partner_field exact 8)%, sync $(partner_field sync 8)% of offered"
+check "partner: sync mode made $sync_calls Redis calls/s, <= 8 servers / 0.1 s x 1.5 = 120" \
+  awk -v x="$sync_calls" 'BEGIN { exit !(x > 0 && x <= 120) }'
+check "partner: sync mode's $sync_calls calls/s at least 5x fewer than exact mode's $exact_calls" \
+  awk -v s="$sync_calls" -v e="$exact_calls" 'BEGIN { exit !(s * 5 <= e) }'
+# The load generator's seconds start on whole seconds, as the limit's windows do; every
+# second but the last is whole.
+sync_last=$(($(seconds "$OUT/partner_sync.csv") - 1))
+check "partner: sync mode allowed <= $PARTNER_LIMIT x 1.1 in every whole second (max $(
+  awk -F, 'NR > 1 && $3 > m { m = $3 } END { print m + 0 }' "$OUT/partner_sync.csv"))" \
+  every "$OUT/partner_sync.csv" 0 "$sync_last" "\$3 <= $PARTNER_LIMIT * 1.1"
 
 echo
 if [ "$failures" -eq 0 ]; then

@@ -414,6 +414,7 @@ TEST(ServeWithRedisTest, EightServersSharingOneRedisAdmitOneLimit) {
   // 4 client threads, each sending to every server in turn: 160 requests per limit.
   std::atomic<int> api_allowed{0}, orders_allowed{0}, answered{0};
   std::vector<std::thread> clients;
+  clients.reserve(4);
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&, t] {
       for (int round = 0; round < 5; ++round) {

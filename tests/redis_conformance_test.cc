@@ -1,11 +1,7 @@
-// Copyright tollgate authors. The store conformance suite (tests/store_conformance_test.cc),
-// run against RedisStore on a real redis-server.
-//
-// The suite is included rather than copied, so every case added there also runs here; this
-// file adds only the Redis factory and its instantiation. Redis keeps its own time (TIME),
-// so the factory leaves `advance` empty and the suite skips the cases that need it. (The
-// memory store's instantiation comes along with the include and runs here too.)
-#include "tests/store_conformance_test.cc"  // NOLINT(build/include)
+// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h), run
+// against RedisStore on a real redis-server. Redis keeps its own time (TIME), so the factory
+// leaves `advance` empty and the suite skips the cases that need it.
+#include "tests/store_conformance.h"
 #include "tests/support/redis_server.h"
 #include "tollgate/redis_store.h"
 

@@ -378,6 +378,7 @@ TEST_F(ResilienceTest, FourInstancesWithRedisDownAdmitAboutTheLimitInTotal) {
   // A burst on one key spread over all four instances (threads, as a load balancer would).
   std::atomic<int> allowed{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
       for (int request = 0; request < 100; ++request) {

@@ -1,0 +1,243 @@
+// Copyright tollgate authors. One suite every Store implementation must pass.
+//
+// Included by one test file per store, which adds a factory and INSTANTIATE_TEST_SUITE_P
+// (tests/store_conformance_test.cc: memory; tests/redis_conformance_test.cc: Redis). A store
+// whose time the test cannot control (Redis uses its own TIME) leaves `advance` empty; the
+// cases that need it are skipped, and every other case holds without controlling time: the
+// limits refill so slowly (or their windows are so long) that nothing refills while a case
+// runs.
+#ifndef TOLLGATE_TESTS_STORE_CONFORMANCE_H_
+#define TOLLGATE_TESTS_STORE_CONFORMANCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/support/limits.h"
+#include "tollgate/clock.h"
+#include "tollgate/limit.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000;
+// Long enough that no window boundary passes during a case (for stores on real time).
+constexpr int64_t kYear = 365LL * 24 * 3600 * kSecond;
+
+struct StoreUnderTest {
+  std::shared_ptr<Store> store;
+  // Moves the store's time forward by the given microseconds; empty when the store keeps
+  // its own time.
+  std::function<void(int64_t)> advance;
+  // The source the store's decisions carry.
+  DecisionSource source = DecisionSource::kMemory;
+};
+
+struct StoreFactory {
+  std::string name;
+  std::function<absl::StatusOr<StoreUnderTest>()> make;
+};
+
+using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::Window;
+
+// Limits of each algorithm with `max` units that do not come back while a case runs.
+std::vector<Limit> SlowLimits(int64_t max) {
+  return {TokenBucket("conformance_bucket", max, 1e-6),
+          Window("conformance_fixed", Algorithm::kFixedWindow, max, kYear),
+          Window("conformance_sliding", Algorithm::kSlidingWindow, max, kYear)};
+}
+
+class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<StoreUnderTest> made = GetParam().make();
+    ASSERT_TRUE(made.ok()) << made.status();
+    under_test_ = std::move(made).value();
+    // Keys unique to this run, so a shared store (Redis) keeps no state between runs.
+    std::random_device random;
+    prefix_ = absl::StrCat("conformance:", random(), random(), ":",
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name(), ":");
+  }
+
+  Store& store() { return *under_test_.store; }
+  std::string Key(std::string_view name) const { return prefix_ + std::string(name); }
+
+  Decision CheckOne(const Limit& limit, std::string_view key, int64_t cost = 1) {
+    absl::StatusOr<std::vector<Decision>> decisions =
+        store().Check({CheckItem{&limit, Key(key), cost}});
+    EXPECT_TRUE(decisions.ok()) << decisions.status();
+    if (!decisions.ok() || decisions->size() != 1) {
+      ADD_FAILURE() << "no decision";
+      return Decision{};
+    }
+    return decisions->front();
+  }
+
+  StoreUnderTest under_test_;
+  std::string prefix_;
+};
+
+TEST_P(StoreConformanceTest, AdmitsCapacityThenRefuses) {
+  for (const Limit& limit : SlowLimits(5)) {
+    for (int i = 0; i < 5; ++i) {
+      Decision d = CheckOne(limit, "k");
+      ASSERT_TRUE(d.allowed) << limit.name << " check " << i;
+      EXPECT_EQ(d.limit, 5);
+      EXPECT_EQ(d.remaining, 4 - i);
+      EXPECT_EQ(d.retry_after_micros, 0);
+      EXPECT_EQ(d.source, under_test_.source);
+      EXPECT_EQ(d.reason, DenyReason::kNone);
+    }
+    Decision refused = CheckOne(limit, "k");
+    EXPECT_FALSE(refused.allowed) << limit.name;
+    EXPECT_EQ(refused.reason, DenyReason::kOverLimit);
+    EXPECT_EQ(refused.remaining, 0);
+    EXPECT_GT(refused.retry_after_micros, 0);
+    EXPECT_EQ(refused.source, under_test_.source);
+    // Keys are independent.
+    EXPECT_TRUE(CheckOne(limit, "other").allowed) << limit.name;
+  }
+}
+
+TEST_P(StoreConformanceTest, CostZeroPeeks) {
+  for (const Limit& limit : SlowLimits(5)) {
+    Decision fresh = CheckOne(limit, "k", 0);
+    EXPECT_TRUE(fresh.allowed) << limit.name;
+    EXPECT_EQ(fresh.remaining, 5);
+    ASSERT_TRUE(CheckOne(limit, "k", 2).allowed);
+    for (int i = 0; i < 3; ++i) {
+      Decision peek = CheckOne(limit, "k", 0);
+      EXPECT_TRUE(peek.allowed) << limit.name;
+      EXPECT_EQ(peek.remaining, 3) << limit.name;
+    }
+    ASSERT_TRUE(CheckOne(limit, "k", 3).allowed);
+    Decision empty = CheckOne(limit, "k", 0);
+    EXPECT_TRUE(empty.allowed) << limit.name;  // a peek asks for nothing
+    EXPECT_EQ(empty.remaining, 0);
+  }
+}
+
+TEST_P(StoreConformanceTest, CostAboveTheLimitIsRefusedForGood) {
+  for (const Limit& limit : SlowLimits(5)) {
+    Decision d = CheckOne(limit, "k", 6);
+    EXPECT_FALSE(d.allowed) << limit.name;
+    EXPECT_EQ(d.reason, DenyReason::kCostExceedsLimit);
+    EXPECT_EQ(d.retry_after_micros, 0);
+    EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 5) << limit.name;
+    EXPECT_TRUE(CheckOne(limit, "k", 5).allowed) << limit.name;
+  }
+}
+
+TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
+  const std::vector<Limit> limits = {TokenBucket("conformance_a", 5, 1e-6),
+                                     Window("conformance_b", Algorithm::kFixedWindow, 1, kYear),
+                                     Window("conformance_c", Algorithm::kSlidingWindow, 3, kYear)};
+  auto batch = [&](int64_t cost) {
+    std::vector<CheckItem> items;
+    for (const Limit& limit : limits) items.push_back(CheckItem{&limit, Key("k"), cost});
+    return items;
+  };
+  absl::StatusOr<std::vector<Decision>> first = store().Check(batch(1));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 3u);
+  for (const Decision& d : *first) EXPECT_TRUE(d.allowed);
+  EXPECT_EQ((*first)[0].limit, 5);  // decisions come back in the items' order
+  EXPECT_EQ((*first)[1].limit, 1);
+  EXPECT_EQ((*first)[2].limit, 3);
+
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::vector<Decision>> refused = store().Check(batch(1));
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_TRUE((*refused)[0].allowed);  // alone it would pass...
+    EXPECT_FALSE((*refused)[1].allowed);
+    EXPECT_EQ((*refused)[1].reason, DenyReason::kOverLimit);
+    EXPECT_TRUE((*refused)[2].allowed);
+  }
+  // ...but the refused batches consumed nothing.
+  absl::StatusOr<std::vector<Decision>> peek = store().Check(batch(0));
+  ASSERT_TRUE(peek.ok()) << peek.status();
+  EXPECT_EQ((*peek)[0].remaining, 4);
+  EXPECT_EQ((*peek)[1].remaining, 0);
+  EXPECT_EQ((*peek)[2].remaining, 2);
+
+  // A batch with a cost above one limit's maximum is refused as a whole too.
+  std::vector<CheckItem> too_big = {CheckItem{&limits[0], Key("k2"), 1},
+                                    CheckItem{&limits[2], Key("k2"), 4}};
+  absl::StatusOr<std::vector<Decision>> big = store().Check(std::move(too_big));
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ((*big)[1].reason, DenyReason::kCostExceedsLimit);
+  EXPECT_EQ(CheckOne(limits[0], "k2", 0).remaining, 5);
+}
+
+TEST_P(StoreConformanceTest, SameKeyTwiceInOneBatch) {
+  const Limit limit = TokenBucket("conformance_twice", 3, 1e-6);
+  absl::StatusOr<std::vector<Decision>> refused =
+      store().Check({CheckItem{&limit, Key("k"), 2}, CheckItem{&limit, Key("k"), 2}});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_TRUE((*refused)[0].allowed);
+  EXPECT_FALSE((*refused)[1].allowed);
+  EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 3);
+
+  absl::StatusOr<std::vector<Decision>> allowed =
+      store().Check({CheckItem{&limit, Key("k"), 1}, CheckItem{&limit, Key("k"), 2}});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_TRUE((*allowed)[0].allowed);
+  EXPECT_TRUE((*allowed)[1].allowed);
+  EXPECT_EQ((*allowed)[1].remaining, 0);
+  EXPECT_FALSE(CheckOne(limit, "k").allowed);
+}
+
+TEST_P(StoreConformanceTest, ConcurrentChecksNeverOverAdmit) {
+  constexpr int kThreads = 8;
+  constexpr int kChecksPerThread = 40;
+  constexpr int64_t kCapacity = 100;
+  for (const Limit& limit : SlowLimits(kCapacity)) {
+    std::atomic<int64_t> allowed{0};
+    std::atomic<int64_t> errors{0};
+    std::vector<std::thread> threads;
+    const std::string key = Key("hot");
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kChecksPerThread; ++i) {
+          absl::StatusOr<std::vector<Decision>> d = store().Check({CheckItem{&limit, key, 1}});
+          if (!d.ok()) {
+            errors.fetch_add(1);
+          } else if (d->front().allowed) {
+            allowed.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(allowed.load(), kCapacity) << limit.name;
+  }
+}
+
+TEST_P(StoreConformanceTest, RefillsAfterRetryAfter) {
+  if (!under_test_.advance) GTEST_SKIP() << "the store keeps its own time";
+  const Limit limit = TokenBucket("conformance_refill", 2, 1);
+  ASSERT_TRUE(CheckOne(limit, "k", 2).allowed);
+  Decision refused = CheckOne(limit, "k");
+  ASSERT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.retry_after_micros, kSecond);
+  under_test_.advance(refused.retry_after_micros - 1);
+  EXPECT_FALSE(CheckOne(limit, "k").allowed);
+  under_test_.advance(1);
+  EXPECT_TRUE(CheckOne(limit, "k").allowed);
+}
+
+}  // namespace
+}  // namespace tollgate
+
+#endif  // TOLLGATE_TESTS_STORE_CONFORMANCE_H_
