@@ -297,8 +297,9 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
   const Limit bucket = TokenBucket("api", 5, 1);
   const int64_t before = RedisTimeMicros();
   std::promise<absl::StatusOr<RedisReply>> promise;
-  store_->EvalCheckAsync({{&bucket, "u"}}, std::nullopt,
-                         [&](absl::StatusOr<RedisReply> reply) { promise.set_value(reply); });
+  store_->EvalCheckAsync(
+      {{&bucket, "u"}}, std::nullopt,
+      [&](const absl::StatusOr<RedisReply>& reply) { promise.set_value(reply); });
   absl::StatusOr<RedisReply> reply = promise.get_future().get();
   const int64_t after = RedisTimeMicros();
   ASSERT_TRUE(reply.ok()) << reply.status();

@@ -43,8 +43,9 @@ descriptors:
         rate_limit: {unit: hour, requests_per_unit: 2, algorithm: sliding_window}
 )";
 
-RateLimitRequest Request(std::vector<std::vector<std::pair<std::string, std::string>>> descriptors,
-                         uint32_t hits = 0, std::string domain = "tiffin") {
+RateLimitRequest Request(
+    const std::vector<std::vector<std::pair<std::string, std::string>>>& descriptors,
+    uint32_t hits = 0, std::string domain = "tiffin") {
   RateLimitRequest request;
   request.set_domain(std::move(domain));
   request.set_hits_addend(hits);

@@ -184,7 +184,7 @@ TEST_F(SyncStoreTest, RefusesTokenBucketNamingTheLimit) {
   EXPECT_THAT(result.status().message(), HasSubstr("\"bucket\""));
   EXPECT_THAT(result.status().message(), HasSubstr("token_bucket"));
 
-  Limit fast = Window("fast", Algorithm::kFixedWindow, 10, kSecond, /*sync_interval=*/1000);
+  Limit fast = Window("fast", Algorithm::kFixedWindow, 10, kSecond, /*sync_interval_micros=*/1000);
   EXPECT_EQ(store->Check({{&fast, "k", 1}}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

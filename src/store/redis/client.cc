@@ -14,7 +14,7 @@ RedisClient::RedisClient(const ClientOptions& options) : work_(boost::asio::make
   thread_ = std::thread([this] { io_.run(); });
 }
 
-absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(ClientOptions options) {
+absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const ClientOptions& options) {
   std::unique_ptr<RedisClient> client(new RedisClient(options));
   std::vector<std::future<absl::Status>> results;
   for (auto& connection : client->connections_) {

@@ -28,7 +28,7 @@ class RedisClient {
  public:
   // Connects every connection of the pool and waits until each is ready. On failure returns
   // the first connection's error (see RedisConnection::Start) and keeps nothing running.
-  static absl::StatusOr<std::unique_ptr<RedisClient>> Connect(ClientOptions options);
+  static absl::StatusOr<std::unique_ptr<RedisClient>> Connect(const ClientOptions& options);
 
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;

@@ -263,7 +263,7 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
   client_options.connection.reconnect_min = std::chrono::milliseconds(options.reconnect_min_ms);
   client_options.connection.reconnect_max = std::chrono::milliseconds(options.reconnect_max_ms);
   absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-      redis::RedisClient::Connect(std::move(client_options));
+      redis::RedisClient::Connect(client_options);
   if (!client.ok()) return client.status();
 
   absl::StatusOr<redis::RedisReply> loaded =

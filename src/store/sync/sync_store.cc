@@ -769,7 +769,7 @@ absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions op
   client_options.connection.connect_timeout = std::chrono::milliseconds(options.connect_timeout_ms);
   client_options.connection.reply_timeout = std::chrono::milliseconds(options.sync_timeout_ms);
   absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-      redis::RedisClient::Connect(std::move(client_options));
+      redis::RedisClient::Connect(client_options);
   if (!client.ok()) return client.status();
   absl::StatusOr<RedisReply> loaded =
       (*client)->Command({"SCRIPT", "LOAD", std::string(sync::kSyncScript)});
