@@ -53,6 +53,26 @@ void CheckEviction(RedisClient& client, std::vector<std::string>* warnings) {
       "noeviction (a Redis of its own for limits)"));
 }
 
+// One item's ARGV of check.lua and add.lua: algorithm, a, b, cost.
+void AppendItemArgs(const CheckItem& item, std::vector<std::string>& args) {
+  const LimitNumbers& numbers = item.limit->numbers;
+  switch (numbers.algorithm) {
+    case Algorithm::kTokenBucket:
+      args.emplace_back("t");
+      args.push_back(absl::StrCat(numbers.capacity));
+      // %.17g round-trips the double exactly, so the script computes with the same rate.
+      args.push_back(absl::StrFormat("%.17g", numbers.refill_per_second));
+      break;
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindow:
+      args.emplace_back(numbers.algorithm == Algorithm::kFixedWindow ? "f" : "s");
+      args.push_back(absl::StrCat(numbers.limit));
+      args.push_back(absl::StrCat(numbers.window_micros));
+      break;
+  }
+  args.push_back(absl::StrCat(item.cost));
+}
+
 std::vector<std::string> CheckArgs(std::string_view verb, std::string_view script,
                                    std::string_view prefix, const std::vector<CheckItem>& items,
                                    std::optional<int64_t> now_micros) {
@@ -63,24 +83,7 @@ std::vector<std::string> CheckArgs(std::string_view verb, std::string_view scrip
   args.push_back(absl::StrCat(items.size()));
   for (const CheckItem& item : items) args.push_back(StateKey(prefix, item.limit->name, item.key));
   args.push_back(now_micros.has_value() ? absl::StrCat(*now_micros) : std::string());
-  for (const CheckItem& item : items) {
-    const LimitNumbers& numbers = item.limit->numbers;
-    switch (numbers.algorithm) {
-      case Algorithm::kTokenBucket:
-        args.emplace_back("t");
-        args.push_back(absl::StrCat(numbers.capacity));
-        // %.17g round-trips the double exactly, so the script computes with the same rate.
-        args.push_back(absl::StrFormat("%.17g", numbers.refill_per_second));
-        break;
-      case Algorithm::kFixedWindow:
-      case Algorithm::kSlidingWindow:
-        args.emplace_back(numbers.algorithm == Algorithm::kFixedWindow ? "f" : "s");
-        args.push_back(absl::StrCat(numbers.limit));
-        args.push_back(absl::StrCat(numbers.window_micros));
-        break;
-    }
-    args.push_back(absl::StrCat(item.cost));
-  }
+  for (const CheckItem& item : items) AppendItemArgs(item, args);
   return args;
 }
 
@@ -96,21 +99,7 @@ std::vector<std::string> AddArgs(std::string_view script, std::string_view prefi
   for (const CheckItem& item : items) args.push_back(StateKey(prefix, item.limit->name, item.key));
   args.emplace_back();
   for (const CheckItem& item : items) {
-    const LimitNumbers& numbers = item.limit->numbers;
-    switch (numbers.algorithm) {
-      case Algorithm::kTokenBucket:
-        args.emplace_back("t");
-        args.push_back(absl::StrCat(numbers.capacity));
-        args.push_back(absl::StrFormat("%.17g", numbers.refill_per_second));
-        break;
-      case Algorithm::kFixedWindow:
-      case Algorithm::kSlidingWindow:
-        args.emplace_back(numbers.algorithm == Algorithm::kFixedWindow ? "f" : "s");
-        args.push_back(absl::StrCat(numbers.limit));
-        args.push_back(absl::StrCat(numbers.window_micros));
-        break;
-    }
-    args.push_back(absl::StrCat(item.cost));
+    AppendItemArgs(item, args);
     // An age, not a time: this host's clock and Redis' need not agree.
     const int64_t age_micros = item.at_micros == 0 ? 0 : now_micros - item.at_micros;
     args.push_back(absl::StrCat(std::max<int64_t>(0, age_micros)));
