@@ -6,7 +6,7 @@
 // Sends requests open loop at `--rate` per second for `--duration-s` seconds (request i is
 // due at i / rate), over keep-alive connections, one per worker thread. A request late
 // because every worker was busy is sent as soon as one is free, and counts in the second
-// it was due. Prints one CSV row per second on stdout:
+// it was sent in (the window the server decides it in). Prints one CSV row per second on stdout:
 //   second,offered,allowed,refused,unavailable,errors
 // allowed is HTTP 200, refused 429, unavailable 503, errors anything else (connection
 // failures, timeouts, other statuses). With --servers-out, writes per answering server
@@ -208,8 +208,14 @@ int main(int argc, char** argv) {
         const std::chrono::nanoseconds due_offset(i * interval_ns);
         std::this_thread::sleep_until(start + due_offset);
         if (Clock::now() > give_up) return;
-        const int second =
-            std::min<int>(seconds - 1, static_cast<int>(due_offset.count() / 1'000'000'000));
+        // Counted in the second it is sent in, not the one it was due in: a request sent
+        // late is decided in the window of its sending, and counting it in its due second
+        // would move admissions of one window into the previous one.
+        const auto sent_offset = Clock::now() - start;
+        const int second = std::min<int>(
+            seconds - 1,
+            static_cast<int>(
+                std::chrono::duration_cast<std::chrono::seconds>(sent_offset).count()));
         auto [status, server] = connection.Send();
         std::lock_guard<std::mutex> lock(results.mu);
         SecondCounts& counts = results.seconds[second];
