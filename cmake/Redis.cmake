@@ -44,4 +44,4 @@ tollgate_sources(TOLLGATE_REDIS_SOURCES store/redis)
 target_sources(tollgate PRIVATE ${TOLLGATE_REDIS_SOURCES} ${TOLLGATE_REDIS_LUA_CC})
 # PRIVATE, but a static library still needs hiredis at the user's link: the installed
 # package config (cmake/tollgateConfig.cmake.in) finds it again.
-target_link_libraries(tollgate PRIVATE PkgConfig::HIREDIS Boost::headers Threads::Threads)
+target_link_libraries(tollgate PRIVATE PkgConfig::HIREDIS Boost::headers OpenSSL::SSL Threads::Threads)

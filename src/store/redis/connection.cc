@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/write.hpp>
 #include <utility>
 
@@ -76,6 +77,7 @@ void RedisConnection::Connect() {
   }
   const uint64_t generation = ++generation_;
   reader_ = std::make_unique<ReplyReader>();
+  tls_ = nullptr;  // a TLS session never outlives its TCP connection
   write_buffer_.clear();
   writing_ = false;
   handshake_error_ = absl::OkStatus();
@@ -108,9 +110,63 @@ void RedisConnection::Connect() {
                      true);
                 return;
               }
-              OnConnected();
+              if (options_.tls_context != nullptr) {
+                StartTls();
+              } else {
+                OnConnected();
+              }
             });
       });
+}
+
+void RedisConnection::StartTls() {
+  namespace ssl = asio::ssl;
+  tls_ = std::make_shared<ssl::stream<tcp::socket&>>(socket_, *options_.tls_context);
+  const std::string& host = options_.url.host;
+  boost::system::error_code not_an_address;
+  asio::ip::make_address(host, not_an_address);
+  // SNI carries names only, never addresses (RFC 6066).
+  if (not_an_address) SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str());
+  tls_->set_verify_callback(ssl::host_name_verification(host));
+  const uint64_t generation = generation_;
+  auto tls = tls_;
+  tls_->async_handshake(
+      ssl::stream_base::client, [this, tls, generation](const boost::system::error_code& error) {
+        if (generation != generation_) return;
+        if (error) {
+          Fail(absl::UnavailableError(absl::StrCat("TLS handshake with Redis at ", address_,
+                                                   " failed: ", error.message())),
+               true);
+          return;
+        }
+        OnConnected();
+      });
+}
+
+template <typename Handler>
+void RedisConnection::AsyncReadSome(Handler handler) {
+  if (tls_ == nullptr) {
+    socket_.async_read_some(asio::buffer(read_buffer_), std::move(handler));
+    return;
+  }
+  auto tls = tls_;
+  tls->async_read_some(
+      asio::buffer(read_buffer_),
+      [tls, handler = std::move(handler)](const boost::system::error_code& error,
+                                          size_t bytes) mutable { handler(error, bytes); });
+}
+
+template <typename Handler>
+void RedisConnection::AsyncWrite(Handler handler) {
+  if (tls_ == nullptr) {
+    asio::async_write(socket_, asio::buffer(write_buffer_), std::move(handler));
+    return;
+  }
+  auto tls = tls_;
+  asio::async_write(
+      *tls, asio::buffer(write_buffer_),
+      [tls, handler = std::move(handler)](const boost::system::error_code& error,
+                                          size_t bytes) mutable { handler(error, bytes); });
 }
 
 void RedisConnection::OnConnected() {
@@ -224,46 +280,43 @@ void RedisConnection::Flush() {
   ArmWatchdog();
   writing_ = true;
   const uint64_t generation = generation_;
-  asio::async_write(socket_, asio::buffer(write_buffer_),
-                    [this, generation](const boost::system::error_code& error, size_t) {
-                      if (generation != generation_) return;
-                      writing_ = false;
-                      write_buffer_.clear();
-                      if (error) {
-                        Fail(absl::UnavailableError(absl::StrCat("write to Redis at ", address_,
-                                                                 " failed: ", error.message())),
-                             true);
-                        return;
-                      }
-                      Flush();
-                    });
+  AsyncWrite([this, generation](const boost::system::error_code& error, size_t) {
+    if (generation != generation_) return;
+    writing_ = false;
+    write_buffer_.clear();
+    if (error) {
+      Fail(absl::UnavailableError(
+               absl::StrCat("write to Redis at ", address_, " failed: ", error.message())),
+           true);
+      return;
+    }
+    Flush();
+  });
 }
 
 void RedisConnection::Read() {
   const uint64_t generation = generation_;
-  socket_.async_read_some(
-      asio::buffer(read_buffer_),
-      [this, generation](const boost::system::error_code& error, size_t bytes) {
-        if (generation != generation_) return;
-        if (error) {
-          Fail(absl::UnavailableError(
-                   absl::StrCat("connection to Redis at ", address_, " lost: ", error.message())),
-               true);
-          return;
-        }
-        reader_->Feed(std::string_view(read_buffer_.data(), bytes));
-        while (true) {
-          absl::StatusOr<std::optional<RedisReply>> reply = reader_->Next();
-          if (!reply.ok()) {
-            Fail(absl::UnavailableError(reply.status().message()), true);
-            return;
-          }
-          if (!reply->has_value()) break;
-          OnReply(**std::move(reply));
-          if (generation != generation_) return;  // a callback's failure reset us
-        }
-        Read();
-      });
+  AsyncReadSome([this, generation](const boost::system::error_code& error, size_t bytes) {
+    if (generation != generation_) return;
+    if (error) {
+      Fail(absl::UnavailableError(
+               absl::StrCat("connection to Redis at ", address_, " lost: ", error.message())),
+           true);
+      return;
+    }
+    reader_->Feed(std::string_view(read_buffer_.data(), bytes));
+    while (true) {
+      absl::StatusOr<std::optional<RedisReply>> reply = reader_->Next();
+      if (!reply.ok()) {
+        Fail(absl::UnavailableError(reply.status().message()), true);
+        return;
+      }
+      if (!reply->has_value()) break;
+      OnReply(**std::move(reply));
+      if (generation != generation_) return;  // a callback's failure reset us
+    }
+    Read();
+  });
 }
 
 void RedisConnection::OnReply(RedisReply reply) {

@@ -5,6 +5,8 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +39,10 @@ struct ConnectionOptions {
   // Reconnect backoff: doubles from min to max after each failed attempt.
   std::chrono::milliseconds reconnect_min{20};
   std::chrono::milliseconds reconnect_max{1000};
+  // TLS (rediss://): every connection does a TLS handshake over TCP with this context (see
+  // MakeTlsContext in tls.h), sends the host as SNI and, when the context verifies peers,
+  // checks that Redis' certificate names the host. Null: plain TCP.
+  std::shared_ptr<boost::asio::ssl::context> tls_context;
 };
 
 // A connection that connects, authenticates (AUTH), selects the database (SELECT) and
@@ -81,7 +87,14 @@ class RedisConnection {
   };
 
   void Connect();
+  void StartTls();
   void OnConnected();
+  // The socket, or the TLS stream over it. `handler(error, bytes)` runs on the io thread;
+  // a TLS stream stays alive until its handlers have run.
+  template <typename Handler>
+  void AsyncReadSome(Handler handler);
+  template <typename Handler>
+  void AsyncWrite(Handler handler);
   void Handshake();
   void SendInternal(std::string command, ReplyCallback done);
   void Flush();
@@ -104,6 +117,8 @@ class RedisConnection {
   // Only touched on the io thread.
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
+  // Over socket_ when TLS is on; replaced on every (re)connect.
+  std::shared_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer watchdog_timer_;

