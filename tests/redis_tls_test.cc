@@ -24,8 +24,8 @@ using redis::ConnectionOptions;
 using redis::RedisConnection;
 using redis::RedisReply;
 using redis::TlsOptions;
-using testing::RedisServer;
 using ::testing::HasSubstr;
+using testing::RedisServer;
 
 // Runs a command to completion; true when it exits 0.
 bool Run(const std::vector<std::string>& argv, const std::string& log) {
@@ -49,10 +49,10 @@ struct Certificates {
     const std::string& d = out->dir;
     const std::string log = d + "/openssl.log";
     auto authority = [&](const std::string& name) {
-      return Run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                  "-subj", "/CN=" + name, "-keyout", d + "/" + name + ".key", "-out",
-                  d + "/" + name + ".pem"},
-                 log);
+      return Run(
+          {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+           "/CN=" + name, "-keyout", d + "/" + name + ".key", "-out", d + "/" + name + ".pem"},
+          log);
     };
     auto signed_by_ca = [&](const std::string& name, const std::string& extensions) {
       testing::WriteFile(d + "/" + name + ".ext", extensions);
@@ -104,9 +104,8 @@ class Connection {
 
   absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args) {
     std::promise<absl::StatusOr<RedisReply>> reply;
-    connection_->Send(redis::FormatCommand(args), [&reply](absl::StatusOr<RedisReply> r) {
-      reply.set_value(std::move(r));
-    });
+    connection_->Send(redis::FormatCommand(args),
+                      [&reply](absl::StatusOr<RedisReply> r) { reply.set_value(std::move(r)); });
     return reply.get_future().get();
   }
 
@@ -120,8 +119,8 @@ class Connection {
 class RedisTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(Certificates::Make(&certificates_)) << "openssl failed; see "
-                                                    << certificates_.dir << "/openssl.log";
+    ASSERT_TRUE(Certificates::Make(&certificates_))
+        << "openssl failed; see " << certificates_.dir << "/openssl.log";
     tls_port_ = testing::FreePort();
     // The plain port stays on for the fixture's own PING; the test talks TLS only.
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
