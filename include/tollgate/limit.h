@@ -46,9 +46,7 @@ struct LimitNumbers {
   int64_t window_micros = 0;
 
   // The most one key can ever be allowed at once (capacity or limit).
-  int64_t MaxCost() const {
-    return algorithm == Algorithm::kTokenBucket ? capacity : limit;
-  }
+  int64_t MaxCost() const { return algorithm == Algorithm::kTokenBucket ? capacity : limit; }
 };
 
 // One named limit, as loaded from configuration.

@@ -56,6 +56,13 @@ class Store {
   // Blocking form of CheckAsync.
   absl::StatusOr<std::vector<Decision>> Check(std::vector<CheckItem> items);
 
+  // Checks one limit for one key and blocks until the store answers: the same decision as
+  // Check() with that single item, without the vectors. The default calls CheckAsync and
+  // waits; a store that can answer inline (the memory store) overrides it with a path that
+  // allocates nothing.
+  // REQUIRES: `limit` outlives the call; key non-empty; cost >= 0 (else InvalidArgument).
+  virtual absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key, int64_t cost);
+
   // Consumes each item's cost without checking: consumption that already happened
   // elsewhere (a local fallback while this store was unreachable) is added to the shared
   // state, so it is not forgotten. Each item is applied on its own (not all or nothing)

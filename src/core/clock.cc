@@ -1,25 +1,144 @@
 // Copyright tollgate authors.
 #include "tollgate/clock.h"
 
-#include <chrono>
+#include <time.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "src/core/wall_clock.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace tollgate {
+namespace internal {
 namespace {
 
-class WallClock final : public Clock {
- public:
-  int64_t NowMicros() const override {
-    // The one place production code reads the system clock.
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
+// 2^32: ns per tick is kept as a 32.32 fixed-point number.
+constexpr double kQ32 = 4294967296.0;
+// Extrapolation covers at most this many ticks (about 0.9 s at 2.4 GHz), so the 32.32
+// multiplication cannot overflow; an older anchor is renewed anyway.
+constexpr int64_t kMaxExtrapolatedTicks = int64_t{1} << 31;
+
+// Where a thread extrapolates from: a counter value and the wall time read with it.
+// Trivially constructible, so the thread_local needs no initialization guard; a zero
+// counter is an anchor too old to use.
+struct Anchor {
+  int64_t tsc = 0;
+  int64_t ns = 0;
 };
+thread_local Anchor anchor;
+
+int64_t RealtimeNs() {
+  // The one place production code reads the system clock.
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+int64_t ReadCounter() {
+#if defined(__x86_64__)
+  return static_cast<int64_t>(__rdtsc());
+#else
+  return 0;
+#endif
+}
+
+bool CounterUsable() {
+#if defined(__x86_64__)
+  // The kernel reads the wall clock through the counter only when it has found it invariant
+  // and synchronized across CPUs; then so can we.
+  std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string name;
+  return static_cast<bool>(source >> name) && name == "tsc";
+#else
+  return false;
+#endif
+}
+
+// A (counter, wall ns) pair read together: the counter is read on both sides of the clock,
+// and a pair whose sides are further apart than kMaxPairTicks (the thread was interrupted
+// in between) is read again. Returns false, with the time read, if no try was narrow enough:
+// such a pair must not anchor anything.
+constexpr int64_t kMaxPairTicks = 8192;
+
+bool ReadPair(Anchor& pair) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int64_t before = ReadCounter();
+    pair.ns = RealtimeNs();
+    const int64_t after = ReadCounter();
+    if (after >= before && after - before < kMaxPairTicks) {
+      pair.tsc = before + (after - before) / 2;
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
+WallClock::WallClock(WallClockOptions options)
+    : options_(options), use_counter_(options.use_counter && CounterUsable()) {}
+
+int64_t WallClock::NowMicros() const {
+  if (!use_counter_) return RealtimeNs() / 1000;
+  const uint64_t q32 = ns_per_tick_q32_.load(std::memory_order_relaxed);
+  const int64_t elapsed_ticks = ReadCounter() - anchor.tsc;
+  if (q32 != 0 && elapsed_ticks >= 0 && elapsed_ticks < kMaxExtrapolatedTicks) {
+    const auto elapsed_ns = static_cast<int64_t>((static_cast<uint64_t>(elapsed_ticks) * q32) >>
+                                                 32);  // < 2^31 * 2^37: no overflow
+    if (elapsed_ns < options_.anchor_ns) return (anchor.ns + elapsed_ns) / 1000;
+  }
+  return Renew() / 1000;
+}
+
+int64_t WallClock::Renew() const {
+  Anchor pair;
+  if (!ReadPair(pair)) {
+    anchor = Anchor{};  // the next read tries again
+    return pair.ns;
+  }
+  anchor = pair;
+  absl::MutexLock lock(&mu_);
+  const int64_t ticks = pair.tsc - base_tsc_;
+  const int64_t ns = pair.ns - base_ns_;
+  if (base_ns_ == 0 || ticks <= 0 || ns <= 0) {
+    // First anchor, or the clock or counter went back: measure from here.
+    base_tsc_ = pair.tsc;
+    base_ns_ = pair.ns;
+    return pair.ns;
+  }
+  const double measured = static_cast<double>(ns) / static_cast<double>(ticks);
+  const uint64_t q32 = ns_per_tick_q32_.load(std::memory_order_relaxed);
+  if (q32 != 0) {
+    const double predicted = static_cast<double>(ticks) * (static_cast<double>(q32) / kQ32);
+    if (std::abs(predicted - static_cast<double>(ns)) >
+        static_cast<double>(options_.max_error_ns)) {
+      // The wall clock was set (or the counter jumped): keep the rate, move the base.
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      base_tsc_ = pair.tsc;
+      base_ns_ = pair.ns;
+      return pair.ns;
+    }
+  }
+  // The rate is (re)measured only over a baseline long enough that the few ns of
+  // uncertainty in each pair do not matter; it then improves as the baseline grows. Between
+  // 0.01 and 100 ns per tick (a 10 MHz to 100 GHz counter), or it is not a counter at all.
+  if (ns >= options_.first_baseline_ns && measured > 0.01 && measured < 100) {
+    ns_per_tick_q32_.store(static_cast<uint64_t>(measured * kQ32), std::memory_order_relaxed);
+  }
+  return pair.ns;
+}
+
+}  // namespace internal
+
 Clock& SystemClock() {
-  static WallClock* clock = new WallClock();  // never destroyed: usable during shutdown
+  // Never destroyed: usable during shutdown.
+  static internal::WallClock* clock = new internal::WallClock();
   return *clock;
 }
 

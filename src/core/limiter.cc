@@ -2,11 +2,14 @@
 #include "tollgate/limiter.h"
 
 #include <cmath>
+#include <string_view>
 #include <utility>
 
+#include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "src/core/bytes_hash.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
@@ -36,11 +39,41 @@ absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& number
   return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": unknown algorithm"));
 }
 
+// Debian's Abseil is built with its own absl::string_view (not std::string_view).
+absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
+
+// The checks every request gets before it reaches a store, with the messages users see.
+absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_t cost) {
+  const absl::string_view limit = AbslView(name);
+  if (key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("limit '", limit, "': key must not be empty"));
+  }
+  if (key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("limit '", limit, "': key is ", key.size(),
+                                                   " bytes, more than ", kMaxKeyBytes));
+  }
+  if (cost < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", limit, "': cost must be >= 0, got ", cost));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnknownLimit(std::string_view limit) {
+  return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
+}
+
+// Limit names come from configuration, not from requests: a fixed seed will do.
+struct NameHash {
+  size_t operator()(std::string_view name) const { return internal::HashBytes(0, name); }
+};
+
 }  // namespace
 
 struct Limiter::State {
   std::vector<Limit> limits;
-  absl::flat_hash_map<std::string, const Limit*> by_name;
+  // Keys view the names in `limits`, which never change after Create().
+  absl::flat_hash_map<std::string_view, const Limit*, NameHash> by_name;
   std::shared_ptr<Store> store;
   std::shared_ptr<Store> sync_store;
 };
@@ -83,8 +116,7 @@ Limiter::Limiter(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Limiter::~Limiter() = default;
 
 const Limit* Limiter::FindLimit(std::string_view name) const {
-  // Debian's Abseil is built with its own absl::string_view (not std::string_view).
-  auto it = state_->by_name.find(absl::string_view(name.data(), name.size()));
+  auto it = state_->by_name.find(name);
   return it == state_->by_name.end() ? nullptr : it->second;
 }
 
@@ -103,23 +135,12 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
   for (CheckRequest& request : requests) {
     const Limit* limit = FindLimit(request.limit);
     if (limit == nullptr) {
-      std::move(done)(absl::NotFoundError(absl::StrCat("unknown limit '", request.limit, "'")));
+      std::move(done)(UnknownLimit(request.limit));
       return;
     }
-    if (request.key.empty()) {
-      std::move(done)(absl::InvalidArgumentError(
-          absl::StrCat("limit '", request.limit, "': key must not be empty")));
-      return;
-    }
-    if (request.key.size() > kMaxKeyBytes) {
-      std::move(done)(absl::InvalidArgumentError(absl::StrCat(
-          "limit '", request.limit, "': key is ", request.key.size(), " bytes, more than ",
-          kMaxKeyBytes)));
-      return;
-    }
-    if (request.cost < 0) {
-      std::move(done)(absl::InvalidArgumentError(
-          absl::StrCat("limit '", request.limit, "': cost must be >= 0, got ", request.cost)));
+    if (absl::Status status = ValidateRequest(request.limit, request.key, request.cost);
+        !status.ok()) {
+      std::move(done)(std::move(status));
       return;
     }
     if (limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
@@ -132,19 +153,18 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
     return;
   }
   Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
-  store.CheckAsync(
-      std::move(items), [done = std::move(done)](
-                            absl::StatusOr<std::vector<Decision>> decisions) mutable {
-        if (!decisions.ok()) {
-          std::move(done)(decisions.status());
-          return;
-        }
-        MultiDecision result;
-        result.allowed = true;
-        for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
-        result.decisions = std::move(*decisions);
-        std::move(done)(std::move(result));
-      });
+  store.CheckAsync(std::move(items), [done = std::move(done)](
+                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
+    if (!decisions.ok()) {
+      std::move(done)(decisions.status());
+      return;
+    }
+    MultiDecision result;
+    result.allowed = true;
+    for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
+    result.decisions = std::move(*decisions);
+    std::move(done)(std::move(result));
+  });
 }
 
 absl::StatusOr<MultiDecision> Limiter::CheckAll(absl::Span<const CheckRequest> requests) {
@@ -173,10 +193,16 @@ std::future<absl::StatusOr<MultiDecision>> Limiter::CheckAllFuture(
 
 absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,
                                         int64_t cost) {
-  const CheckRequest request{std::string(limit), std::string(key), cost};
-  absl::StatusOr<MultiDecision> result = CheckAll(absl::MakeConstSpan(&request, 1));
-  if (!result.ok()) return result.status();
-  return result->decisions.front();
+  // The single-item path: no request vector, no MultiDecision, no callback; the memory store
+  // answers it without allocating.
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
+    return ValidateRequest(limit, key, cost);
+  }
+  Store& store = found->mode == Mode::kSync && state_->sync_store != nullptr ? *state_->sync_store
+                                                                             : *state_->store;
+  return store.CheckOne(*found, key, cost);
 }
 
 }  // namespace tollgate

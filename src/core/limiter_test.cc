@@ -152,6 +152,43 @@ TEST(LimiterRoutingTest, SyncModeLimitsGoToTheSyncStoreAndAreNotMixedWithExactOn
   EXPECT_EQ((*limiter)->Check("api", "u1", 0)->remaining, 2);  // nothing consumed
 }
 
+// A store with only the batch interface: Limiter::Check reaches it through the default
+// Store::CheckOne, which must give the same answers as the memory store's own fast path.
+class BatchOnlyStore final : public Store {
+ public:
+  explicit BatchOnlyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    batches.fetch_add(1);
+    inner_->CheckAsync(std::move(items), std::move(done));
+  }
+  std::string_view Name() const override { return "batch_only"; }
+
+  std::atomic<int> batches{0};
+
+ private:
+  std::unique_ptr<Store> inner_;
+};
+
+TEST(LimiterStoreTest, CheckWorksOnAStoreWithoutASingleItemPath) {
+  SimulatedClock clock;
+  auto store = std::make_shared<BatchOnlyStore>(*MemoryStore::Create({.clock = &clock}));
+  auto limiter = Limiter::Create({.limits = {TokenBucket("api", 2, 1)}, .store = store});
+  ASSERT_TRUE(limiter.ok()) << limiter.status();
+  EXPECT_EQ((*limiter)->Check("api", "u")->remaining, 1);
+  EXPECT_EQ((*limiter)->Check("api", "u")->remaining, 0);
+  absl::StatusOr<Decision> refused = (*limiter)->Check("api", "u");
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->retry_after_micros, 1'000'000);
+  EXPECT_EQ(store->batches.load(), 3);
+  // Invalid requests never reach the store.
+  EXPECT_EQ((*limiter)->Check("api", "", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*limiter)->Check("nope", "u").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->CheckOne((*limiter)->limits().front(), "u", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->batches.load(), 3);
+}
+
 TEST(LimiterCreateTest, RefusesInvalidLimits) {
   EXPECT_FALSE(Limiter::Create({.limits = {TokenBucket("a", 0, 1)}}).ok());
   EXPECT_FALSE(Limiter::Create({.limits = {TokenBucket("a", 1, 0)}}).ok());

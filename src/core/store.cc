@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 
 namespace tollgate {
 
@@ -15,6 +16,29 @@ absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items)
     promise.set_value(std::move(decisions));
   });
   return result.get();
+}
+
+absl::StatusOr<Decision> Store::CheckOne(const Limit& limit, std::string_view key, int64_t cost) {
+  if (key.empty()) return absl::InvalidArgumentError("empty key");
+  if (cost < 0) return absl::InvalidArgumentError("negative cost");
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&limit, std::string(key), cost});
+  // The callback writes into this frame, which outlives it: we wait for it before returning.
+  absl::Notification answered;
+  absl::StatusOr<Decision> result;
+  CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> decisions) {
+    if (!decisions.ok()) {
+      result = std::move(decisions).status();
+    } else if (decisions->size() != 1) {
+      result = absl::InternalError(absl::StrCat(
+          std::string(Name()), " store answered one item with ", decisions->size(), " decisions"));
+    } else {
+      result = decisions->front();
+    }
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return result;
 }
 
 // The interface takes ownership of the items, which this default does not need.

@@ -16,9 +16,12 @@
 // after every idler key of its shard.
 #include "tollgate/memory_store.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -29,6 +32,8 @@
 #include <variant>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -39,6 +44,7 @@
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
+#include "src/core/bytes_hash.h"
 
 namespace tollgate {
 namespace {
@@ -67,12 +73,17 @@ class StoredKey {
  public:
   static constexpr size_t kInlineBytes = 40;
 
-  StoredKey(std::string_view bytes, size_t hash) : hash_(hash), size_(bytes.size()) {
-    char* data = inline_;
-    if (size_ > kInlineBytes) data = heap_ = new char[size_];
-    std::memcpy(data, bytes.data(), size_);
+  // Stores `name` + '\0' + `key`.
+  StoredKey(std::string_view name, std::string_view key, size_t hash)
+      : hash_(hash), size_(name.size() + 1 + key.size()) {
+    char* data = Allocate();
+    std::memcpy(data, name.data(), name.size());
+    data[name.size()] = '\0';
+    std::memcpy(data + name.size() + 1, key.data(), key.size());
   }
-  StoredKey(const StoredKey& other) : StoredKey(other.bytes(), other.hash_) {}
+  StoredKey(const StoredKey& other) : hash_(other.hash_), size_(other.size_) {
+    std::memcpy(Allocate(), other.bytes().data(), size_);
+  }
   StoredKey(StoredKey&& other) noexcept : hash_(other.hash_), size_(other.size_) {
     if (size_ > kInlineBytes) {
       heap_ = other.heap_;
@@ -100,6 +111,8 @@ class StoredKey {
   size_t hash() const { return hash_; }
 
  private:
+  char* Allocate() { return size_ > kInlineBytes ? (heap_ = new char[size_]) : inline_; }
+
   size_t hash_;
   size_t size_;
   union {
@@ -108,11 +121,21 @@ class StoredKey {
   };
 };
 
-// A key being looked up, pointing at bytes owned by the caller.
+// A key being looked up: a limit name and a key owned by the caller, and their HashKey().
 struct KeyView {
-  std::string_view bytes;
+  std::string_view name;
+  std::string_view key;
   size_t hash = 0;
+
+  bool operator==(const KeyView& other) const {
+    return hash == other.hash && name == other.name && key == other.key;
+  }
 };
+
+// The hash of a stored key, from its two parts: no composed copy is needed to look it up.
+size_t HashKey(uint64_t seed, std::string_view name, std::string_view key) {
+  return internal::HashBytes(internal::HashBytes(seed, name), key);
+}
 
 struct KeyHash {
   using is_transparent = void;
@@ -122,14 +145,21 @@ struct KeyHash {
 
 struct KeyEq {
   using is_transparent = void;
-  static size_t Hash(const StoredKey& key) { return key.hash(); }
-  static size_t Hash(const KeyView& key) { return key.hash; }
-  static std::string_view Bytes(const StoredKey& key) { return key.bytes(); }
-  static std::string_view Bytes(const KeyView& key) { return key.bytes; }
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const {
-    return Hash(a) == Hash(b) && Bytes(a) == Bytes(b);
+  bool operator()(const StoredKey& a, const StoredKey& b) const {
+    const std::string_view x = a.bytes();
+    const std::string_view y = b.bytes();
+    return a.hash() == b.hash() && x.size() == y.size() &&
+           internal::BytesEqual(x.data(), y.data(), x.size());
   }
+  bool operator()(const StoredKey& a, const KeyView& b) const {
+    const std::string_view bytes = a.bytes();
+    const size_t name_size = b.name.size();
+    return a.hash() == b.hash && bytes.size() == name_size + 1 + b.key.size() &&
+           internal::BytesEqual(bytes.data(), b.name.data(), name_size) &&
+           bytes[name_size] == '\0' &&
+           internal::BytesEqual(bytes.data() + name_size + 1, b.key.data(), b.key.size());
+  }
+  bool operator()(const KeyView& a, const StoredKey& b) const { return (*this)(b, a); }
 };
 
 struct HeapRecord {
@@ -144,10 +174,49 @@ struct LaterExpiry {
   }
 };
 
+// Allocates the hash maps' arrays (megabytes each in a large store) on transparent huge
+// pages, which the kernel gives only on request in its default "madvise" mode: with 4 KiB
+// pages a lookup in a large store misses the TLB on nearly every check, and the page walk
+// is one more cache miss. Small arrays come from the ordinary allocator.
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  static constexpr size_t kHugePage = size_t{2} << 20;
+
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>& /*other*/) {}  // NOLINT: rebinding is implicit
+
+  static size_t Bytes(size_t n) { return n * sizeof(T); }
+  static size_t Rounded(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+  T* allocate(size_t n) {
+    if (Bytes(n) < kHugePage) return std::allocator<T>().allocate(n);
+    void* memory = std::aligned_alloc(kHugePage, Rounded(Bytes(n)));
+    if (memory == nullptr) throw std::bad_alloc();      // as std::allocator does
+    madvise(memory, Rounded(Bytes(n)), MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages
+    return static_cast<T*>(memory);
+  }
+  void deallocate(T* memory, size_t n) {
+    if (Bytes(n) < kHugePage) {
+      std::allocator<T>().deallocate(memory, n);
+    } else {
+      std::free(memory);
+    }
+  }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>& /*other*/) const {
+    return true;
+  }
+};
+
+using EntryMap = absl::flat_hash_map<StoredKey, Entry, KeyHash, KeyEq,
+                                     HugePageAllocator<std::pair<const StoredKey, Entry>>>;
+
 // Cache-line aligned so two shards' mutexes never share a line.
 struct alignas(64) Shard {
   absl::Mutex mu;
-  absl::flat_hash_map<StoredKey, Entry, KeyHash, KeyEq> entries ABSL_GUARDED_BY(mu);
+  EntryMap entries ABSL_GUARDED_BY(mu);
   std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
   int64_t capacity = 1;  // set once before the store is shared
 };
@@ -198,34 +267,24 @@ Step Compute(const LimitNumbers& numbers, const AnyState* state, int64_t now_mic
 
 // The algorithms' preconditions; a violation would be undefined behaviour (division by zero,
 // infinities cast to integers), so it is an error here, not a crash.
-absl::Status Validate(const CheckItem& item) {
-  if (item.limit == nullptr) return absl::InvalidArgumentError("check item without a limit");
-  if (item.key.empty()) return absl::InvalidArgumentError("empty key");
-  if (item.cost < 0) return absl::InvalidArgumentError("negative cost");
-  const LimitNumbers& n = item.limit->numbers;
+bool NumbersValid(const LimitNumbers& n) {
   switch (n.algorithm) {
     case Algorithm::kTokenBucket:
-      if (n.capacity >= 1 && n.refill_per_second > 0 && n.refill_per_second < 1e300) {
-        return absl::OkStatus();
-      }
-      break;
+      return n.capacity >= 1 && n.refill_per_second > 0 && n.refill_per_second < 1e300;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
-      if (n.limit >= 1 && n.window_micros >= 1) return absl::OkStatus();
-      break;
+      return n.limit >= 1 && n.window_micros >= 1;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("limit \"", item.limit->name, "\" has invalid numbers"));
+  return false;
 }
 
-// Limit name + '\0' + key, written into `out` (reused across calls to avoid allocating).
-void ComposeKey(const CheckItem& item, std::string& out) {
-  const std::string& name = item.limit->name;
-  out.resize(name.size() + 1 + item.key.size());
-  char* p = out.data();
-  std::memcpy(p, name.data(), name.size());
-  p[name.size()] = '\0';
-  std::memcpy(p + name.size() + 1, item.key.data(), item.key.size());
+absl::Status Validate(const Limit* limit, std::string_view key, int64_t cost) {
+  if (limit == nullptr) return absl::InvalidArgumentError("check item without a limit");
+  if (key.empty()) return absl::InvalidArgumentError("empty key");
+  if (cost < 0) return absl::InvalidArgumentError("negative cost");
+  if (NumbersValid(limit->numbers)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("limit \"", limit->name, "\" has invalid numbers"));
 }
 
 class MemoryStoreImpl final : public MemoryStore {
@@ -239,7 +298,7 @@ class MemoryStoreImpl final : public MemoryStore {
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
     for (const CheckItem& item : items) {
-      if (absl::Status status = Validate(item); !status.ok()) {
+      if (absl::Status status = Validate(item.limit, item.key, item.cost); !status.ok()) {
         std::move(done)(std::move(status));
         return;
       }
@@ -248,14 +307,22 @@ class MemoryStoreImpl final : public MemoryStore {
       std::move(done)(absl::InvalidArgumentError("no check items"));
       return;
     }
-    const int64_t now = clock_->NowMicros();
     std::vector<Decision> decisions(items.size());
     if (items.size() == 1) {
-      decisions[0] = CheckOne(items[0], now);
+      decisions[0] = CheckSingle(*items[0].limit, items[0].key, items[0].cost);
     } else {
-      CheckMany(items, now, decisions);
+      // One clock read per batch: every item is decided at the same instant.
+      CheckMany(items, clock_->NowMicros(), decisions);
     }
     std::move(done)(std::move(decisions));
+  }
+
+  absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key,
+                                    int64_t cost) override {
+    if (ABSL_PREDICT_FALSE(key.empty() || cost < 0 || !NumbersValid(limit.numbers))) {
+      return Validate(&limit, key, cost);
+    }
+    return CheckSingle(limit, key, cost);
   }
 
   std::string_view Name() const override { return "memory"; }
@@ -288,33 +355,40 @@ class MemoryStoreImpl final : public MemoryStore {
     return shards_[static_cast<int>((hash >> 48) & static_cast<size_t>(shard_mask_))];
   }
 
-  // The fast path: one item, one shard, no temporaries beyond a thread-local key buffer,
-  // and the algorithm's state read and written in place.
-  Decision CheckOne(const CheckItem& item, int64_t now) {
-    thread_local std::string buffer;
-    ComposeKey(item, buffer);
-    const KeyView key{buffer, absl::HashOf(absl::string_view(buffer))};
+  // The fast path: one item, one shard, no temporaries (the key is hashed and compared in
+  // its two parts, never composed unless it is new), and the algorithm's state read and
+  // written in place.
+  //
+  // The clock is read under the shard lock, after the key's slot has been prefetched: on a
+  // large store finding the slot costs two cache misses, which then overlap with each other
+  // and with the clock read instead of following one another. And decisions on a key then
+  // carry times in the order they were made, so a thread delayed between reading the clock
+  // and taking the lock cannot decide with a time older than a decision already made.
+  Decision CheckSingle(const Limit& limit, std::string_view key_bytes, int64_t cost) {
+    const KeyView key{limit.name, key_bytes, HashKey(seed_, limit.name, key_bytes)};
     Shard& shard = ShardFor(key.hash);
     absl::MutexLock lock(&shard.mu);
-    SweepExpired(shard, now, kSweepPerCheck);
+    shard.entries.prefetch(key);
+    const int64_t now = clock_->NowMicros();
+    if (HasExpired(shard, now)) SweepExpired(shard, now, kSweepPerCheck);
     auto it = shard.entries.find(key);
     Entry* entry = it == shard.entries.end() ? nullptr : &it->second;
-    const LimitNumbers& n = item.limit->numbers;
+    const LimitNumbers& n = limit.numbers;
     switch (n.algorithm) {
       case Algorithm::kTokenBucket:
         return Apply<TokenBucketState>(shard, key, entry, now, [&](const auto& state) {
           return algorithm::TokenBucketCheck(
-              state, now, algorithm::TokenBucketParams{n.capacity, n.refill_per_second}, item.cost);
+              state, now, algorithm::TokenBucketParams{n.capacity, n.refill_per_second}, cost);
         });
       case Algorithm::kFixedWindow:
         return Apply<FixedWindowState>(shard, key, entry, now, [&](const auto& state) {
           return algorithm::FixedWindowCheck(
-              state, now, algorithm::WindowParams{n.limit, n.window_micros}, item.cost);
+              state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
         });
       case Algorithm::kSlidingWindow:
         return Apply<SlidingWindowState>(shard, key, entry, now, [&](const auto& state) {
           return algorithm::SlidingWindowCheck(
-              state, now, algorithm::WindowParams{n.limit, n.window_micros}, item.cost);
+              state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
         });
     }
     return Decision{};  // unreachable: Validate() rejects unknown algorithms
@@ -344,17 +418,16 @@ class MemoryStoreImpl final : public MemoryStore {
   void CheckMany(const std::vector<CheckItem>& items, int64_t now,
                  std::vector<Decision>& decisions) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     struct Pending {
-      std::string bytes;
-      size_t hash = 0;
+      KeyView key;
       Shard* shard = nullptr;
       Step step;
     };
     absl::InlinedVector<Pending, 4> pending(items.size());
     absl::InlinedVector<Shard*, 4> locked;
     for (size_t i = 0; i < items.size(); ++i) {
-      ComposeKey(items[i], pending[i].bytes);
-      pending[i].hash = absl::HashOf(absl::string_view(pending[i].bytes));
-      pending[i].shard = &ShardFor(pending[i].hash);
+      const std::string& name = items[i].limit->name;
+      pending[i].key = KeyView{name, items[i].key, HashKey(seed_, name, items[i].key)};
+      pending[i].shard = &ShardFor(pending[i].key.hash);
       locked.push_back(pending[i].shard);
     }
     // Ascending address order = ascending shard order: every caller locks in the same order,
@@ -363,7 +436,7 @@ class MemoryStoreImpl final : public MemoryStore {
     locked.erase(std::unique(locked.begin(), locked.end()), locked.end());
     for (Shard* shard : locked) {
       shard->mu.Lock();
-      SweepExpired(*shard, now, kSweepPerCheck);
+      if (HasExpired(*shard, now)) SweepExpired(*shard, now, kSweepPerCheck);
     }
 
     bool all_allowed = true;
@@ -372,13 +445,13 @@ class MemoryStoreImpl final : public MemoryStore {
       // A key named earlier in this batch sees that item's tentative state.
       const AnyState* state = nullptr;
       for (size_t j = i; j-- > 0;) {
-        if (pending[j].hash == p.hash && pending[j].bytes == p.bytes) {
+        if (pending[j].key == p.key) {
           state = &pending[j].step.state;
           break;
         }
       }
       if (state == nullptr) {
-        auto it = p.shard->entries.find(KeyView{p.bytes, p.hash});
+        auto it = p.shard->entries.find(p.key);
         if (it != p.shard->entries.end()) state = &it->second.state;
       }
       p.step = Compute(items[i].limit->numbers, state, now, items[i].cost);
@@ -389,11 +462,10 @@ class MemoryStoreImpl final : public MemoryStore {
     if (all_allowed) {
       for (Pending& p : pending) {
         if (!p.step.changed) continue;
-        const KeyView key{p.bytes, p.hash};
         // Looked up again: an earlier commit may have inserted into (and rehashed) the map.
-        auto it = p.shard->entries.find(key);
+        auto it = p.shard->entries.find(p.key);
         Entry* entry = it == p.shard->entries.end() ? nullptr : &it->second;
-        Commit(*p.shard, key, entry, p.step.state, p.step.expires_at_micros, now);
+        Commit(*p.shard, p.key, entry, p.step.state, p.step.expires_at_micros, now);
       }
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
@@ -414,7 +486,7 @@ class MemoryStoreImpl final : public MemoryStore {
       SweepExpired(shard, now, -1);
       if (static_cast<int64_t>(shard.entries.size()) >= shard.capacity) EvictSoonest(shard);
     }
-    StoredKey stored(key.bytes, key.hash);
+    StoredKey stored(key.name, key.key, key.hash);
     shard.heap.push_back(HeapRecord{expires_at_micros, stored});
     std::push_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
     shard.entries.emplace(std::move(stored), Entry{state, expires_at_micros});
@@ -426,7 +498,7 @@ class MemoryStoreImpl final : public MemoryStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     std::pop_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
     HeapRecord& record = shard.heap.back();
-    auto it = shard.entries.find(KeyView{record.key.bytes(), record.key.hash()});
+    auto it = shard.entries.find(record.key);
     return {&record, it == shard.entries.end() ? nullptr : &it->second};
   }
 
@@ -439,8 +511,13 @@ class MemoryStoreImpl final : public MemoryStore {
 
   static void DropTop(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     HeapRecord& record = shard.heap.back();
-    shard.entries.erase(KeyView{record.key.bytes(), record.key.hash()});
+    shard.entries.erase(record.key);
     shard.heap.pop_back();
+  }
+
+  // Whether the shard's soonest heap record is due (checked inline before each check).
+  static bool HasExpired(const Shard& shard, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    return !shard.heap.empty() && shard.heap.front().expires_at_micros <= now;
   }
 
   // Removes entries expired at `now`, at most `budget` heap records handled (-1: no limit).
@@ -477,6 +554,8 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   Clock* const clock_;
+  // Seeds HashKey(): differs between stores and processes (address space randomization).
+  const uint64_t seed_ = absl::HashOf(reinterpret_cast<uintptr_t>(this));
   const std::unique_ptr<Shard[]> shards_;
   const int shard_mask_;
   std::atomic<int64_t> evictions_{0};

@@ -139,9 +139,113 @@ TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsOnOneKeyAdmitExactlyCapacity) {
   }
 }
 
+// The same through the single-item path (Store::CheckOne), which takes no batch route.
+TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsThroughCheckOneAdmitExactlyCapacity) {
+  constexpr int kThreads = 16;
+  constexpr int kChecksPerThread = 250;
+  constexpr int64_t kCapacity = 1000;
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit limit = GetParam() == Algorithm::kTokenBucket
+                          ? TokenBucket("hot", kCapacity, 1)
+                          : Window("hot", GetParam(), kCapacity, 60 * kSecond);
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int64_t> allowed{0};
+    std::atomic<int64_t> errors{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    const std::string key = absl::StrCat("user:", round);
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kChecksPerThread; ++i) {
+          absl::StatusOr<Decision> decision = store->CheckOne(limit, key, 1);
+          if (!decision.ok()) {
+            errors.fetch_add(1);
+          } else if (decision->allowed) {
+            allowed.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(allowed.load(), kCapacity) << "round " << round;
+    EXPECT_EQ(CheckOne(*store, limit, key, 0).remaining, 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Algorithms, MemoryStoreConcurrencyTest,
                          ::testing::Values(Algorithm::kTokenBucket, Algorithm::kFixedWindow,
                                            Algorithm::kSlidingWindow));
+
+void ExpectSameDecision(const Decision& a, const Decision& b, const std::string& context) {
+  EXPECT_EQ(a.allowed, b.allowed) << context;
+  EXPECT_EQ(a.limit, b.limit) << context;
+  EXPECT_EQ(a.remaining, b.remaining) << context;
+  EXPECT_EQ(a.reset_after_micros, b.reset_after_micros) << context;
+  EXPECT_EQ(a.retry_after_micros, b.retry_after_micros) << context;
+  EXPECT_EQ(a.source, b.source) << context;
+  EXPECT_EQ(a.reason, b.reason) << context;
+}
+
+// The single-item path (CheckOne: state read and written in place) and the all-or-nothing
+// batch path (tentative states, then a commit) are separate code. Two stores on one clock
+// get the same random sequence, one through each path; every decision, and what the
+// stores keep, must agree. The batch carries a second item (a peek at a key of another
+// limit, always allowed) so it takes the several-item route.
+TEST(MemoryStoreTest, CheckOneAgreesWithTheBatchPathOnRandomSequences) {
+  SimulatedClock clock(1'700'000'000'123'456);
+  auto single = NewStore(&clock);
+  auto batch = NewStore(&clock);
+  const std::vector<Limit> limits = {TokenBucket("bucket", 5, 2.5),
+                                     Window("fixed", Algorithm::kFixedWindow, 5, kSecond),
+                                     Window("sliding", Algorithm::kSlidingWindow, 5, kSecond)};
+  const Limit witness = TokenBucket("witness", 1, 1);
+  std::mt19937 random(20261201);
+  std::uniform_int_distribution<int> pick_limit(0, 2);
+  std::uniform_int_distribution<int> pick_key(0, 3);
+  std::uniform_int_distribution<int64_t> pick_cost(0, 6);
+  std::uniform_int_distribution<int64_t> pick_advance(0, 400'000);
+  int64_t allowed = 0;
+  int64_t refused = 0;
+  for (int step = 0; step < 5000; ++step) {
+    if (step % 3 == 0) clock.AdvanceMicros(pick_advance(random));
+    const Limit& limit = limits[pick_limit(random)];
+    const std::string key = absl::StrCat("k", pick_key(random));
+    const int64_t cost = pick_cost(random);
+    const std::string context =
+        absl::StrCat("step ", step, " ", limit.name, " ", key, " cost ", cost);
+
+    absl::StatusOr<Decision> one = single->CheckOne(limit, key, cost);
+    ASSERT_TRUE(one.ok()) << one.status();
+    auto many = batch->Check({CheckItem{&limit, key, cost}, CheckItem{&witness, key, 0}});
+    ASSERT_TRUE(many.ok()) << many.status();
+    ASSERT_EQ(many->size(), 2u);
+    ExpectSameDecision(*one, (*many)[0], context);
+    (one->allowed ? allowed : refused) += 1;
+    if (::testing::Test::HasFailure()) return;
+  }
+  // Both outcomes were exercised, and both stores keep the same live entries. (How many
+  // expired ones each had left to sweep depends on its hash seed: checks sweep their own
+  // shard only.)
+  EXPECT_GT(allowed, 500);
+  EXPECT_GT(refused, 500);
+  single->Sweep();
+  batch->Sweep();
+  EXPECT_GT(single->Size(), 0);
+  EXPECT_EQ(single->Size(), batch->Size());
+}
+
+TEST(MemoryStoreTest, CheckOneRejectsInvalidItems) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock);
+  const Limit good = TokenBucket("good", 1, 1);
+  const Limit bad = TokenBucket("bad", 0, 1);
+  EXPECT_EQ(store->CheckOne(good, "k", -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->CheckOne(good, "", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->CheckOne(bad, "k", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Size(), 0);
+}
 
 TEST(MemoryStoreTest, SeveralLimitsAreAllOrNothing) {
   SimulatedClock clock(1'700'000'000'000'000);

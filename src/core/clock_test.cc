@@ -1,0 +1,89 @@
+// Copyright tollgate authors.
+#include "tollgate/clock.h"
+
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/core/wall_clock.h"
+
+namespace tollgate {
+namespace {
+
+int64_t KernelMicros() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000 + now.tv_nsec / 1000;
+}
+
+// Reads `clock` between two reads of the kernel's wall clock, for at least `min_reads` reads
+// and until `min_micros` have passed (so the counter's rate gets measured and used), and
+// counts the reads outside [before - slack, after + slack]. Being descheduled between the
+// reads only widens the bracket, so a busy machine cannot make this fail.
+int64_t ReadsOutsideTheBracket(const Clock& clock, int64_t min_reads, int64_t min_micros,
+                               int64_t slack_micros) {
+  int64_t outside = 0;
+  const int64_t start = KernelMicros();
+  for (int64_t i = 0; i < min_reads || KernelMicros() - start < min_micros; ++i) {
+    const int64_t before = KernelMicros();
+    const int64_t now = clock.NowMicros();
+    const int64_t after = KernelMicros();
+    if (now < before - slack_micros || now > after + slack_micros) ++outside;
+  }
+  return outside;
+}
+
+internal::WallClockOptions QuickOptions() {
+  internal::WallClockOptions options;
+  options.first_baseline_ns = 2'000'000;  // measure the rate after 2 ms, not 20
+  return options;
+}
+
+// The counter-based clock is the system clock, read cheaply: every read falls inside the
+// kernel's own reads around it, give or take a few microseconds of extrapolation error.
+TEST(WallClockTest, AgreesWithTheKernelClock) {
+  internal::WallClock clock(QuickOptions());
+  EXPECT_EQ(ReadsOutsideTheBracket(clock, 200'000, 50'000, 10), 0);
+  EXPECT_EQ(clock.restarts(), 0);
+}
+
+TEST(WallClockTest, AgreesWithTheKernelClockOnManyThreads) {
+  internal::WallClock clock(QuickOptions());
+  std::atomic<int64_t> outside{0};
+  std::vector<std::thread> threads;
+  threads.reserve(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back(
+        [&] { outside.fetch_add(ReadsOutsideTheBracket(clock, 50'000, 20'000, 10)); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(outside.load(), 0);
+}
+
+TEST(WallClockTest, WithoutTheCounterEveryReadIsTheKernelClock) {
+  internal::WallClockOptions options;
+  options.use_counter = false;
+  internal::WallClock clock(options);
+  EXPECT_FALSE(clock.uses_counter());
+  EXPECT_EQ(ReadsOutsideTheBracket(clock, 10'000, 0, 0), 0);
+}
+
+TEST(WallClockTest, SystemClockIsTheWallClock) {
+  EXPECT_EQ(ReadsOutsideTheBracket(SystemClock(), 10'000, 0, 10), 0);
+}
+
+TEST(SimulatedClockTest, MovesOnlyWhenTold) {
+  SimulatedClock clock(1'000);
+  EXPECT_EQ(clock.NowMicros(), 1'000);
+  clock.AdvanceMillis(2);
+  EXPECT_EQ(clock.NowMicros(), 3'000);
+  clock.SetMicros(10);
+  EXPECT_EQ(clock.NowMicros(), 10);
+}
+
+}  // namespace
+}  // namespace tollgate
