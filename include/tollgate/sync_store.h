@@ -17,6 +17,8 @@
 // other instance's outstanding grant are subtracted. An instance that has not synced the
 // window yet is assumed to hold floor(limit / N), which is what it may spend before its
 // first sync of a window (for a sliding window: 1/N of what the estimate left in its view).
+// A sliding window's grant carries over the window boundary (its estimate does not jump
+// there), and the others hold what is left of it until this instance syncs the new window.
 // So counted + granted never exceeds the limit, and N instances can never spend more than
 // the remaining between syncs. The only excess (docs/sync.md) comes from units admitted
 // while the instance's own sync is in flight beyond the grant it brings back, a wrong N
@@ -60,7 +62,7 @@
 namespace tollgate {
 
 struct SyncStoreOptions {
-  // redis://[user:password@]host:port[/db], as for RedisStore.
+  // redis:// or rediss:// (TLS), as for RedisStore (not a cluster or sentinel URL).
   std::string redis_url = "redis://127.0.0.1:6379";
   // Prepended to every key; use the exact RedisStore's prefix to share its counters.
   std::string key_prefix = "tollgate:";
@@ -77,11 +79,21 @@ struct SyncStoreOptions {
   // A sync with no reply for this long fails; its deltas are sent again by the next one.
   int64_t sync_timeout_ms = 1000;
   int64_t connect_timeout_ms = 1000;
+  // Reconnect backoff after Redis drops: doubles from min to max after each failed attempt.
+  // Until it reconnects, sync rounds fail at once and their deltas are kept.
+  int64_t reconnect_min_ms = 20;
+  int64_t reconnect_max_ms = 1000;
   // Learn the offset between `clock` and Redis TIME at every sync and apply it to window
   // indexes. Off only for tests that drive a SimulatedClock.
   bool use_redis_time = true;
   // Run the background sync thread. Off only for tests that call SyncNow() themselves.
   bool start_sync_thread = true;
+  // For benchmarks that model the round trip in simulated time: runs on the syncing thread
+  // each time a sync round's Redis call returns (with a reply or an error; the destructor's
+  // last round too), before the reply is applied, so the checks it makes (on this store too)
+  // are those a real round trip lets through on the old grant. It may call Check(), never
+  // SyncNow(). Empty in production.
+  std::function<void()> before_reply_applied;
 };
 
 // Counters for metrics. Monotonic except keys_tracked and clock_offset_micros.

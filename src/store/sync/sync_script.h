@@ -10,7 +10,9 @@ namespace tollgate::sync {
 // KEYS[2..] window counters <prefix><limit>:{<key>}:<window index>, batch after batch.
 // ARGV[1]   TTL of KEYS[1] in ms.      ARGV[2]  this instance's id.
 // ARGV[3]   N, the number of live instances.
-// ARGV[4]   the number of batches B; then per batch: its sequence number, its key count n,
+// ARGV[4]   the time in µs that weighs sliding windows: 0 means Redis TIME (production); a
+//           store on a simulated clock (use_redis_time off) sends its own.
+// ARGV[5]   the number of batches B; then per batch: its sequence number, its key count n,
 //           and n items (delta, counter TTL in ms, limit, sliding window µs, window index).
 //
 // Batches are the unacknowledged earlier rounds (whose reply was lost: Redis may or may not
@@ -25,18 +27,25 @@ namespace tollgate::sync {
 // nor granted to the others; an instance absent from the hash may still be spending its
 // first share of the window, floor(limit / N). So counted + granted never exceeds the limit.
 // For a sliding window (window µs > 0) the item just before is the previous window's
-// counter, and "counted" is previous * weight + current at Redis' time.
+// counter, and "counted" is previous * weight + current at Redis' time. That sum does not
+// jump at a window boundary (the current count becomes the previous one, at weight 1), so a
+// grant stays valid across the boundary: an instance that has not synced the new window yet
+// keeps spending what is left of its last grant of the previous window, and the others hold
+// exactly that (its field in <previous counter>:grants) instead of floor(limit / N).
 //
-// Returns { Redis TIME in µs, then per item of the last batch: total, grant (-1: none) }.
+// Returns { Redis TIME in µs (or ARGV[4]), then per item of the last batch: total, grant
+// (-1: none) }.
 inline constexpr char kSyncScript[] = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local given = tonumber(ARGV[4])
+if given > 0 then now = given end
 local out = { now }
 local id = ARGV[2]
 local instances = tonumber(ARGV[3])
 local applied = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-local batches = tonumber(ARGV[4])
-local arg, key = 5, 2
+local batches = tonumber(ARGV[5])
+local arg, key = 6, 2
 local newest = applied
 for b = 1, batches do
   local seq = tonumber(ARGV[arg])
@@ -69,10 +78,24 @@ for b = 1, batches do
         end
         local grants = KEYS[key] .. ':grants'
         redis.call('HDEL', grants, id)
-        local held = 0
-        local others = redis.call('HVALS', grants)
-        for _, v in ipairs(others) do held = held + tonumber(v) end
-        local silent = instances - 1 - #others
+        local held, seen = 0, 0
+        local others = redis.call('HGETALL', grants)
+        local synced = {}
+        for i = 1, #others, 2 do
+          synced[others[i]] = true
+          held = held + tonumber(others[i + 1])
+          seen = seen + 1
+        end
+        if window > 0 then
+          local carried = redis.call('HGETALL', KEYS[key - 1] .. ':grants')
+          for i = 1, #carried, 2 do
+            if carried[i] ~= id and not synced[carried[i]] then
+              held = held + tonumber(carried[i + 1])
+              seen = seen + 1
+            end
+          end
+        end
+        local silent = instances - 1 - seen
         if silent > 0 then held = held + silent * math.floor(limit / instances) end
         grant = math.floor((limit - used - held) / instances + 1e-9)
         if grant < 0 then grant = 0 end
