@@ -14,8 +14,10 @@
 #include "gtest/gtest.h"
 #include "src/store/redis/connection.h"
 #include "src/store/redis/tls.h"
+#include "tests/support/limits.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tollgate/redis_store.h"
 
 namespace tollgate {
 namespace {
@@ -201,6 +203,30 @@ TEST_F(RedisTlsTest, ARedisThatRequiresAClientCertificateRefusesNone) {
 TEST_F(RedisTlsTest, PlainTcpToTheTlsPortFailsWithinTheConnectTimeout) {
   Connection connection("127.0.0.1", tls_port_, nullptr);
   EXPECT_EQ(connection.Start().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RedisTlsTest, RedisStoreChecksOverARedissUrl) {
+  const std::string url =
+      absl::StrCat("rediss://localhost:", tls_port_, "?ca=", certificates_.ca(),
+                   "&cert=", certificates_.client_cert(), "&key=", certificates_.client_key());
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create({.url = url});
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Limit limit = testing::TokenBucket("tls", 2, 0.001);
+  int allowed = 0;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<std::vector<Decision>> decisions = (*store)->Check({{&limit, "user:1", 1}});
+    ASSERT_TRUE(decisions.ok()) << decisions.status();
+    EXPECT_EQ((*decisions)[0].source, DecisionSource::kRedis);
+    allowed += (*decisions)[0].allowed ? 1 : 0;
+  }
+  EXPECT_EQ(allowed, 2);
+}
+
+TEST_F(RedisTlsTest, RedisStoreNamesAnUnreadableCaFile) {
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(
+      {.url = absl::StrCat("rediss://localhost:", tls_port_, "?ca=/nonexistent/ca.pem")});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent/ca.pem"));
 }
 
 TEST(RedisTlsOptionsTest, MissingFilesAreNamed) {

@@ -13,6 +13,10 @@
 //   sliding window:  <key_prefix><limit name>:{<key>}:<window index>   (count per window)
 // The entity key sits in a Redis Cluster hash tag, so every limit on the same key shares
 // a slot. Every key is written with a TTL in the same atomic step.
+//
+// Three deployments (RedisStoreOptions::url): one Redis (redis://), a Redis Cluster
+// (redis-cluster://, routed by hash slot), or a primary found through Redis Sentinel
+// (redis-sentinel://, followed across failovers). See docs/redis.md.
 #ifndef TOLLGATE_REDIS_STORE_H_
 #define TOLLGATE_REDIS_STORE_H_
 
@@ -28,13 +32,19 @@
 namespace tollgate {
 
 struct RedisStoreOptions {
-  // redis://[user:password@]host:port[/db]. `:password@` authenticates as the default
-  // user; `user:password@` as an ACL user. User and password may be percent-encoded.
+  // One of
+  //   redis://[user:password@]host[:port][/db]
+  //   rediss://[user:password@]host[:port][/db][?ca=FILE&cert=FILE&key=FILE&verify=no] (TLS)
+  //   redis-cluster://[user:password@]host[:port][,host[:port]...]        (seed nodes)
+  //   redis-sentinel://[user:password@]host[:port][,host[:port]...]/<master name>[?db=N]
+  // `:password@` authenticates as the default user; `user:password@` as an ACL user (on
+  // the data nodes; sentinels are asked without AUTH). User and password may be
+  // percent-encoded.
   std::string url = "redis://127.0.0.1:6379";
   // Prepended to every key this store writes.
   std::string key_prefix = "tollgate:";
-  // Connections to Redis, used round-robin; commands of concurrent callers are pipelined
-  // on them, so a few suffice.
+  // Connections to Redis (to each primary and replica of a cluster), used round-robin;
+  // commands of concurrent callers are pipelined on them, so a few suffice.
   int connections = 2;
   // Time allowed for TCP connect, AUTH, SELECT and the version check.
   int64_t connect_timeout_ms = 1000;
@@ -45,18 +55,31 @@ struct RedisStoreOptions {
   // Reconnect backoff after a connection drops: doubles from min to max.
   int64_t reconnect_min_ms = 20;
   int64_t reconnect_max_ms = 1000;
+  // Cluster: how often the slot map is read again (also soon after MOVED, CLUSTERDOWN or a
+  // lost connection). Sentinel: how often the sentinels are asked for the primary (also
+  // soon after a lost connection or READONLY). Unused for redis://.
+  int64_t refresh_interval_ms = 1000;
 };
 
-// A Store keeping every limit's state in one Redis. Thread-safe.
+// A Store keeping every limit's state in Redis. Thread-safe.
 //
 // CheckAsync sends one script call for all items and runs `done` on the store's I/O
 // thread with decisions whose `source` is kRedis, or with Unavailable when Redis cannot be
 // reached (never waiting past `reply_timeout_ms` for a dead connection). A script flushed
 // from Redis (SCRIPT FLUSH, restart, failover) is reloaded transparently.
+//
+// In a Redis Cluster, items whose keys share a hash slot (every limit on one entity key)
+// still go in one script call, to the slot's primary. Items on several slots are checked
+// with one call per slot; if any refuses or fails, what the others consumed is given back
+// before `done` runs, so a refused request consumes nothing (a concurrent request may
+// meanwhile see the consumption and be refused: a transient over-refusal, never an
+// over-admission). While a primary is down, checks of its slots fail fast with
+// Unavailable until a replica is promoted and the slot map is read again.
 class RedisStore : public Store {
  public:
   // Parses the URL, connects every connection (AUTH, SELECT, INFO server), loads the
-  // script, and reads `maxmemory-policy`. Errors: InvalidArgument (URL, options),
+  // script, and reads `maxmemory-policy`. A cluster's slot map is read from the first
+  // seed that answers; Sentinel must name a primary. Errors: InvalidArgument (URL, options),
   // Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
   // FailedPrecondition (Redis older than 7.0).
   static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisStoreOptions options);

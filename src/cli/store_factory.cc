@@ -2,8 +2,11 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "src/cli/load_configs.h"
 #include "src/cli/serve.h"
+#include "src/store/redis/redis_url.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
@@ -19,6 +22,24 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options) {
     result.store = std::shared_ptr<Store>(*std::move(store));
     return result;
   }
+  // SyncStore talks to one Redis (redis://). On a cluster or behind Sentinel, a config with
+  // a `mode: sync` limit is refused here, before anything connects; without one, no
+  // SyncStore is made (a sync limit added by a later reload is then checked exactly).
+  const redis::Topology topology = redis::UrlTopology(options.redis_url);
+  const bool sync_supported = topology == redis::Topology::kStandalone;
+  if (!sync_supported) {
+    absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
+    if (config.ok()) {
+      for (const Limit& limit : config->limits) {
+        if (limit.mode != Mode::kSync) continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "limit \"", limit.name, "\" has mode: sync, which needs a single Redis (redis://); ",
+            topology == redis::Topology::kCluster ? "redis-cluster://" : "redis-sentinel://",
+            " URLs support exact limits only (docs/redis.md)"));
+      }
+    }
+  }
+
   RedisStoreOptions redis_options;
   redis_options.url = options.redis_url;
   absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
@@ -42,12 +63,14 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options) {
   }
   // Sync mode never waits on Redis on the request path and handles Redis failures itself,
   // so it is not wrapped in the ResilientStore.
-  SyncStoreOptions sync_options;
-  sync_options.redis_url = options.redis_url;
-  sync_options.instance_count = resilience.instance_count;
-  absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));
-  if (!sync.ok()) return sync.status();
-  result.sync_store = std::shared_ptr<Store>(*std::move(sync));
+  if (sync_supported) {
+    SyncStoreOptions sync_options;
+    sync_options.redis_url = options.redis_url;
+    sync_options.instance_count = resilience.instance_count;
+    absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));
+    if (!sync.ok()) return sync.status();
+    result.sync_store = std::shared_ptr<Store>(*std::move(sync));
+  }
 
   absl::StatusOr<std::unique_ptr<ResilientStore>> store =
       ResilientStore::Create(std::shared_ptr<Store>(*std::move(redis)), std::move(resilience));

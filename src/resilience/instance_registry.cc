@@ -11,8 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "src/store/redis/client.h"
 #include "src/store/redis/redis_url.h"
+#include "src/store/redis/router.h"
+#include "src/store/redis/slot.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate {
@@ -39,8 +40,10 @@ std::string DefaultInstanceId() {
 
 class RedisInstanceRegistry final : public InstanceRegistry {
  public:
-  RedisInstanceRegistry(InstanceRegistryOptions options, redis::RedisUrl url)
-      : options_(std::move(options)), url_(std::move(url)) {
+  RedisInstanceRegistry(InstanceRegistryOptions options, redis::RedisTarget target)
+      : options_(std::move(options)),
+        target_(std::move(target)),
+        slot_(redis::KeySlot(options_.key)) {
     if (options_.instance_id.empty()) options_.instance_id = DefaultInstanceId();
   }
 
@@ -53,7 +56,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     if (thread_.joinable()) thread_.join();
     // Leave the set at once, so the others' share grows without waiting for the TTL.
     if (client_ != nullptr) {
-      (void)client_->Command({"ZREM", options_.key, options_.instance_id});
+      (void)client_->Command({"ZREM", options_.key, options_.instance_id}, slot_);
     }
   }
 
@@ -80,27 +83,30 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   // One heartbeat; on any failure the last known count stays.
   void Heartbeat() {
     if (client_ == nullptr) {
-      redis::ClientOptions client_options;
-      client_options.connection.url = url_;
-      client_options.connection.connect_timeout =
+      // A router, so the one key goes to its slot's node in a cluster and to the current
+      // primary under Sentinel.
+      redis::RouterOptions router_options;
+      router_options.client.connection.connect_timeout =
           std::chrono::milliseconds(options_.heartbeat_interval_ms);
-      client_options.connections = 1;
-      absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-          redis::RedisClient::Connect(client_options);
+      router_options.client.connections = 1;
+      absl::StatusOr<std::unique_ptr<redis::Router>> client =
+          redis::Router::Connect(target_, router_options);
       if (!client.ok()) return;
       client_ = std::move(*client);
     }
     absl::StatusOr<redis::RedisReply> reply =
         client_->Command({"EVAL", kHeartbeatScript, "1", options_.key, options_.instance_id,
-                          absl::StrCat(options_.instance_ttl_ms * 1000)});
+                          absl::StrCat(options_.instance_ttl_ms * 1000)},
+                         slot_);
     if (reply.ok() && reply->type == redis::RedisReply::Type::kInteger && reply->integer >= 1) {
       count_.store(reply->integer, std::memory_order_relaxed);
     }
   }
 
   InstanceRegistryOptions options_;
-  const redis::RedisUrl url_;
-  std::unique_ptr<redis::RedisClient> client_;  // used by the heartbeat thread only
+  const redis::RedisTarget target_;
+  const int slot_;                         // the hash slot of options_.key
+  std::unique_ptr<redis::Router> client_;  // used by the heartbeat thread only
   std::atomic<int64_t> count_{1};
   absl::Mutex mutex_;
   absl::CondVar wake_;
@@ -112,15 +118,15 @@ class RedisInstanceRegistry final : public InstanceRegistry {
 
 absl::StatusOr<std::unique_ptr<InstanceRegistry>> InstanceRegistry::Start(
     InstanceRegistryOptions options) {
-  absl::StatusOr<redis::RedisUrl> url = redis::ParseRedisUrl(options.redis_url);
-  if (!url.ok()) return url.status();
+  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.redis_url);
+  if (!target.ok()) return target.status();
   if (options.heartbeat_interval_ms < 10) {
     return absl::InvalidArgumentError("heartbeat_interval_ms must be >= 10");
   }
   if (options.instance_ttl_ms <= options.heartbeat_interval_ms) {
     return absl::InvalidArgumentError("instance_ttl_ms must be longer than the heartbeat");
   }
-  auto registry = std::make_unique<RedisInstanceRegistry>(std::move(options), std::move(*url));
+  auto registry = std::make_unique<RedisInstanceRegistry>(std::move(options), std::move(*target));
   registry->StartThread();
   return std::unique_ptr<InstanceRegistry>(std::move(registry));
 }

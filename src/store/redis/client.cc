@@ -5,44 +5,46 @@
 #include <future>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace tollgate::redis {
 
-RedisClient::RedisClient(const ClientOptions& options) : work_(boost::asio::make_work_guard(io_)) {
+ConnectionPool::ConnectionPool(boost::asio::io_context& io, const ClientOptions& options,
+                               bool with_ask_connection)
+    : address_(absl::StrCat(options.connection.url.host, ":", options.connection.url.port)) {
   for (int i = 0; i < std::max(1, options.connections); ++i) {
-    connections_.push_back(std::make_unique<RedisConnection>(io_, options.connection));
+    connections_.push_back(std::make_unique<RedisConnection>(io, options.connection));
   }
-  thread_ = std::thread([this] { io_.run(); });
+  if (with_ask_connection) {
+    ask_connection_ = std::make_unique<RedisConnection>(io, options.connection);
+  }
 }
 
-absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const ClientOptions& options) {
-  std::unique_ptr<RedisClient> client(new RedisClient(options));
-  std::vector<std::future<absl::Status>> results;
-  for (auto& connection : client->connections_) {
-    auto promise = std::make_shared<std::promise<absl::Status>>();
-    results.push_back(promise->get_future());
-    connection->Start([promise](absl::Status status) { promise->set_value(std::move(status)); });
+ConnectionPool::~ConnectionPool() = default;
+
+void ConnectionPool::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    pending_starts_ = static_cast<int>(connections_.size());
   }
-  // Every first attempt ends (ready, refused, or the connect timeout fires).
-  for (auto& result : results) {
-    absl::Status status = result.get();
-    if (!status.ok()) return status;  // the destructor stops everything
+  for (auto& connection : connections_) {
+    connection->Start([this](absl::Status status) {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
+      --pending_starts_;
+    });
   }
-  return client;
+  if (ask_connection_ != nullptr) ask_connection_->Start([](absl::Status) {});
 }
 
-RedisClient::~RedisClient() {
-  std::promise<void> stopped;
-  boost::asio::post(io_, [this, &stopped] {
-    for (auto& connection : connections_) connection->Shutdown();
-    stopped.set_value();
-  });
-  stopped.get_future().wait();
-  work_.reset();
-  io_.stop();
-  thread_.join();
+absl::Status ConnectionPool::AwaitStarted() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* pending) { return *pending == 0; }, &pending_starts_));
+  return first_error_;
 }
 
-void RedisClient::Send(std::string formatted_command, ReplyCallback done) {
+void ConnectionPool::Send(std::string formatted_command, ReplyCallback done) {
   const size_t n = connections_.size();
   const uint64_t start = next_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < n; ++i) {
@@ -54,17 +56,63 @@ void RedisClient::Send(std::string formatted_command, ReplyCallback done) {
   }
 }
 
-absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<std::string>& args) {
-  std::promise<absl::StatusOr<RedisReply>> promise;
-  std::future<absl::StatusOr<RedisReply>> result = promise.get_future();
-  Send(args, [&promise](absl::StatusOr<RedisReply> reply) { promise.set_value(std::move(reply)); });
-  return result.get();
+void ConnectionPool::SendAsking(std::string formatted_command, ReplyCallback done) {
+  // Only the I/O thread sends on this connection, and both commands are queued before it
+  // flushes, so they go out back to back: ASKING applies to exactly the next command.
+  ask_connection_->Send(FormatCommand({"ASKING"}), [](absl::StatusOr<RedisReply>) {});
+  ask_connection_->Send(std::move(formatted_command), std::move(done));
 }
 
-int RedisClient::ReadyConnections() const {
+int ConnectionPool::ReadyConnections() const {
   int ready = 0;
   for (const auto& connection : connections_) ready += connection->ready() ? 1 : 0;
   return ready;
+}
+
+void ConnectionPool::Shutdown() {
+  for (auto& connection : connections_) connection->Shutdown();
+  if (ask_connection_ != nullptr) ask_connection_->Shutdown();
+}
+
+IoThread::IoThread() : work_(boost::asio::make_work_guard(io_)), thread_([this] { io_.run(); }) {}
+
+void IoThread::Stop(absl::AnyInvocable<void() &&> before_stop) {
+  if (!thread_.joinable()) return;
+  std::promise<void> stopped;
+  boost::asio::post(io_, [&stopped, &before_stop] {
+    std::move(before_stop)();
+    stopped.set_value();
+  });
+  stopped.get_future().wait();
+  work_.reset();
+  io_.stop();
+  thread_.join();
+}
+
+IoThread::~IoThread() {
+  Stop([] {});
+}
+
+RedisClient::RedisClient(const ClientOptions& options)
+    : pool_(std::make_unique<ConnectionPool>(io_thread_.io(), options)) {}
+
+absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const ClientOptions& options) {
+  std::unique_ptr<RedisClient> client(new RedisClient(options));
+  client->pool_->Start();
+  // Every first attempt ends (ready, refused, or the connect timeout fires).
+  absl::Status status = client->pool_->AwaitStarted();
+  if (!status.ok()) return status;  // the destructor stops everything
+  return client;
+}
+
+RedisClient::~RedisClient() {
+  io_thread_.Stop([this] { pool_->Shutdown(); });
+}
+
+absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<std::string>& args) {
+  return BlockingCommand(args, [this](std::string command, ReplyCallback done) {
+    Send(std::move(command), std::move(done));
+  });
 }
 
 }  // namespace tollgate::redis

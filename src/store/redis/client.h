@@ -1,4 +1,4 @@
-// Copyright tollgate authors. A small pool of Redis connections on one I/O thread.
+// Copyright tollgate authors. Pools of Redis connections on one I/O thread.
 #ifndef TOLLGATE_SRC_STORE_REDIS_CLIENT_H_
 #define TOLLGATE_SRC_STORE_REDIS_CLIENT_H_
 
@@ -10,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/store/redis/connection.h"
 #include "src/store/redis/resp.h"
 
@@ -22,8 +24,74 @@ struct ClientOptions {
   int connections = 2;
 };
 
-// Owns an io_context, the thread that runs it, and `connections` RedisConnections.
-// Thread-safe; callbacks run on the client's I/O thread.
+// `options.connections` RedisConnections to one node, on an io_context that someone else
+// runs (and that outlives the pool). Thread-safe except where noted.
+class ConnectionPool {
+ public:
+  // `with_ask_connection` adds one connection kept for SendAsking (Redis Cluster's ASK
+  // redirects), never used by Send.
+  ConnectionPool(boost::asio::io_context& io, const ClientOptions& options,
+                 bool with_ask_connection = false);
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+  // REQUIRES: Shutdown() has run and the io_context no longer runs (see RedisConnection).
+  ~ConnectionPool();
+
+  // Starts every connection's first attempt (they keep reconnecting in the background).
+  void Start();
+  // Blocks until every connection's first attempt has ended. Returns OK when all are
+  // ready, else the first error. REQUIRES: Start() ran; not on the I/O thread.
+  absl::Status AwaitStarted();
+
+  // Sends on the next ready connection (round-robin); Unavailable at once if none is.
+  void Send(std::string formatted_command, ReplyCallback done);
+  // Sends ASKING and then `formatted_command` on the ask connection, with nothing between
+  // them; `done` gets the command's reply. REQUIRES: on the I/O thread (the only thread
+  // that uses the ask connection); built with `with_ask_connection`.
+  void SendAsking(std::string formatted_command, ReplyCallback done);
+
+  // Connections currently ready (the ask connection is not counted).
+  int ReadyConnections() const;
+  // host:port of the node.
+  const std::string& address() const { return address_; }
+
+  // Closes every connection for good and fails what is pending. REQUIRES: on the I/O
+  // thread.
+  void Shutdown();
+
+ private:
+  const std::string address_;
+  std::vector<std::unique_ptr<RedisConnection>> connections_;
+  std::unique_ptr<RedisConnection> ask_connection_;
+  std::atomic<uint64_t> next_{0};
+
+  absl::Mutex mu_;
+  int pending_starts_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+};
+
+// An io_context and the thread that runs it, for as long as this object lives.
+class IoThread {
+ public:
+  IoThread();
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+  // Runs `before_stop` on the I/O thread (to shut connections down), then stops and joins.
+  // REQUIRES: Stop() not yet called, not called from the I/O thread.
+  void Stop(absl::AnyInvocable<void() &&> before_stop);
+  ~IoThread();
+
+  boost::asio::io_context& io() { return io_; }
+  bool InThisThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
+// A ConnectionPool to one Redis on an I/O thread of its own. Thread-safe; callbacks run on
+// the client's I/O thread.
 class RedisClient {
  public:
   // Connects every connection of the pool and waits until each is ready. On failure returns
@@ -37,7 +105,9 @@ class RedisClient {
   ~RedisClient();
 
   // Sends a command on the next ready connection (round-robin). Unavailable if none is.
-  void Send(std::string formatted_command, ReplyCallback done);
+  void Send(std::string formatted_command, ReplyCallback done) {
+    pool_->Send(std::move(formatted_command), std::move(done));
+  }
   void Send(const std::vector<std::string>& args, ReplyCallback done) {
     Send(FormatCommand(args), std::move(done));
   }
@@ -46,18 +116,22 @@ class RedisClient {
   absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args);
 
   // Connections currently ready.
-  int ReadyConnections() const;
+  int ReadyConnections() const { return pool_->ReadyConnections(); }
 
  private:
   explicit RedisClient(const ClientOptions& options);
 
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  std::vector<std::unique_ptr<RedisConnection>> connections_;
-  std::atomic<uint64_t> next_{0};
-  std::thread thread_;
+  IoThread io_thread_;
+  std::unique_ptr<ConnectionPool> pool_;
 };
 
+// Blocking send of `args` through any `send(formatted, done)`. REQUIRES: not on the I/O
+// thread that runs `done`.
+template <typename SendFn>
+absl::StatusOr<RedisReply> BlockingCommand(const std::vector<std::string>& args, SendFn&& send);
+
 }  // namespace tollgate::redis
+
+#include "src/store/redis/client_inl.h"  // IWYU pragma: export
 
 #endif  // TOLLGATE_SRC_STORE_REDIS_CLIENT_H_

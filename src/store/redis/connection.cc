@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/store/redis/tls.h"
 
 namespace tollgate::redis {
 namespace {
@@ -53,6 +54,20 @@ RedisConnection::~RedisConnection() = default;
 
 void RedisConnection::Start(absl::AnyInvocable<void(absl::Status) &&> first_result) {
   first_result_ = std::move(first_result);
+  if (options_.tls_context == nullptr && options_.url.tls) {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> context =
+        MakeTlsContext(options_.url.tls_options);
+    if (!context.ok()) {
+      // Bad TLS files: nothing to retry until the configuration changes.
+      {
+        absl::MutexLock lock(&mu_);
+        state_ = State::kClosed;
+      }
+      asio::post(io_, [this, status = context.status()] { ReportFirst(status); });
+      return;
+    }
+    options_.tls_context = *std::move(context);
+  }
   asio::post(io_, [this] { Connect(); });
 }
 

@@ -39,9 +39,11 @@ struct ConnectionOptions {
   // Reconnect backoff: doubles from min to max after each failed attempt.
   std::chrono::milliseconds reconnect_min{20};
   std::chrono::milliseconds reconnect_max{1000};
-  // TLS (rediss://): every connection does a TLS handshake over TCP with this context (see
+  // TLS: every connection does a TLS handshake over TCP with this context (see
   // MakeTlsContext in tls.h), sends the host as SNI and, when the context verifies peers,
-  // checks that Redis' certificate names the host. Null: plain TCP.
+  // checks that Redis' certificate names the host. Null: made by Start from the URL's
+  // tls_options for a rediss:// URL (Start reports InvalidArgument for unreadable files),
+  // plain TCP otherwise.
   std::shared_ptr<boost::asio::ssl::context> tls_context;
 };
 
@@ -106,7 +108,7 @@ class RedisConnection {
   void ReportFirst(absl::Status status);
 
   boost::asio::io_context& io_;
-  const ConnectionOptions options_;
+  ConnectionOptions options_;  // tls_context is filled in by Start for a rediss:// URL
   const std::string address_;  // host:port, for messages
 
   mutable absl::Mutex mu_;

@@ -11,6 +11,8 @@ namespace tollgate::redis {
 extern const std::string_view kLuaCheck;
 // lua/add.lua: adds consumption that happened elsewhere, without checking (reconciliation).
 extern const std::string_view kLuaAdd;
+// lua/refund.lua: gives back what one check.lua call consumed (cluster, several nodes).
+extern const std::string_view kLuaRefund;
 
 }  // namespace tollgate::redis
 

@@ -6,9 +6,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/redis_url.h"
+#include "src/store/redis/slot.h"
 #include "tollgate/clock.h"
 
 namespace tollgate {
@@ -21,7 +23,7 @@ constexpr size_t kReplyFieldsPerItem = 5;
 // Reads maxmemory settings. An eviction policy other than noeviction can evict our keys
 // once Redis reaches maxmemory: allkeys-* pick any key, and volatile-* pick keys with a TTL,
 // which every tollgate key has. Either silently resets counters.
-void CheckEviction(RedisClient& client, std::vector<std::string>* warnings) {
+void CheckEviction(Router& client, std::vector<std::string>* warnings) {
   absl::StatusOr<RedisReply> policy = client.Command({"CONFIG", "GET", "maxmemory-policy"});
   absl::StatusOr<RedisReply> maxmemory = client.Command({"CONFIG", "GET", "maxmemory"});
   auto value = [](const absl::StatusOr<RedisReply>& reply) -> std::optional<std::string> {
@@ -107,7 +109,54 @@ std::vector<std::string> AddArgs(std::string_view script, std::string_view prefi
   return args;
 }
 
+// EVAL of lua/refund.lua for the items of one check.lua call that admitted them at
+// `now_micros`, with the decisions it returned.
+std::vector<std::string> RefundArgs(std::string_view prefix, const std::vector<CheckItem>& items,
+                                    const std::vector<Decision>& decisions, int64_t now_micros) {
+  std::vector<std::string> args;
+  args.reserve(4 + items.size() * 6);
+  args.emplace_back("EVAL");
+  args.emplace_back(kLuaRefund);
+  args.push_back(absl::StrCat(items.size()));
+  for (const CheckItem& item : items) args.push_back(StateKey(prefix, item.limit->name, item.key));
+  args.push_back(absl::StrCat(now_micros));
+  for (size_t i = 0; i < items.size(); ++i) {
+    AppendItemArgs(items[i], args);
+    args.push_back(absl::StrCat(decisions[i].reset_after_micros));
+  }
+  return args;
+}
+
+// Item indexes grouped by hash slot, in order of first appearance.
+std::vector<std::vector<size_t>> GroupBySlot(const std::vector<int>& slots) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<int> group_slots;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    auto it = std::find(group_slots.begin(), group_slots.end(), slots[i]);
+    if (it == group_slots.end()) {
+      group_slots.push_back(slots[i]);
+      groups.push_back({i});
+    } else {
+      groups[it - group_slots.begin()].push_back(i);
+    }
+  }
+  return groups;
+}
+
+// Whether an ASK redirect may be followed for these items: only token buckets, whose
+// script touches no key but the declared ones (a window's script reads per-window keys the
+// importing node may not have yet).
+bool OnlyDeclaredKeys(const std::vector<CheckItem>& items) {
+  return std::all_of(items.begin(), items.end(), [](const CheckItem& item) {
+    return item.limit->numbers.algorithm == Algorithm::kTokenBucket;
+  });
+}
+
 }  // namespace
+
+int ItemSlot(std::string_view prefix, const CheckItem& item) {
+  return KeySlot(StateKey(prefix, item.limit->name, item.key));
+}
 
 std::string StateKey(std::string_view prefix, std::string_view limit_name, std::string_view key) {
   std::string out;
@@ -161,12 +210,12 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
   return decisions;
 }
 
-RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<RedisClient> client,
+RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<Router> router,
                                std::string script_sha, std::vector<std::string> warnings)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       warnings_(std::move(warnings)),
-      client_(std::move(client)) {}
+      router_(std::move(router)) {}
 
 void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
@@ -177,6 +226,15 @@ void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<in
   if (items.empty()) {
     std::move(done)(absl::InvalidArgumentError("a check needs at least one item"));
     return;
+  }
+  if (router_->topology() == Topology::kCluster && items.size() > 1) {
+    std::vector<int> slots;
+    slots.reserve(items.size());
+    for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
+    if (std::any_of(slots.begin(), slots.end(), [&](int slot) { return slot != slots[0]; })) {
+      CheckSlotsAsync(std::move(items), std::move(slots), now_micros, std::move(done));
+      return;
+    }
   }
   auto shared_items = std::make_shared<std::vector<CheckItem>>(items);
   EvalCheckAsync(std::move(items), now_micros,
@@ -194,18 +252,152 @@ void RedisStoreImpl::EvalCheckAsync(const std::vector<CheckItem>& items,
   std::vector<std::string> args =
       CheckArgs("EVALSHA", script_sha_, options_.key_prefix, items, now_micros);
   std::string command = FormatCommand(args);
-  client_->Send(std::move(command), [this, args = std::move(args), done = std::move(done)](
-                                        absl::StatusOr<RedisReply> reply) mutable {
-    if (reply.ok() && reply->is_error() && absl::StartsWith(reply->str, "NOSCRIPT")) {
-      // Redis lost the script (restart, failover, SCRIPT FLUSH). EVAL runs it and caches it
-      // again under the same SHA1, so later EVALSHA calls find it.
-      args[0] = "EVAL";
-      args[1] = std::string(kLuaCheck);
-      client_->Send(args, std::move(done));
-      return;
+  const bool cluster = router_->topology() == Topology::kCluster;
+  const int slot = cluster ? ItemSlot(options_.key_prefix, items[0]) : kAnySlot;
+  const bool follow_ask = cluster && OnlyDeclaredKeys(items);
+  router_->Send(
+      slot, std::move(command),
+      [this, slot, follow_ask, args = std::move(args),
+       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+        if (reply.ok() && reply->is_error() && absl::StartsWith(reply->str, "NOSCRIPT")) {
+          // This node lost the script (restart, failover, SCRIPT FLUSH), or never had it
+          // (a cluster node that just joined or was promoted). EVAL runs it and caches it
+          // again under the same SHA1, so later EVALSHA calls find it.
+          args[0] = "EVAL";
+          args[1] = std::string(kLuaCheck);
+          router_->Send(slot, FormatCommand(args), std::move(done), follow_ask);
+          return;
+        }
+        std::move(done)(std::move(reply));
+      },
+      follow_ask);
+}
+
+struct RedisStoreImpl::MultiSlotCheck {
+  RedisStoreImpl* store = nullptr;
+  std::vector<CheckItem> items;
+  std::vector<std::vector<size_t>> groups;  // item indexes per slot
+  CheckCallback done;
+
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<RedisReply>> replies ABSL_GUARDED_BY(mu);
+  size_t pending ABSL_GUARDED_BY(mu) = 0;
+
+  // After the checks: the answer, sent once every refund has replied.
+  absl::StatusOr<std::vector<Decision>> result;
+  std::atomic<size_t> pending_refunds{0};
+
+  std::vector<CheckItem> GroupItems(size_t group) const {
+    std::vector<CheckItem> out;
+    out.reserve(groups[group].size());
+    for (size_t index : groups[group]) out.push_back(items[index]);
+    return out;
+  }
+};
+
+void RedisStoreImpl::CheckSlotsAsync(std::vector<CheckItem> items, std::vector<int> slots,
+                                     std::optional<int64_t> now_micros, CheckCallback done) {
+  auto check = std::make_shared<MultiSlotCheck>();
+  check->store = this;
+  check->items = std::move(items);
+  check->groups = GroupBySlot(slots);
+  check->done = std::move(done);
+  const size_t groups = check->groups.size();
+  {
+    absl::MutexLock lock(&check->mu);
+    check->replies.assign(groups, absl::UnavailableError("no reply"));
+    check->pending = groups;
+  }
+  for (size_t group = 0; group < groups; ++group) {
+    EvalCheckAsync(check->GroupItems(group), now_micros,
+                   [check, group](absl::StatusOr<RedisReply> reply) {
+                     bool last = false;
+                     {
+                       absl::MutexLock lock(&check->mu);
+                       check->replies[group] = std::move(reply);
+                       last = --check->pending == 0;
+                     }
+                     if (last) FinishMultiSlot(check);
+                   });
+  }
+}
+
+void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check) {
+  std::vector<absl::StatusOr<RedisReply>> replies;
+  {
+    absl::MutexLock lock(&check->mu);
+    replies.swap(check->replies);
+  }
+  absl::Status error;
+  bool all_allowed = true;
+  std::vector<Decision> decisions(check->items.size());
+  struct Admitted {
+    size_t group;
+    std::vector<Decision> decisions;
+    int64_t now_micros;
+  };
+  std::vector<Admitted> admitted;
+  for (size_t group = 0; group < replies.size(); ++group) {
+    absl::StatusOr<std::vector<Decision>> parsed = absl::UnavailableError("no reply");
+    int64_t now = 0;
+    if (!replies[group].ok()) {
+      parsed = replies[group].status();
+    } else {
+      parsed = ParseCheckReply(*replies[group], check->GroupItems(group), &now);
     }
-    std::move(done)(std::move(reply));
-  });
+    if (!parsed.ok()) {
+      if (error.ok()) error = parsed.status();
+      all_allowed = false;
+      continue;
+    }
+    bool group_allowed = true;
+    for (size_t i = 0; i < parsed->size(); ++i) {
+      decisions[check->groups[group][i]] = (*parsed)[i];
+      group_allowed = group_allowed && (*parsed)[i].allowed;
+    }
+    all_allowed = all_allowed && group_allowed;
+    if (group_allowed) admitted.push_back({group, *std::move(parsed), now});
+  }
+  if (all_allowed) {
+    std::move(check->done)(std::move(decisions));
+    return;
+  }
+  // Refused somewhere (or failed): nothing may stay consumed. In the answer, the admitting
+  // items keep allowed = true (they alone would pass) with the cost given back.
+  for (const Admitted& group : admitted) {
+    for (size_t i = 0; i < group.decisions.size(); ++i) {
+      const size_t index = check->groups[group.group][i];
+      Decision& decision = decisions[index];
+      decision.remaining = std::min(decision.limit, decision.remaining + check->items[index].cost);
+    }
+  }
+  if (error.ok()) {
+    check->result = std::move(decisions);
+  } else {
+    check->result = error;
+  }
+  if (admitted.empty()) {
+    std::move(check->done)(std::move(check->result));
+    return;
+  }
+  check->pending_refunds.store(admitted.size());
+  RedisStoreImpl* store = check->store;
+  for (const Admitted& group : admitted) {
+    std::vector<CheckItem> items = check->GroupItems(group.group);
+    const int slot = ItemSlot(store->options_.key_prefix, items[0]);
+    std::vector<std::string> args =
+        RefundArgs(store->options_.key_prefix, items, group.decisions, group.now_micros);
+    // A refund that fails leaves its consumption in place: an over-refusal until the
+    // window ends or the bucket refills, never an over-admission.
+    store->router_->Send(
+        slot, FormatCommand(args),
+        [check](absl::StatusOr<RedisReply>) {
+          if (check->pending_refunds.fetch_sub(1) == 1) {
+            std::move(check->done)(std::move(check->result));
+          }
+        },
+        OnlyDeclaredKeys(items));
+  }
 }
 
 void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
@@ -217,24 +409,64 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   // Redis without the script, and a NOSCRIPT retry would let checks sent meanwhile on the
   // same connection overtake the added consumption. It is rare, so the script's bytes on
   // the wire do not matter; one round trip keeps it ahead of later checks.
-  std::vector<std::string> args = AddArgs(kLuaAdd, options_.key_prefix, items);
-  client_->Send(args, [done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-    if (!reply.ok()) {
-      std::move(done)(reply.status());
-    } else if (reply->is_error()) {
-      std::move(done)(
-          absl::InternalError(absl::StrCat("Redis refused the add script: ", reply->str)));
-    } else {
-      std::move(done)(absl::OkStatus());
-    }
-  });
+  // One EVAL per hash slot (always one on a single server); `done` gets the first error.
+  std::vector<int> slots;
+  slots.reserve(items.size());
+  for (const CheckItem& item : items) {
+    slots.push_back(router_->topology() == Topology::kCluster ? ItemSlot(options_.key_prefix, item)
+                                                              : 0);
+  }
+  struct Join {
+    absl::Mutex mu;
+    absl::Status status ABSL_GUARDED_BY(mu);
+    size_t pending ABSL_GUARDED_BY(mu) = 0;
+    AddCallback done;
+  };
+  auto join = std::make_shared<Join>();
+  join->done = std::move(done);
+  std::vector<std::vector<size_t>> groups = GroupBySlot(slots);
+  {
+    absl::MutexLock lock(&join->mu);
+    join->pending = groups.size();
+  }
+  for (const std::vector<size_t>& group : groups) {
+    std::vector<CheckItem> group_items;
+    for (size_t index : group) group_items.push_back(items[index]);
+    std::vector<std::string> args = AddArgs(kLuaAdd, options_.key_prefix, group_items);
+    router_->Send(
+        ItemSlot(options_.key_prefix, group_items[0]), FormatCommand(args),
+        [join](absl::StatusOr<RedisReply> reply) {
+          absl::Status status;
+          if (!reply.ok()) {
+            status = reply.status();
+          } else if (reply->is_error()) {
+            status =
+                absl::InternalError(absl::StrCat("Redis refused the add script: ", reply->str));
+          }
+          bool last = false;
+          {
+            absl::MutexLock lock(&join->mu);
+            if (join->status.ok()) join->status = status;
+            last = --join->pending == 0;
+          }
+          if (last) {
+            absl::Status result;
+            {
+              absl::MutexLock lock(&join->mu);
+              result = join->status;
+            }
+            std::move(join->done)(std::move(result));
+          }
+        },
+        OnlyDeclaredKeys(group_items));
+  }
 }
 
 }  // namespace redis
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions options) {
-  absl::StatusOr<redis::RedisUrl> url = redis::ParseRedisUrl(options.url);
-  if (!url.ok()) return url.status();
+  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.url);
+  if (!target.ok()) return target.status();
   if (options.connections < 1 || options.connections > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("RedisStoreOptions.connections must be in 1..64, got ", options.connections));
@@ -244,17 +476,23 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
     return absl::InvalidArgumentError(
         "RedisStoreOptions: timeouts must be >= 1 ms and reconnect_max_ms >= reconnect_min_ms");
   }
-  redis::ClientOptions client_options;
+  if (options.refresh_interval_ms < 1) {
+    return absl::InvalidArgumentError("RedisStoreOptions.refresh_interval_ms must be >= 1");
+  }
+  redis::RouterOptions router_options;
+  redis::ClientOptions& client_options = router_options.client;
   client_options.connections = options.connections;
-  client_options.connection.url = *std::move(url);
   client_options.connection.connect_timeout = std::chrono::milliseconds(options.connect_timeout_ms);
   client_options.connection.reply_timeout = std::chrono::milliseconds(options.reply_timeout_ms);
   client_options.connection.reconnect_min = std::chrono::milliseconds(options.reconnect_min_ms);
   client_options.connection.reconnect_max = std::chrono::milliseconds(options.reconnect_max_ms);
-  absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-      redis::RedisClient::Connect(client_options);
+  router_options.refresh_interval = std::chrono::milliseconds(options.refresh_interval_ms);
+  absl::StatusOr<std::unique_ptr<redis::Router>> client =
+      redis::Router::Connect(*target, router_options);
   if (!client.ok()) return client.status();
 
+  // In a cluster this loads the script on one primary; the others get it from the EVAL
+  // that follows their first NOSCRIPT.
   absl::StatusOr<redis::RedisReply> loaded =
       (*client)->Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
   if (!loaded.ok()) return loaded.status();

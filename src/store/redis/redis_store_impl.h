@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/store/redis/client.h"
+#include "src/store/redis/router.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate::redis {
@@ -24,35 +24,50 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
                                                       const std::vector<CheckItem>& items,
                                                       int64_t* now_micros = nullptr);
 
+// The hash slot of an item's state key (every key the script derives from it shares it).
+int ItemSlot(std::string_view prefix, const CheckItem& item);
+
 class RedisStoreImpl final : public RedisStore {
  public:
-  RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<RedisClient> client,
-                 std::string script_sha, std::vector<std::string> warnings);
+  RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<Router> router, std::string script_sha,
+                 std::vector<std::string> warnings);
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
   // One EVAL of lua/add.lua for all items; see its header for the rule.
   void AddAsync(std::vector<CheckItem> items, AddCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
 
+  // Items whose keys share a hash slot (always, on one server) are checked in one script
+  // call. In a Redis Cluster, items on several slots are checked with one call per slot,
+  // concurrently; if any call refuses or fails, refund.lua gives back what the admitting
+  // calls consumed before `done` runs, so the request consumes nothing (see
+  // docs/redis.md).
   // CheckAsync with the script's time pinned to `now_micros` instead of Redis TIME. Only
   // for the shared decision-table test; production calls never pin time.
   void CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                     CheckCallback done);
 
   // The script's raw reply (now_micros first, then five integers per item).
+  // REQUIRES: every item's key in one hash slot (or a store on one server).
   void EvalCheckAsync(const std::vector<CheckItem>& items, std::optional<int64_t> now_micros,
                       ReplyCallback done);
 
-  RedisClient& client() { return *client_; }
+  // Where commands go (one server, cluster slots, or Sentinel's primary).
+  Router& client() { return *router_; }
   const std::string& key_prefix() const { return options_.key_prefix; }
 
  private:
+  struct MultiSlotCheck;
+  void CheckSlotsAsync(std::vector<CheckItem> items, std::vector<int> slots,
+                       std::optional<int64_t> now_micros, CheckCallback done);
+  static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
+
   const RedisStoreOptions options_;
   const std::string script_sha_;
   const std::vector<std::string> warnings_;
   // Last, so it is destroyed first: its destructor fails pending calls, whose callbacks
   // may still read the members above.
-  const std::unique_ptr<RedisClient> client_;
+  const std::unique_ptr<Router> router_;
 };
 
 }  // namespace tollgate::redis

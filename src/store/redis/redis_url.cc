@@ -6,6 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace tollgate::redis {
 namespace {
@@ -41,17 +43,149 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view text, absl::string_v
   return out;
 }
 
+absl::Status InvalidTarget(absl::string_view scheme, absl::string_view what) {
+  absl::string_view form = scheme == "redis-cluster://"
+                               ? "redis-cluster://[user:password@]host:port[,host:port...]"
+                               : "redis-sentinel://[user:password@]host:port[,host:port...]/"
+                                 "<master name>[?db=N]";
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid Redis URL (expected ", form, "): ", what));
+}
+
+// `host[:port]` or `[ipv6][:port]`.
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
+                                       absl::string_view scheme) {
+  HostPort out;
+  out.port = default_port;
+  absl::string_view port_text;
+  bool has_port = false;
+  if (absl::StartsWith(text, "[")) {
+    size_t close = text.find(']');
+    if (close == absl::string_view::npos) return InvalidTarget(scheme, "unterminated [IPv6] host");
+    out.host = std::string(text.substr(1, close - 1));
+    absl::string_view after = text.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return InvalidTarget(scheme, "expected :port after [host]");
+      port_text = after.substr(1);
+      has_port = true;
+    }
+  } else if (size_t colon = text.rfind(':'); colon != absl::string_view::npos) {
+    out.host = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+    has_port = true;
+  } else {
+    out.host = std::string(text);
+  }
+  if (out.host.empty()) return InvalidTarget(scheme, "missing host");
+  if (has_port && (!absl::SimpleAtoi(port_text, &out.port) || out.port < 1 || out.port > 65535)) {
+    return InvalidTarget(scheme, absl::StrCat("port \"", port_text, "\" is not in 1..65535"));
+  }
+  return out;
+}
+
 }  // namespace
+
+Topology UrlTopology(std::string_view url_view) {
+  const absl::string_view url(url_view.data(), url_view.size());
+  if (absl::StartsWith(url, "redis-cluster://")) return Topology::kCluster;
+  if (absl::StartsWith(url, "redis-sentinel://")) return Topology::kSentinel;
+  return Topology::kStandalone;
+}
+
+absl::StatusOr<RedisTarget> ParseRedisTarget(std::string_view url_view) {
+  const absl::string_view url(url_view.data(), url_view.size());
+  RedisTarget out;
+  out.topology = UrlTopology(url_view);
+  if (out.topology == Topology::kStandalone) {
+    absl::StatusOr<RedisUrl> node = ParseRedisUrl(url_view);
+    if (!node.ok()) return node.status();
+    out.node = *std::move(node);
+    out.seeds.push_back({out.node.host, out.node.port});
+    return out;
+  }
+  const absl::string_view scheme =
+      out.topology == Topology::kCluster ? "redis-cluster://" : "redis-sentinel://";
+  absl::string_view rest = url.substr(scheme.size());
+  // The credentials end at the last '@' before the path.
+  absl::string_view authority = rest.substr(0, rest.find('/'));
+  absl::string_view path;
+  if (authority.size() < rest.size()) path = rest.substr(authority.size() + 1);
+  if (size_t at = authority.rfind('@'); at != absl::string_view::npos) {
+    // Reuse redis:// parsing (and its messages) for the credentials.
+    absl::StatusOr<RedisUrl> credentials =
+        ParseRedisUrl(absl::StrCat("redis://", authority.substr(0, at + 1), "localhost"));
+    if (!credentials.ok()) return credentials.status();
+    out.node.user = credentials->user;
+    out.node.password = credentials->password;
+    authority = authority.substr(at + 1);
+  }
+  const int default_port = out.topology == Topology::kCluster ? 6379 : 26379;
+  for (absl::string_view part : absl::StrSplit(authority, ',')) {
+    absl::StatusOr<HostPort> host = ParseHostPort(part, default_port, scheme);
+    if (!host.ok()) return host.status();
+    out.seeds.push_back(*std::move(host));
+  }
+  if (out.topology == Topology::kCluster) {
+    if (!path.empty() && path != "0") {
+      return InvalidTarget(scheme, "a Redis Cluster has only database 0");
+    }
+    return out;
+  }
+  absl::string_view query;
+  if (size_t question = path.find('?'); question != absl::string_view::npos) {
+    query = path.substr(question + 1);
+    path = path.substr(0, question);
+  }
+  if (path.empty()) return InvalidTarget(scheme, "missing /<master name>");
+  out.master_name = std::string(path);
+  if (!query.empty()) {
+    for (absl::string_view parameter : absl::StrSplit(query, '&')) {
+      if (!absl::ConsumePrefix(&parameter, "db=") || !absl::SimpleAtoi(parameter, &out.node.db) ||
+          out.node.db < 0) {
+        return InvalidTarget(scheme, "the only parameter is db=<number >= 0>");
+      }
+    }
+  }
+  return out;
+}
 
 absl::StatusOr<RedisUrl> ParseRedisUrl(std::string_view url_view) {
   const absl::string_view url(url_view.data(), url_view.size());
-  constexpr absl::string_view kScheme = "redis://";
-  if (!absl::StartsWith(url, kScheme)) {
-    if (absl::StartsWith(url, "rediss://")) return Invalid("TLS (rediss://) is not supported");
-    return Invalid("must start with redis://");
-  }
-  absl::string_view rest = url.substr(kScheme.size());
   RedisUrl out;
+  absl::string_view rest;
+  if (absl::StartsWith(url, "redis://")) {
+    rest = url.substr(8);
+  } else if (absl::StartsWith(url, "rediss://")) {
+    rest = url.substr(9);
+    out.tls = true;
+  } else {
+    return Invalid("must start with redis:// (or rediss:// for TLS)");
+  }
+  // TLS options: ?ca=FILE&cert=FILE&key=FILE&verify=no (values percent-decoded).
+  if (size_t question = rest.find('?'); question != absl::string_view::npos) {
+    absl::string_view query = rest.substr(question + 1);
+    rest = rest.substr(0, question);
+    if (!out.tls) return Invalid("parameters (ca, cert, key, verify) need rediss://");
+    for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+      const size_t equals = pair.find('=');
+      const absl::string_view name = pair.substr(0, equals);
+      absl::StatusOr<std::string> value = PercentDecode(
+          equals == absl::string_view::npos ? absl::string_view() : pair.substr(equals + 1), name);
+      if (!value.ok()) return value.status();
+      if (name == "ca") {
+        out.tls_options.ca_file = *std::move(value);
+      } else if (name == "cert") {
+        out.tls_options.cert_file = *std::move(value);
+      } else if (name == "key") {
+        out.tls_options.key_file = *std::move(value);
+      } else if (name == "verify" && (*value == "yes" || *value == "no")) {
+        out.tls_options.verify_peer = *value == "yes";
+      } else {
+        return Invalid(absl::StrCat("unknown parameter \"", name,
+                                    "\" (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no)"));
+      }
+    }
+  }
 
   // userinfo: everything up to the last '@' (a password may contain '@' only encoded, but
   // be lenient and split at the last one).

@@ -1,0 +1,71 @@
+-- tollgate: give back what one check.lua call consumed.
+--
+-- Used only when one request's limits live on several Redis Cluster nodes: check.lua runs
+-- on each node for that node's items, and if any node refuses, the nodes that admitted
+-- get their consumption back here, so a refused request consumes nothing (docs/redis.md,
+-- "Several limits on several nodes"). A give-back never grants more than the check took,
+-- and when it cannot tell exactly what to give back it gives nothing: the error is
+-- always a transient over-refusal, never an over-admission.
+--
+-- KEYS[i]   the state key of item i, as in check.lua.
+-- ARGV[1]   the `now` that check.lua call used (the first value of its reply), µs.
+-- ARGV[2+5(i-1) .. 6+5(i-1)]  item i: algorithm, a, b, cost as in check.lua, and the
+--           item's reset_after_micros from that check's reply.
+--
+-- The rule, per item (cost 0 consumed nothing):
+--   token bucket   the check wrote empty_at = e, with reset_after = ceil(e + fill - now).
+--                  If the key still holds e (within the rounding of reset_after), nothing
+--                  else was consumed since, and e - cost / rate is restored (KEEPTTL).
+--                  Otherwise it is left as is: later checks clamped to a full bucket may
+--                  have happened in between, and a plain subtraction could then hand out
+--                  tokens that refill already gave.
+--   fixed/sliding  DECRBY cost on the counter of the window that `now` fell in, if it
+--                  still holds at least cost (counts add up, so this is exact).
+--
+-- Returns the number of items given back.
+
+local now = tonumber(ARGV[1])
+
+local function window_index(t, window)
+  local q = math.floor(t / window)
+  local r = t - q * window
+  if r < 0 then q = q - 1 elseif r >= window then q = q + 1 end
+  return q
+end
+
+local refunded = 0
+for i = 1, #KEYS do
+  local base = 2 + 5 * (i - 1)
+  local algorithm = ARGV[base]
+  local a = tonumber(ARGV[base + 1])
+  local b = tonumber(ARGV[base + 2])
+  local cost = tonumber(ARGV[base + 3])
+  local reset_after = tonumber(ARGV[base + 4])
+  local key = KEYS[i]
+  if cost > 0 then
+    if algorithm == 't' then
+      local capacity, rate = a, b
+      local fill_time = capacity * 1e6 / rate
+      local per_token = 1e6 / rate
+      local written = now + reset_after - fill_time  -- e rounded up to a whole µs
+      local state = tonumber(redis.call('GET', key) or '')
+      -- Another consumption since would have moved the state by at least per_token; only
+      -- tell them apart when that is well above the rounding of reset_after.
+      if state and per_token > 4 and state > written - 1.5 and state <= written + 0.5 then
+        redis.call('SET', key, string.format('%.17g', state - cost * 1e6 / rate), 'KEEPTTL')
+        refunded = refunded + 1
+      end
+    elseif algorithm == 'f' or algorithm == 's' then
+      local wkey = key .. ':' .. string.format('%d', window_index(now, b))
+      local count = tonumber(redis.call('GET', wkey) or '')
+      if count and count >= cost then
+        redis.call('DECRBY', wkey, cost)
+        refunded = refunded + 1
+      end
+    else
+      return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
+    end
+  end
+end
+
+return refunded

@@ -1,0 +1,237 @@
+// Copyright tollgate authors. Following the primary that Redis Sentinel names.
+//
+// One connection to each sentinel and a ConnectionPool to the current primary, all on the
+// router's I/O thread. The sentinels are asked `SENTINEL get-master-addr-by-name <name>`
+// (in order, first answer wins) at start, every `refresh_interval`, and soon after a
+// connection to the primary fails or the primary answers READONLY (it was demoted). When
+// the answer changes, commands go to a new pool at once; the old one is shut down and
+// kept until the router goes (connections must outlive their handlers).
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "src/store/redis/router.h"
+
+namespace tollgate::redis {
+namespace {
+
+namespace asio = boost::asio;
+using SteadyClock = std::chrono::steady_clock;
+
+class SentinelRouter final : public Router {
+ public:
+  SentinelRouter(const RedisTarget& target, const RouterOptions& options)
+      : target_(target),
+        options_(options),
+        refresh_timer_(io_thread_.io()),
+        periodic_timer_(io_thread_.io()) {}
+
+  ~SentinelRouter() override {
+    io_thread_.Stop([this] {
+      stopping_ = true;
+      refresh_timer_.cancel();
+      periodic_timer_.cancel();
+      for (auto& sentinel : sentinels_) sentinel->Shutdown();
+      absl::MutexLock lock(&mu_);
+      if (primary_pool_ != nullptr) primary_pool_->Shutdown();
+    });
+  }
+
+  absl::Status Start() {
+    for (const HostPort& sentinel : target_.seeds) {
+      ClientOptions client = options_.client;
+      client.connections = 1;
+      client.connection.url = RedisUrl();
+      client.connection.url.host = sentinel.host;
+      client.connection.url.port = sentinel.port;
+      sentinels_.push_back(std::make_unique<ConnectionPool>(io_thread_.io(), client));
+      sentinels_.back()->Start();
+    }
+    absl::Status first_error;
+    bool any_ready = false;
+    for (auto& sentinel : sentinels_) {
+      absl::Status status = sentinel->AwaitStarted();
+      any_ready = any_ready || status.ok();
+      if (!status.ok() && first_error.ok()) first_error = status;
+    }
+    if (!any_ready) {
+      return absl::UnavailableError(absl::StrCat("no sentinel answered: ", first_error.message()));
+    }
+    std::promise<absl::Status> resolved;
+    asio::post(io_thread_.io(), [this, &resolved] {
+      on_refresh_done_ = [&resolved](absl::Status status) { resolved.set_value(status); };
+      refresh_requested_.store(true);
+      Refresh();
+    });
+    absl::Status status = resolved.get_future().get();
+    if (!status.ok()) return status;
+    ConnectionPool* primary = primary_.load();
+    status = primary->AwaitStarted();
+    if (!status.ok()) return status;
+    asio::post(io_thread_.io(), [this] { ArmPeriodicRefresh(); });
+    return absl::OkStatus();
+  }
+
+  void Send(int /*slot*/, std::string formatted_command, ReplyCallback done,
+            bool /*follow_ask*/) override {
+    ConnectionPool* pool = primary_.load(std::memory_order_acquire);
+    pool->Send(std::move(formatted_command),
+               [this, pool, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+                 if (!reply.ok()) {
+                   RequestRefresh();
+                 } else if (reply->is_error() && absl::StartsWith(reply->str, "READONLY")) {
+                   RequestRefresh();
+                   reply = absl::UnavailableError(absl::StrCat(
+                       "Redis at ", pool->address(), " is no longer the primary: ", reply->str));
+                 }
+                 std::move(done)(std::move(reply));
+               });
+  }
+
+  int ReadyConnections() const override {
+    return primary_.load(std::memory_order_acquire)->ReadyConnections();
+  }
+  Topology topology() const override { return Topology::kSentinel; }
+  std::vector<std::string> Primaries() const override {
+    return {primary_.load(std::memory_order_acquire)->address()};
+  }
+
+ private:
+  void RequestRefresh() {
+    if (refresh_requested_.exchange(true)) return;
+    asio::post(io_thread_.io(), [this] { ScheduleRefresh(); });
+  }
+
+  void ScheduleRefresh() {
+    if (refreshing_ || stopping_ || refresh_timer_armed_) return;
+    const auto wait = last_refresh_ + options_.min_refresh_interval - SteadyClock::now();
+    if (wait <= SteadyClock::duration::zero()) {
+      Refresh();
+      return;
+    }
+    refresh_timer_armed_ = true;
+    refresh_timer_.expires_after(wait);
+    refresh_timer_.async_wait([this](const boost::system::error_code& error) {
+      refresh_timer_armed_ = false;
+      if (!error && !stopping_) Refresh();
+    });
+  }
+
+  void ArmPeriodicRefresh() {
+    if (stopping_) return;
+    periodic_timer_.expires_after(options_.refresh_interval);
+    periodic_timer_.async_wait([this](const boost::system::error_code& error) {
+      if (error || stopping_) return;
+      refresh_requested_.store(true);
+      ScheduleRefresh();
+      ArmPeriodicRefresh();
+    });
+  }
+
+  void Refresh() {
+    refreshing_ = true;
+    refresh_requested_.store(false);
+    last_refresh_ = SteadyClock::now();
+    Ask(0);
+  }
+
+  // Asks sentinel `index`, then the next one if it does not know the primary.
+  void Ask(size_t index) {
+    if (stopping_) {
+      FinishRefresh(absl::UnavailableError("the Redis store is shutting down"));
+      return;
+    }
+    if (index >= sentinels_.size()) {
+      FinishRefresh(absl::UnavailableError(absl::StrCat("no sentinel named a primary for \"",
+                                                        target_.master_name,
+                                                        "\" (SENTINEL get-master-addr-by-name)")));
+      return;
+    }
+    sentinels_[index]->Send(
+        FormatCommand({"SENTINEL", "get-master-addr-by-name", target_.master_name}),
+        [this, index](absl::StatusOr<RedisReply> reply) {
+          HostPort primary;
+          if (reply.ok() && reply->type == RedisReply::Type::kArray &&
+              reply->elements.size() == 2 && !reply->elements[0].str.empty() &&
+              absl::SimpleAtoi(reply->elements[1].str, &primary.port)) {
+            primary.host = reply->elements[0].str;
+            UsePrimary(primary);
+            FinishRefresh(absl::OkStatus());
+            return;
+          }
+          Ask(index + 1);
+        });
+  }
+
+  // On the I/O thread (or in Start, before any other use).
+  void UsePrimary(const HostPort& primary) {
+    const std::string address = absl::StrCat(primary.host, ":", primary.port);
+    ConnectionPool* current = primary_.load();
+    if (current != nullptr && current->address() == address) return;
+    ClientOptions client = options_.client;
+    client.connection.url = target_.node;
+    client.connection.url.host = primary.host;
+    client.connection.url.port = primary.port;
+    auto pool = std::make_unique<ConnectionPool>(io_thread_.io(), client);
+    pool->Start();
+    primary_.store(pool.get(), std::memory_order_release);
+    absl::MutexLock lock(&mu_);
+    if (primary_pool_ != nullptr) {
+      primary_pool_->Shutdown();
+      retired_.push_back(std::move(primary_pool_));
+    }
+    primary_pool_ = std::move(pool);
+  }
+
+  void FinishRefresh(absl::Status status) {
+    refreshing_ = false;
+    if (on_refresh_done_) {
+      auto done = std::move(on_refresh_done_);
+      on_refresh_done_ = nullptr;
+      std::move(done)(std::move(status));
+    }
+    if (refresh_requested_.load()) ScheduleRefresh();
+  }
+
+  // First, so that it is destroyed last.
+  IoThread io_thread_;
+  const RedisTarget target_;
+  const RouterOptions options_;
+  std::vector<std::unique_ptr<ConnectionPool>> sentinels_;  // fixed after Start
+  std::atomic<ConnectionPool*> primary_{nullptr};
+  std::atomic<bool> refresh_requested_{false};
+
+  absl::Mutex mu_;
+  std::unique_ptr<ConnectionPool> primary_pool_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<ConnectionPool>> retired_ ABSL_GUARDED_BY(mu_);
+
+  // Only touched on the I/O thread.
+  asio::steady_timer refresh_timer_;
+  asio::steady_timer periodic_timer_;
+  bool refresh_timer_armed_ = false;
+  bool refreshing_ = false;
+  bool stopping_ = false;
+  SteadyClock::time_point last_refresh_{};
+  absl::AnyInvocable<void(absl::Status) &&> on_refresh_done_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Router>> ConnectSentinelRouter(const RedisTarget& target,
+                                                              const RouterOptions& options) {
+  auto router = std::make_unique<SentinelRouter>(target, options);
+  absl::Status status = router->Start();
+  if (!status.ok()) return status;
+  return router;
+}
+
+}  // namespace tollgate::redis
