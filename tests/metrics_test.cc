@@ -1,5 +1,6 @@
 // Copyright tollgate authors. `tollgate serve`'s GET /metrics and GET /readyz, end to end: a
 // real process on a loopback port.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <regex>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "boost/beast/http.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -134,6 +136,57 @@ descriptors:
   EXPECT_EQ(allowed, 3);  // user twice, ip once
   EXPECT_EQ(refused, 1);
   EXPECT_EQ(shadow_refused, 2);
+  EXPECT_EQ(server->Stop(), 0) << server->log();
+}
+
+// Every check call to Redis is one observation of the round-trip histogram; its buckets are
+// cumulative and end at the count.
+TEST(ServeMetricsTest, StoreRoundTripHistogramCountsEveryRedisCall) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  // A deadline no loaded machine misses, so every call is answered by Redis in time.
+  constexpr char kRedisConfig[] = R"(limits:
+  shared:
+    algorithm: token_bucket
+    capacity: 1000
+    refill_per_second: 0.001
+    timeout: 30s
+)";
+  auto server = ServeProcess::Start(kRedisConfig, {"--redis", (*redis)->url(), "--instances", "1"});
+  ASSERT_NE(server, nullptr);
+  constexpr int kChecks = 25;
+  HttpTestClient client(server->port());
+  for (int i = 0; i < kChecks; ++i) {
+    auto response = client.Check(absl::StrCat(R"({"limit":"shared","key":"k)", i % 3, R"("})"));
+    ASSERT_TRUE(response.has_value());
+    ASSERT_EQ(response->result_int(), 200) << response->body();
+  }
+  // A batch of two limits' items is still one call.
+  auto batch =
+      client.Check(R"({"checks":[{"limit":"shared","key":"a"},{"limit":"shared","key":"b"}]})");
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->result_int(), 200) << batch->body();
+
+  std::map<std::string, double> samples = ScrapeMetrics(server->port());
+  EXPECT_EQ(samples["tollgate_store_round_trip_seconds_count"], kChecks + 1);
+  EXPECT_EQ(samples["tollgate_store_decisions_total"], kChecks + 1);
+  EXPECT_EQ(samples[R"(tollgate_store_round_trip_seconds_bucket{le="+Inf"})"], kChecks + 1);
+  EXPECT_GT(samples["tollgate_store_round_trip_seconds_sum"], 0);
+  // Cumulative: every bucket holds at least the one below it.
+  std::vector<std::pair<double, double>> buckets;  // (le, count)
+  const std::regex bucket("tollgate_store_round_trip_seconds_bucket[{]le=\"([^\"+]+)\"[}]");
+  for (const auto& [series, value] : samples) {
+    std::smatch match;
+    if (std::regex_match(series, match, bucket)) buckets.emplace_back(std::stod(match[1]), value);
+  }
+  ASSERT_EQ(buckets.size(), 14u);
+  std::sort(buckets.begin(), buckets.end());
+  EXPECT_EQ(buckets.front().first, 50e-6);
+  EXPECT_EQ(buckets.back().first, 0.1);
+  for (size_t i = 1; i < buckets.size(); ++i) {
+    EXPECT_GE(buckets[i].second, buckets[i - 1].second) << "le=" << buckets[i].first;
+  }
+  EXPECT_LE(buckets.back().second, kChecks + 1);
   EXPECT_EQ(server->Stop(), 0) << server->log();
 }
 

@@ -17,6 +17,7 @@
 #ifndef TOLLGATE_RESILIENCE_H_
 #define TOLLGATE_RESILIENCE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -72,6 +73,23 @@ struct ResilienceStats {
   int64_t reconcile_dropped_items = 0;  // entries lost: over the bound, or the add failed
 };
 
+// Upper bounds, in microseconds, of the buckets of the store round-trip histogram: 50 us
+// (a local Redis, idle) to 100 ms (far past any sane deadline).
+inline constexpr std::array<int64_t, 14> kStoreRoundTripBucketsMicros = {
+    50, 100, 200, 300, 500, 750, 1'000, 1'500, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000};
+
+// How long the wrapped store took to answer its checks: one observation per check call that
+// the store answered (decisions or an error), including answers that came after the deadline
+// (late replies), so the tail is visible. A call the store never answers is not observed
+// (it is counted in ResilienceStats::deadlines_missed). Monotonic.
+struct StoreRoundTripHistogram {
+  // counts[i]: round trips in (bounds[i-1], bounds[i]] microseconds; the last element counts
+  // those over kStoreRoundTripBucketsMicros.back(). Not cumulative.
+  std::array<int64_t, kStoreRoundTripBucketsMicros.size() + 1> counts{};
+  int64_t count = 0;  // the sum of counts
+  int64_t sum_micros = 0;
+};
+
 // A Store that adds deadlines, a circuit breaker and per-limit failure policies to another.
 // Thread-safe.
 class ResilientStore : public Store {
@@ -82,10 +100,13 @@ class ResilientStore : public Store {
 
   virtual CircuitState circuit_state() const = 0;
   virtual ResilienceStats stats() const = 0;
+  // Round trips are measured with the monotonic clock (std::chrono::steady_clock), not the
+  // injected Clock: they are durations for operators, and never feed a decision.
+  virtual StoreRoundTripHistogram store_round_trips() const = 0;
 };
 
 struct InstanceRegistryOptions {
-  // The Redis the limits live in: redis://[user:password@]host:port[/db].
+  // The Redis the limits live in: any URL RedisStoreOptions::url takes.
   std::string redis_url = "redis://127.0.0.1:6379";
   // The sorted set of live instances (member: instance id, score: last heartbeat, Redis
   // TIME in microseconds).

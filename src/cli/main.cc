@@ -47,6 +47,27 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   serve_command->add_option("--threads", serve.threads, "I/O threads (default: one per core)")
       ->check(CLI::Range(0, 1024));
+  serve_command
+      ->add_option("--max-descriptors", serve.max_descriptors,
+                   "Most descriptors in one Envoy request (gRPC, /json) and items in one "
+                   "/v1/check batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  serve_command
+      ->add_option("--max-body-bytes", serve.max_body_bytes,
+                   "Largest HTTP request body and gRPC request message")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 64 * 1024 * 1024));
+  serve_command
+      ->add_option("--max-header-bytes", serve.max_header_bytes, "Largest HTTP request head")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 1024 * 1024));
+  serve_command
+      ->add_option("--http-timeout-ms", serve.http_timeout_ms,
+                   "Close an HTTP connection that is idle, or sends a request or reads a reply "
+                   "more slowly than this")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
   serve_command->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));

@@ -227,6 +227,8 @@ int RunServe(const ServeOptions& options) {
   rls_options.service.domains = config->envoy_domains;
   rls_options.service.store = store->store;
   rls_options.service.shadow_mode = options.shadow_mode;
+  rls_options.service.max_descriptors = options.max_descriptors;
+  rls_options.max_receive_message_bytes = options.max_body_bytes;
   absl::StatusOr<std::unique_ptr<server::RlsServer>> rls =
       server::RlsServer::Start(std::move(rls_options));
   if (!rls.ok()) {
@@ -238,6 +240,10 @@ int RunServe(const ServeOptions& options) {
   http_options.host = http_address->host;
   http_options.port = http_address->port;
   http_options.threads = options.threads;
+  http_options.max_checks_per_request = static_cast<size_t>(options.max_descriptors);
+  http_options.limits.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
+  http_options.limits.max_header_bytes = static_cast<uint32_t>(options.max_header_bytes);
+  http_options.limits.idle_timeout = std::chrono::milliseconds(options.http_timeout_ms);
   http_options.rls_service = &(*rls)->service();
   http_options.metrics = &metrics;
   // Ready when the store can be used, or when no limit needs it to answer correctly.

@@ -26,6 +26,17 @@ struct ServeOptions {
   bool shadow_mode = false;
   // With --redis: a fixed instance count N instead of the learned one (0: learn it).
   int64_t instances = 0;
+  // Bounds on what one client may send (see docs/http.md, "Limits").
+  // Descriptors of one Envoy request (gRPC and POST /json), and items of one POST
+  // /v1/check {"checks": [...]}.
+  int max_descriptors = 64;
+  // An HTTP request body; also the largest gRPC request message.
+  int max_body_bytes = 64 * 1024;
+  // An HTTP request head (request line and headers).
+  int max_header_bytes = 8 * 1024;
+  // An HTTP connection that does not deliver a whole request head (or body) within this
+  // long, or does not read its reply within this long, is closed; so is an idle one.
+  int64_t http_timeout_ms = 10'000;
 };
 
 // The store and what keeps it running.

@@ -1,5 +1,6 @@
 // Copyright tollgate authors.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -48,6 +49,33 @@ bool SameNumbers(const LimitNumbers& a, const LimitNumbers& b) {
          a.refill_per_second == b.refill_per_second && a.limit == b.limit &&
          a.window_micros == b.window_micros;
 }
+
+// Store round trips, recorded lock-free (relaxed atomics: a snapshot may be mid-update by
+// one observation, which Prometheus tolerates).
+class RoundTripHistogram {
+ public:
+  void Observe(int64_t micros) {
+    micros = std::max<int64_t>(micros, 0);
+    const auto bound = std::lower_bound(kStoreRoundTripBucketsMicros.begin(),
+                                        kStoreRoundTripBucketsMicros.end(), micros);
+    counts_[bound - kStoreRoundTripBucketsMicros.begin()].fetch_add(1, std::memory_order_relaxed);
+    sum_micros_.fetch_add(micros, std::memory_order_relaxed);
+  }
+
+  StoreRoundTripHistogram Snapshot() const {
+    StoreRoundTripHistogram snapshot;
+    for (size_t i = 0; i < counts_.size(); ++i) {
+      snapshot.counts[i] = counts_[i].load(std::memory_order_relaxed);
+      snapshot.count += snapshot.counts[i];
+    }
+    snapshot.sum_micros = sum_micros_.load(std::memory_order_relaxed);
+    return snapshot;
+  }
+
+ private:
+  std::array<std::atomic<int64_t>, kStoreRoundTripBucketsMicros.size() + 1> counts_{};
+  std::atomic<int64_t> sum_micros_{0};
+};
 
 // Reconciliation counters, shared with AddAsync callbacks (which must not keep the Core,
 // and so the store, alive).
@@ -131,6 +159,7 @@ class Core {
   std::atomic<int64_t> deadlines_missed_{0};
   std::atomic<int64_t> breaker_rejections_{0};
   std::atomic<int64_t> late_replies_{0};
+  RoundTripHistogram round_trips_;
   const std::shared_ptr<ReconcileCounters> reconcile_counters_ =
       std::make_shared<ReconcileCounters>();
 
@@ -272,6 +301,7 @@ class ResilientStoreImpl final : public ResilientStore {
     call->probe = admission == CircuitBreaker::Admission::kProbe;
 
     std::shared_ptr<Core> core = core_;
+    const int64_t sent_micros = DeadlineScheduler::MonotonicMicros();
     scheduler_.Schedule(timeout_micros, [core, call] {
       if (call->answered.exchange(true)) return;
       core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
@@ -280,30 +310,32 @@ class ResilientStoreImpl final : public ResilientStore {
       call->done = nullptr;
       core->AnswerFromPolicy(std::move(call->items), std::move(done));
     });
-    core->primary().CheckAsync(std::move(items),
-                               [core, call](absl::StatusOr<std::vector<Decision>> decisions) {
-                                 if (call->answered.exchange(true)) {
-                                   core->late_replies_.fetch_add(1, std::memory_order_relaxed);
-                                   return;
-                                 }
-                                 // Moved out so the caller's callback (and what it owns) dies now,
-                                 // not when the deadline timer lets go of the call.
-                                 CheckCallback done = std::move(call->done);
-                                 call->done = nullptr;
-                                 std::vector<CheckItem> items = std::move(call->items);
-                                 if (decisions.ok()) {
-                                   core->breaker().RecordSuccess(call->probe);
-                                   core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
-                                   // Before answering, so that on one connection the added
-                                   // consumption precedes this caller's next check.
-                                   core->Reconcile();
-                                   std::move(done)(std::move(decisions));
-                                   return;
-                                 }
-                                 core->store_errors_.fetch_add(1, std::memory_order_relaxed);
-                                 core->breaker().RecordFailure(call->probe);
-                                 core->AnswerFromPolicy(std::move(items), std::move(done));
-                               });
+    core->primary().CheckAsync(
+        std::move(items),
+        [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
+          core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
+          if (call->answered.exchange(true)) {
+            core->late_replies_.fetch_add(1, std::memory_order_relaxed);
+            return;
+          }
+          // Moved out so the caller's callback (and what it owns) dies now,
+          // not when the deadline timer lets go of the call.
+          CheckCallback done = std::move(call->done);
+          call->done = nullptr;
+          std::vector<CheckItem> items = std::move(call->items);
+          if (decisions.ok()) {
+            core->breaker().RecordSuccess(call->probe);
+            core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
+            // Before answering, so that on one connection the added
+            // consumption precedes this caller's next check.
+            core->Reconcile();
+            std::move(done)(std::move(decisions));
+            return;
+          }
+          core->store_errors_.fetch_add(1, std::memory_order_relaxed);
+          core->breaker().RecordFailure(call->probe);
+          core->AnswerFromPolicy(std::move(items), std::move(done));
+        });
   }
 
   // Straight to the wrapped store: no deadline (nobody waits on it) and no fallback.
@@ -326,6 +358,10 @@ class ResilientStoreImpl final : public ResilientStore {
     stats.reconciled_items = core_->reconcile_counters_->reconciled.load();
     stats.reconcile_dropped_items = core_->reconcile_counters_->dropped.load();
     return stats;
+  }
+
+  StoreRoundTripHistogram store_round_trips() const override {
+    return core_->round_trips_.Snapshot();
   }
 
  private:

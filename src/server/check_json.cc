@@ -87,7 +87,7 @@ int64_t RefusalRank(const Decision& decision) {
 
 }  // namespace
 
-absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body) {
+absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max_checks) {
   // The callback sees every value as it is parsed; refusing values deeper than kMaxJsonDepth
   // keeps them from being built at all. Parse errors become a status here, at the edge.
   bool too_deep = false;
@@ -134,9 +134,9 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body) {
         absl::StrCat("checks: expected an array, got ", Shown(*checks)));
   }
   if (checks->empty()) return absl::InvalidArgumentError("checks: must not be empty");
-  if (checks->size() > kMaxChecksPerRequest) {
+  if (checks->size() > max_checks) {
     return absl::InvalidArgumentError(
-        absl::StrCat("checks: at most ", kMaxChecksPerRequest, " items, got ", checks->size()));
+        absl::StrCat("checks: at most ", max_checks, " items, got ", checks->size()));
   }
   parsed.requests.reserve(checks->size());
   for (size_t i = 0; i < checks->size(); ++i) {

@@ -20,7 +20,8 @@
 
 namespace tollgate::server {
 
-// At most this many items in one {"checks": [...]}.
+// The default bound on the items of one {"checks": [...]} (`tollgate serve
+// --max-descriptors`).
 inline constexpr size_t kMaxChecksPerRequest = 64;
 // Deeper JSON than this is refused before it is built (a body of 64 KiB of '[' must not
 // cost a deep tree).
@@ -34,12 +35,13 @@ struct ParsedCheckBody {
 };
 
 // Parses and validates a check body: a JSON object with either `limit`, `key` and optional
-// `cost`, or `checks`, an array of 1..kMaxChecksPerRequest such objects; no other fields.
+// `cost`, or `checks`, an array of 1..`max_checks` such objects; no other fields.
 // `limit` and `key` are non-empty strings, the key at most kMaxKeyBytes bytes; `cost` is an
 // integer >= 0 (default 1). Limit names are not looked up here.
 // On failure returns InvalidArgument with a message for the client that names the field,
 // e.g. `checks[1].cost: expected an integer >= 0, got "3"`. Never throws.
-absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body);
+absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body,
+                                               size_t max_checks = kMaxChecksPerRequest);
 
 // The index of the decision that speaks for a batch: when refused, the refusing item that
 // waits longest (a cost that can never pass counts as forever; the first on ties); when

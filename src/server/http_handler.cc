@@ -148,7 +148,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
   const int64_t start_micros = SteadyMicros();
   // This request's limiter: a reload may swap limiter_ while the check is in flight.
   const std::shared_ptr<Limiter> limiter = limiter_.load(std::memory_order_acquire);
-  absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body());
+  absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body(), max_checks_);
   if (!parsed.ok()) {
     return std::move(done)(JsonErrorResponse(http::status::bad_request, parsed.status().message(),
                                              version, keep_alive));

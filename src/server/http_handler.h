@@ -9,6 +9,7 @@
 #define TOLLGATE_SRC_SERVER_HTTP_HANDLER_H_
 
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -47,6 +48,8 @@ class HttpHandler {
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Answers GET /readyz; empty (the default) means always ready.
   void set_readiness(ReadinessCheck readiness) { readiness_ = std::move(readiness); }
+  // Bound on the items of one {"checks": [...]}; more is a 400. REQUIRES: >= 1.
+  void set_max_checks_per_request(size_t max_checks) { max_checks_ = max_checks; }
   // The set_* methods REQUIRE that no request is being handled yet.
 
   // Replaces the limiter for the requests that start after this returns; requests in
@@ -70,6 +73,7 @@ class HttpHandler {
   RlsService* rls_service_ = nullptr;
   Metrics* metrics_ = nullptr;
   ReadinessCheck readiness_;
+  size_t max_checks_ = 64;
 };
 
 }  // namespace tollgate::server

@@ -107,6 +107,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   state->handler.set_metrics(options.metrics);
   state->handler.set_readiness(std::move(options.readiness));
   state->context.limits = options.limits;
+  if (options.max_checks_per_request < 1) {
+    return absl::InvalidArgumentError("max_checks_per_request must be >= 1");
+  }
+  state->handler.set_max_checks_per_request(options.max_checks_per_request);
 
   boost::system::error_code error;
   tcp::resolver resolver(state->io);

@@ -9,6 +9,7 @@
 #define TOLLGATE_SRC_SERVER_HTTP_SERVER_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,9 @@ struct HttpServerOptions {
   // I/O threads running the event loop; 0 means std::thread::hardware_concurrency().
   int threads = 0;
   HttpSessionLimits limits;
+  // Bound on the items of one POST /v1/check {"checks": [...]}; more is a 400. Envoy's
+  // descriptors on POST /json are bounded by RlsServiceOptions::max_descriptors.
+  size_t max_checks_per_request = 64;
   // When set, POST /json answers Envoy's JSON shape through it. REQUIRES: outlives the server.
   RlsService* rls_service = nullptr;
   // When set, each check is counted and GET /metrics renders it. REQUIRES: outlives the

@@ -20,6 +20,11 @@ constexpr std::array<const char*, kCheckDurationBucketsMicros.size()> kBucketBou
     "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
     "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
 
+// kStoreRoundTripBucketsMicros in seconds.
+constexpr std::array<const char*, kStoreRoundTripBucketsMicros.size()> kRoundTripBounds = {
+    "5e-05",  "0.0001", "0.0002", "0.0003", "0.0005", "0.00075", "0.001",
+    "0.0015", "0.0025", "0.005",  "0.01",   "0.025",  "0.05",    "0.1"};
+
 absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
 
 int SourceIndex(DecisionSource source) {
@@ -227,6 +232,21 @@ std::string Metrics::Render() const {
       Family(out, name, "counter", help_value.first);
       absl::StrAppend(&out, name, " ", help_value.second, "\n");
     }
+    const StoreRoundTripHistogram round_trips = store->store_round_trips();
+    Family(out, "tollgate_store_round_trip_seconds", "histogram",
+           "Time the shared store (Redis) took to answer a check call, late answers included.");
+    int64_t cumulative = 0;
+    for (size_t i = 0; i < kRoundTripBounds.size(); ++i) {
+      cumulative += round_trips.counts[i];
+      absl::StrAppend(&out, "tollgate_store_round_trip_seconds_bucket{le=\"", kRoundTripBounds[i],
+                      "\"} ", cumulative, "\n");
+    }
+    cumulative += round_trips.counts.back();
+    absl::StrAppend(&out, "tollgate_store_round_trip_seconds_bucket{le=\"+Inf\"} ", cumulative,
+                    "\n");
+    absl::StrAppend(&out, "tollgate_store_round_trip_seconds_sum ",
+                    absl::StrFormat("%.6f", round_trips.sum_micros / 1e6), "\n");
+    absl::StrAppend(&out, "tollgate_store_round_trip_seconds_count ", cumulative, "\n");
     Family(out, "tollgate_circuit_breaker_state", "gauge",
            "The store's circuit breaker: 0 closed, 1 open, 2 half_open.");
     int state = 0;

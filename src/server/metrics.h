@@ -14,6 +14,8 @@
 //       from the parsed request to the reply (api: http for /v1/check, envoy for gRPC and
 //       /json)
 //   tollgate_store_*_total                          counters of ResilientStore::stats()
+//   tollgate_store_round_trip_seconds               histogram; the shared store's answer time
+//       per check call (ResilientStore::store_round_trips(), buckets 50 us .. 100 ms)
 //   tollgate_circuit_breaker_state                  gauge; 0 closed, 1 open, 2 half_open
 //   tollgate_instances                              gauge; live instances sharing the limits
 //   tollgate_config_reloads_total{result}           counter; success | failure

@@ -298,6 +298,9 @@ RlsService::RlsService(RlsServiceOptions options, std::shared_ptr<Store> store)
 RlsService::~RlsService() = default;
 
 absl::StatusOr<std::unique_ptr<RlsService>> RlsService::Create(RlsServiceOptions options) {
+  if (options.max_descriptors < 1) {
+    return absl::InvalidArgumentError("max_descriptors must be >= 1");
+  }
   std::shared_ptr<Store> store = options.store;
   if (store == nullptr) {
     MemoryStoreOptions memory_options;
@@ -384,6 +387,12 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback do
   }
   if (request.descriptors().empty()) {
     std::move(done)(absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
+    return;
+  }
+  if (request.descriptors_size() > options_.max_descriptors) {
+    std::move(done)(absl::InvalidArgumentError(
+        absl::StrCat("rate limit request has ", request.descriptors_size(),
+                     " descriptors, at most ", options_.max_descriptors, " are accepted")));
     return;
   }
   if (options_.metrics != nullptr) {
@@ -593,6 +602,7 @@ absl::StatusOr<std::unique_ptr<RlsServer>> RlsServer::Start(RlsServerOptions opt
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(server->grpc_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

@@ -60,6 +60,10 @@ struct RlsServiceOptions {
   // Distinct (requests_per_unit, unit) overrides remembered; beyond it an override is
   // ignored (the configured rule applies) and logged.
   int max_override_limits = 1000;
+  // Bound on the descriptors of one request; more is InvalidArgument (gRPC
+  // INVALID_ARGUMENT, HTTP 400 on /json), checked before anything is matched or counted.
+  // Envoy sends one descriptor per `rate_limits` action list of a route (a handful).
+  int max_descriptors = 64;
   // When set, every counted descriptor's decision (allowed, refused, shadow_refused) and
   // each call's duration are recorded, and the rules' limits registered on each config
   // change. REQUIRES: outlives the service.
@@ -73,7 +77,8 @@ using RlsCallback = absl::AnyInvocable<void(absl::StatusOr<RateLimitResponse>) &
 // Thread-safe.
 class RlsService {
  public:
-  // InvalidArgument for duplicate domains or limits the Limiter refuses.
+  // InvalidArgument for duplicate domains, limits the Limiter refuses, or
+  // max_descriptors < 1.
   static absl::StatusOr<std::unique_ptr<RlsService>> Create(RlsServiceOptions options);
 
   RlsService(const RlsService&) = delete;
@@ -81,9 +86,9 @@ class RlsService {
   ~RlsService();
 
   // Answers `request`; `done` runs exactly once, possibly before this returns or on a store
-  // thread. An error status is InvalidArgument (empty domain or descriptors, an entry with
-  // an empty key, a descriptor too long to be a key); Envoy then applies its own
-  // failure_mode_deny.
+  // thread. An error status is InvalidArgument (empty domain or descriptors, more than
+  // `max_descriptors` descriptors, an entry with an empty key, a descriptor too long to be a
+  // key); Envoy then applies its own failure_mode_deny.
   void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done);
 
   // Blocking form, for tests and the /json endpoint.
@@ -127,6 +132,9 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
 struct RlsServerOptions {
   // HOST:PORT; port 0 picks a free one (see RlsServer::Port).
   std::string address = "127.0.0.1:8081";
+  // Larger request messages are refused by gRPC (RESOURCE_EXHAUSTED) before they are
+  // parsed. An Envoy request is a few hundred bytes.
+  int max_receive_message_bytes = 64 * 1024;
   RlsServiceOptions service;
 };
 

@@ -260,6 +260,29 @@ TEST_F(RlsServiceTest, MalformedRequestsAreInvalidArgument) {
   EXPECT_THAT(long_key.status().message(), HasSubstr("bytes"));
 }
 
+TEST_F(RlsServiceTest, MoreDescriptorsThanTheBoundAreRefusedAndCountNothing) {
+  RlsServiceOptions options;
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kTiffin, "tiffin.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  options.domains.push_back(*std::move(config));
+  options.clock = &clock_;
+  options.max_descriptors = 2;
+  absl::StatusOr<std::unique_ptr<RlsService>> service = RlsService::Create(std::move(options));
+  ASSERT_TRUE(service.ok()) << service.status();
+  absl::StatusOr<RateLimitResponse> three =
+      (*service)->ShouldRateLimitSync(Request({{{"user", "a"}}, {{"user", "b"}}, {{"user", "c"}}}));
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(three.status().message(), HasSubstr("3 descriptors, at most 2"));
+  RateLimitResponse two = Call(**service, Request({{{"user", "a"}}, {{"user", "b"}}}));
+  ASSERT_EQ(two.statuses_size(), 2);
+  EXPECT_EQ(two.statuses(0).limit_remaining(), 2u);  // the refused request took nothing
+
+  RlsServiceOptions zero;
+  zero.max_descriptors = 0;
+  EXPECT_EQ(RlsService::Create(std::move(zero)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RlsServiceTest, UpdateDomainsKeepsCountersOfUnchangedRules) {
   Call(Request({{{"user", "ivy"}}}));
   std::vector<EnvoyDomainConfig> domains;

@@ -1,0 +1,343 @@
+// Copyright tollgate authors. A load generator for Envoy's rate-limit API
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), as Envoy calls tollgate.
+//
+//   grpc_load --target 127.0.0.1:8081 --domain bench --key user --keys 10000 \
+//       --concurrency 64 --duration 10 --warmup 2 [--server-pid PID]
+//
+// Keeps `--concurrency` calls in flight (closed loop, callback API) over `--channels`
+// HTTP/2 connections, for `--duration` seconds after `--warmup` seconds, or for
+// `--requests` calls. Each call carries `--descriptors` descriptors (key, "<prefix><n>"),
+// n drawn uniformly from `--keys`. Reports calls and decisions per second, the answers
+// (OK / OVER_LIMIT / errors) and latency percentiles of the measured calls; with
+// `--server-pid`, also the server's CPU time over the measured window (from
+// /proc/PID/stat) and decisions per CPU-second of the server. The last line is
+// machine-readable: `result calls=... decisions_per_cpu_second=... p50_us=... p99_us=...`.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace {
+
+using ::envoy::service::ratelimit::v3::RateLimitRequest;
+using ::envoy::service::ratelimit::v3::RateLimitResponse;
+using ::envoy::service::ratelimit::v3::RateLimitService;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string target = "127.0.0.1:8081";
+  std::string domain = "bench";
+  std::string key = "user";
+  std::string value_prefix = "u";
+  int64_t keys = 10000;
+  int descriptors = 1;
+  int concurrency = 64;
+  int channels = 2;
+  double duration_seconds = 10;
+  double warmup_seconds = 1;
+  int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warmup)
+  int server_pid = 0;
+  double timeout_seconds = 5;
+};
+
+[[noreturn]] void Usage(const char* message) {
+  std::fprintf(stderr,
+               "grpc_load: %s\nusage: grpc_load [--target HOST:PORT] [--domain D] [--key K] "
+               "[--value-prefix P] [--keys N] [--descriptors N] [--concurrency N] [--channels N] "
+               "[--duration S] [--warmup S] [--requests N] [--server-pid PID] [--timeout S]\n",
+               message);
+  std::exit(2);
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) Usage(("missing value for " + flag).c_str());
+    const char* value = argv[++i];
+    if (flag == "--target") {
+      options.target = value;
+    } else if (flag == "--domain") {
+      options.domain = value;
+    } else if (flag == "--key") {
+      options.key = value;
+    } else if (flag == "--value-prefix") {
+      options.value_prefix = value;
+    } else if (flag == "--keys") {
+      options.keys = std::atoll(value);
+    } else if (flag == "--descriptors") {
+      options.descriptors = std::atoi(value);
+    } else if (flag == "--concurrency") {
+      options.concurrency = std::atoi(value);
+    } else if (flag == "--channels") {
+      options.channels = std::atoi(value);
+    } else if (flag == "--duration") {
+      options.duration_seconds = std::atof(value);
+    } else if (flag == "--warmup") {
+      options.warmup_seconds = std::atof(value);
+    } else if (flag == "--requests") {
+      options.requests = std::atoll(value);
+    } else if (flag == "--server-pid") {
+      options.server_pid = std::atoi(value);
+    } else if (flag == "--timeout") {
+      options.timeout_seconds = std::atof(value);
+    } else {
+      Usage(("unknown flag " + flag).c_str());
+    }
+  }
+  if (options.keys < 1 || options.descriptors < 1 || options.concurrency < 1 ||
+      options.channels < 1 || options.duration_seconds <= 0 || options.warmup_seconds < 0 ||
+      options.requests < 0) {
+    Usage("numbers must be positive");
+  }
+  if (options.requests > 0) options.warmup_seconds = 0;
+  return options;
+}
+
+// utime + stime of process `pid`, in seconds; -1 when it cannot be read.
+double ProcessCpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces), from field 3 on.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int index = 3; fields >> field; ++index) {
+    if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (index == 15) {
+      stime = std::strtoull(field.c_str(), nullptr, 10);
+      return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  return -1;
+}
+
+double SelfCpuSeconds() { return ProcessCpuSeconds(getpid()); }
+
+enum class Phase { kWarmup, kMeasure, kStop };
+
+// Shared by all slots. Latencies are recorded per slot (a slot runs one call at a time),
+// merged at the end.
+struct Run {
+  Options options;
+  std::vector<std::unique_ptr<RateLimitService::Stub>> stubs;
+  std::atomic<Phase> phase{Phase::kWarmup};
+  std::atomic<int64_t> started{0};  // with --requests: calls started
+  std::atomic<int> active_slots{0};
+  absl::Notification all_done;
+};
+
+struct SlotStats {
+  std::vector<int32_t> latencies_micros;
+  int64_t ok = 0;
+  int64_t over_limit = 0;
+  int64_t errors = 0;
+  std::string first_error;
+};
+
+// One in-flight call at a time, reissued from its own completion callback.
+class Slot {
+ public:
+  Slot(Run& run, int index) : run_(run), index_(index), random_(index * 7919 + 17) {
+    stats_.latencies_micros.reserve(1 << 16);
+  }
+
+  void Start() { Issue(); }
+  SlotStats& stats() { return stats_; }
+
+ private:
+  void Issue() {
+    if (run_.phase.load(std::memory_order_acquire) == Phase::kStop ||
+        (run_.options.requests > 0 &&
+         run_.started.fetch_add(1, std::memory_order_relaxed) >= run_.options.requests)) {
+      if (run_.active_slots.fetch_sub(1) == 1) run_.all_done.Notify();
+      return;
+    }
+    request_.Clear();
+    request_.set_domain(run_.options.domain);
+    std::uniform_int_distribution<int64_t> pick(0, run_.options.keys - 1);
+    for (int i = 0; i < run_.options.descriptors; ++i) {
+      auto* entry = request_.add_descriptors()->add_entries();
+      entry->set_key(i == 0 ? run_.options.key : run_.options.key + std::to_string(i));
+      entry->set_value(run_.options.value_prefix + std::to_string(pick(random_)));
+    }
+    response_.Clear();
+    context_ = std::make_unique<grpc::ClientContext>();
+    context_->set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::microseconds(static_cast<int64_t>(run_.options.timeout_seconds * 1e6)));
+    const Phase phase_at_start = run_.phase.load(std::memory_order_acquire);
+    const Clock::time_point start = Clock::now();
+    auto& stub = *run_.stubs[index_ % run_.stubs.size()];
+    stub.async()->ShouldRateLimit(
+        context_.get(), &request_, &response_,
+        [this, start, phase_at_start](const grpc::Status& status) {
+          const int64_t micros =
+              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+          // Counted only when the call both started and ended inside the measured window.
+          if (phase_at_start == Phase::kMeasure &&
+              (run_.options.requests > 0 ||
+               run_.phase.load(std::memory_order_acquire) == Phase::kMeasure)) {
+            if (!status.ok()) {
+              if (stats_.errors++ == 0) stats_.first_error = status.error_message();
+            } else if (response_.overall_code() == RateLimitResponse::OVER_LIMIT) {
+              ++stats_.over_limit;
+            } else {
+              ++stats_.ok;
+            }
+            stats_.latencies_micros.push_back(
+                static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
+          }
+          Issue();
+        });
+  }
+
+  Run& run_;
+  const int index_;
+  std::mt19937_64 random_;
+  RateLimitRequest request_;
+  RateLimitResponse response_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  SlotStats stats_;
+};
+
+int64_t Percentile(const std::vector<int32_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t index = std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()));
+  return sorted[index];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Run run;
+  run.options = ParseOptions(argc, argv);
+  const Options& options = run.options;
+  for (int i = 0; i < options.channels; ++i) {
+    grpc::ChannelArguments arguments;
+    // Separate connections, not one shared subchannel.
+    arguments.SetInt("grpc.channel_id", i);
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel =
+        grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      std::fprintf(stderr, "grpc_load: cannot connect to %s\n", options.target.c_str());
+      return 1;
+    }
+    run.stubs.push_back(RateLimitService::NewStub(channel));
+  }
+
+  if (options.requests > 0) run.phase = Phase::kMeasure;
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int i = 0; i < options.concurrency; ++i) slots.push_back(std::make_unique<Slot>(run, i));
+  run.active_slots = options.concurrency;
+  for (auto& slot : slots) slot->Start();
+
+  if (options.warmup_seconds > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.warmup_seconds));
+    run.phase = Phase::kMeasure;
+  }
+  const double server_cpu_start =
+      options.server_pid > 0 ? ProcessCpuSeconds(options.server_pid) : -1;
+  const double self_cpu_start = SelfCpuSeconds();
+  const Clock::time_point measure_start = Clock::now();
+  if (options.requests == 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.duration_seconds));
+    run.phase = Phase::kStop;
+  }
+  const auto wait_end = [&] {
+    return run.all_done.WaitForNotificationWithTimeout(absl::Seconds(options.timeout_seconds + 30));
+  };
+  double elapsed = 0, server_cpu = -1, self_cpu = 0;
+  if (options.requests == 0) {
+    // The window ends now; calls still in flight finish uncounted.
+    elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
+    if (options.server_pid > 0)
+      server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
+    self_cpu = SelfCpuSeconds() - self_cpu_start;
+    if (!wait_end()) {
+      std::fprintf(stderr, "grpc_load: calls still in flight long after their deadline\n");
+      std::_Exit(1);
+    }
+  } else {
+    if (!wait_end()) {
+      std::fprintf(stderr, "grpc_load: calls still in flight long after their deadline\n");
+      std::_Exit(1);
+    }
+    elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
+    if (options.server_pid > 0)
+      server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
+    self_cpu = SelfCpuSeconds() - self_cpu_start;
+  }
+
+  std::vector<int32_t> latencies;
+  int64_t ok = 0, over_limit = 0, errors = 0;
+  std::string first_error;
+  for (auto& slot : slots) {
+    SlotStats& stats = slot->stats();
+    latencies.insert(latencies.end(), stats.latencies_micros.begin(), stats.latencies_micros.end());
+    ok += stats.ok;
+    over_limit += stats.over_limit;
+    errors += stats.errors;
+    if (first_error.empty()) first_error = stats.first_error;
+  }
+  std::sort(latencies.begin(), latencies.end());
+  const int64_t calls = static_cast<int64_t>(latencies.size());
+  const int64_t decisions = (ok + over_limit) * options.descriptors;
+  const double calls_per_second = calls / elapsed;
+  const double decisions_per_second = decisions / elapsed;
+  const double per_cpu = server_cpu > 0 ? decisions / server_cpu : 0;
+
+  std::printf("target %s, %d in flight over %d channels, %d descriptor(s) per call, %" PRId64
+              " keys\n",
+              options.target.c_str(), options.concurrency, options.channels, options.descriptors,
+              options.keys);
+  std::printf("calls %" PRId64 " in %.2f s: %.0f calls/s, %.0f decisions/s\n", calls, elapsed,
+              calls_per_second, decisions_per_second);
+  std::printf("answers: ok %" PRId64 ", over_limit %" PRId64 ", errors %" PRId64 "%s%s\n", ok,
+              over_limit, errors, first_error.empty() ? "" : " (first: ",
+              first_error.empty() ? "" : (first_error + ")").c_str());
+  std::printf("latency us: p50 %" PRId64 ", p90 %" PRId64 ", p99 %" PRId64 ", p99.9 %" PRId64
+              ", max %" PRId64 "\n",
+              Percentile(latencies, 0.50), Percentile(latencies, 0.90), Percentile(latencies, 0.99),
+              Percentile(latencies, 0.999),
+              latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
+  if (server_cpu >= 0) {
+    std::printf("server CPU %.2f s (%.0f%% of one core): %.0f decisions per CPU-second\n",
+                server_cpu, 100 * server_cpu / elapsed, per_cpu);
+  }
+  std::printf("load generator CPU %.2f s\n", self_cpu);
+  std::printf("result calls=%" PRId64
+              " seconds=%.3f calls_per_second=%.0f "
+              "decisions_per_second=%.0f errors=%" PRId64 " over_limit=%" PRId64
+              " server_cpu_seconds=%.3f decisions_per_cpu_second=%.0f p50_us=%" PRId64
+              " p90_us=%" PRId64 " p99_us=%" PRId64 " max_us=%" PRId64 "\n",
+              calls, elapsed, calls_per_second, decisions_per_second, errors, over_limit,
+              server_cpu, per_cpu, Percentile(latencies, 0.50), Percentile(latencies, 0.90),
+              Percentile(latencies, 0.99),
+              latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
+  return errors > 0 ? 1 : 0;
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The service benchmark: decisions per second and per CPU-second of the `tollgate serve`
+# process, over gRPC (Envoy's rate-limit API, bench/grpc_load) and over HTTP (POST /v1/check,
+# wrk), with Redis and with the in-memory store. Starts its own redis-server and servers on
+# free loopback ports and stops them; prints a Markdown table (and writes it to $OUT).
+#
+#   bench/service_bench.sh [BUILD_DIR]        (default: build; needs tollgate and bench/grpc_load)
+#
+# Environment:
+#   DURATION=10        seconds measured per run (after WARMUP=2 s for gRPC)
+#   CONCURRENCY="16 64" calls in flight (gRPC) / connections (wrk) per run
+#   THREADS=2          tollgate serve --threads
+#   STORES="redis memory"  APIS="grpc http"
+#   KEYS=10000         distinct keys (one descriptor / check each)
+#   OUT=bench/out/service.md
+# CPU-seconds are utime + stime of the tollgate process over the measured window
+# (/proc/PID/stat); Redis and the load generator run on the same machine and are not counted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+CONCURRENCY=${CONCURRENCY:-"16 64"}
+THREADS=${THREADS:-2}
+STORES=${STORES:-"redis memory"}
+APIS=${APIS:-"grpc http"}
+KEYS=${KEYS:-10000}
+OUT=${OUT:-bench/out/service.md}
+
+TOLLGATE="$BUILD/tollgate"
+GRPC_LOAD="$BUILD/bench/grpc_load"
+for binary in "$TOLLGATE" "$GRPC_LOAD"; do
+  [ -x "$binary" ] || { echo "service_bench: $binary not built" >&2; exit 1; }
+done
+if [[ " $APIS " == *" http "* ]] && ! command -v wrk >/dev/null; then
+  echo "service_bench: wrk not installed (scripts/bootstrap)" >&2
+  exit 1
+fi
+
+WORK=$(mktemp -d /tmp/tollgate-service-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Limits so large that nothing is refused: what is measured is the cost of a decision.
+cat >"$WORK/envoy.yaml" <<'EOF'
+domain: bench
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
+EOF
+cat >"$WORK/limits.yaml" <<'EOF'
+limits:
+  bench:
+    algorithm: token_bucket
+    capacity: 1000000000
+    refill_per_second: 1000000000
+EOF
+cat >"$WORK/check.lua" <<EOF
+local counter = 0
+request = function()
+  counter = counter + 1
+  local body = '{"limit":"bench","key":"u' .. (counter % $KEYS) .. '"}'
+  return wrk.format("POST", "/v1/check", {["Content-Type"] = "application/json"}, body)
+end
+EOF
+
+REDIS_URL=""
+if [[ " $STORES " == *" redis "* ]]; then
+  REDIS_PORT=$(free_port)
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
+    --loglevel warning >"$WORK/redis.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do
+    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+fi
+
+SERVE_PID=""
+HTTP_PORT=""
+GRPC_PORT=""
+start_serve() {  # $1: store (redis | memory)
+  local args=(serve --config "$WORK/envoy.yaml" --config "$WORK/limits.yaml"
+    --http 127.0.0.1:0 --grpc 127.0.0.1:0 --threads "$THREADS" --log-level info)
+  [ "$1" = redis ] && args+=(--redis "$REDIS_URL" --instances 1)
+  "$TOLLGATE" "${args[@]}" >"$WORK/serve-$1.log" 2>&1 &
+  SERVE_PID=$!
+  PIDS+=("$SERVE_PID")
+  for _ in $(seq 300); do
+    HTTP_PORT=$(sed -n 's/.*listening http=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$WORK/serve-$1.log")
+    GRPC_PORT=$(sed -n 's/.*listening grpc=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$WORK/serve-$1.log")
+    [ -n "$HTTP_PORT" ] && [ -n "$GRPC_PORT" ] && return 0
+    sleep 0.1
+  done
+  echo "service_bench: tollgate serve did not start:" >&2
+  cat "$WORK/serve-$1.log" >&2
+  exit 1
+}
+stop_serve() {
+  kill -TERM "$SERVE_PID" 2>/dev/null || true
+  wait "$SERVE_PID" 2>/dev/null || true
+}
+
+cpu_seconds() {  # utime + stime of PID $1 in seconds
+  awk -v tck="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / tck }' "/proc/$1/stat"
+}
+
+to_micros() {  # wrk's "1.23ms" / "456.00us" / "1.01s" -> microseconds
+  awk -v v="$1" 'BEGIN {
+    if (v ~ /us$/) { sub(/us$/, "", v); printf "%.0f", v }
+    else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.0f", v * 1000 }
+    else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.0f", v * 1000000 }
+    else printf "%s", v }'
+}
+
+ROWS=()
+run_grpc() {  # $1 store, $2 concurrency
+  local out
+  out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain bench --key user --keys "$KEYS" \
+    --concurrency "$2" --channels 2 --duration "$DURATION" --warmup "$WARMUP" \
+    --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
+  echo "$out" >"$WORK/grpc-$1-$2.txt"
+  local result
+  result=$(grep '^result ' <<<"$out")
+  field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $result"; }
+  ROWS+=("| gRPC | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(field errors) |")
+}
+run_http() {  # $1 store, $2 connections
+  local before after out rps p50 p99 cpu per_cpu errors
+  before=$(cpu_seconds "$SERVE_PID")
+  out=$(wrk -t 1 -c "$2" -d "${DURATION}s" --latency -s "$WORK/check.lua" "http://127.0.0.1:$HTTP_PORT" 2>&1)
+  after=$(cpu_seconds "$SERVE_PID")
+  echo "$out" >"$WORK/http-$1-$2.txt"
+  rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' <<<"$out")
+  p50=$(to_micros "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+  p99=$(to_micros "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+  errors=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' <<<"$out")
+  [ -z "$errors" ] && errors=0
+  cpu=$(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.2f", a - b }')
+  local requests
+  requests=$(awk '/requests in/ { print $1 }' <<<"$out")
+  per_cpu=$(awk -v r="$requests" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", r / c; else print 0 }')
+  ROWS+=("| HTTP /v1/check (wrk) | $1 | $2 | $rps | $cpu | $per_cpu | $p50 | $p99 | $errors |")
+}
+
+for store in $STORES; do
+  start_serve "$store"
+  for concurrency in $CONCURRENCY; do
+    for api in $APIS; do
+      "run_$api" "$store" "$concurrency"
+    done
+  done
+  stop_serve
+done
+
+{
+  echo "Service benchmark: ${DURATION}s per run, tollgate serve --threads $THREADS, $KEYS keys, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo
+  echo "| API | store | in flight | decisions/s | server CPU s | decisions per CPU-second | p50 µs | p99 µs | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+} | tee "$WORK/table.md"
+mkdir -p "$(dirname "$OUT")"
+cp "$WORK/table.md" "$OUT"
