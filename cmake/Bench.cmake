@@ -1,3 +1,24 @@
+# Benchmarks. Included when TOLLGATE_BUILD_BENCH or TOLLGATE_BUILD_TESTS is on: the tests'
+# build needs compare_driver and grpc_load for the harness smoke test
+# (tests/bench_harness_test.sh); the Google Benchmark targets only with TOLLGATE_BUILD_BENCH.
+
+# The side-by-side driver (plain main, JSON on stdout), for bench/compare.py.
+add_executable(compare_driver ${CMAKE_SOURCE_DIR}/bench/compare_driver.cc)
+target_include_directories(compare_driver PRIVATE ${CMAKE_SOURCE_DIR})
+target_link_libraries(compare_driver PRIVATE tollgate Boost::headers absl::strings
+  absl::synchronization Threads::Threads)
+set_target_properties(compare_driver PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
+# The gRPC load generator (Envoy's rate-limit API); bench/service_bench.sh and bench/compare.py
+# (whose smoke test runs in the tests' build) drive it.
+add_executable(grpc_load ${CMAKE_SOURCE_DIR}/bench/grpc_load.cc)
+target_link_libraries(grpc_load PRIVATE tollgate_grpc absl::synchronization)
+set_target_properties(grpc_load PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
+if(NOT TOLLGATE_BUILD_BENCH)
+  return()
+endif()
+
 # Google Benchmark targets: bench/<name>.cc -> build/bench/<name>.
 file(GLOB bench_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/*_bench.cc)
 foreach(bench_source ${bench_sources})
