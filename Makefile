@@ -4,13 +4,14 @@
 #   make bench   build optimized, run the benchmarks (bench/out/report.md)
 #   make lint    clang-format check and clang-tidy
 #   make demo    build, run the Tiffin fleet demo (demo/out/report.md); SCENARIO=name for one
+#   make fuzz    clang++ libFuzzer build in build-fuzz, each target FUZZ_SECONDS (default 60)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 TEST_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 CONFIG ?= examples/tiffin.yaml
 
-.PHONY: all bootstrap build run test test-build bench lint format clean install demo
+.PHONY: all bootstrap build run test test-build bench lint format clean install demo fuzz
 
 all: build
 
@@ -45,6 +46,9 @@ bench: build
 
 demo: build
 	@demo/run --build $(BUILD) $(SCENARIO)
+
+fuzz: bootstrap
+	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) JOBS=$(JOBS) fuzz/run.sh build-fuzz
 
 lint: bootstrap $(BUILD)/build.ninja
 	@scripts/lint $(BUILD)
