@@ -1,11 +1,11 @@
 // Copyright tollgate authors.
 #include <algorithm>
+#include <charconv>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
@@ -55,6 +55,14 @@ void CheckEviction(Router& client, std::vector<std::string>* warnings) {
       "noeviction (a Redis of its own for limits)"));
 }
 
+// The shortest decimal that parses back to exactly `value` (std::to_chars), so the script
+// computes with the same rate; a fraction of the cost of printf's %.17g on every call.
+std::string ShortestRoundTrip(double value) {
+  char buffer[32];
+  const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
 // One item's ARGV of check.lua and add.lua: algorithm, a, b, cost.
 void AppendItemArgs(const CheckItem& item, std::vector<std::string>& args) {
   const LimitNumbers& numbers = item.limit->numbers;
@@ -62,8 +70,7 @@ void AppendItemArgs(const CheckItem& item, std::vector<std::string>& args) {
     case Algorithm::kTokenBucket:
       args.emplace_back("t");
       args.push_back(absl::StrCat(numbers.capacity));
-      // %.17g round-trips the double exactly, so the script computes with the same rate.
-      args.push_back(absl::StrFormat("%.17g", numbers.refill_per_second));
+      args.push_back(ShortestRoundTrip(numbers.refill_per_second));
       break;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
