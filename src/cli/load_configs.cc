@@ -50,8 +50,8 @@ absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths)
     }
   }
   // What serve does next, so that "ok" means the service would start.
-  absl::StatusOr<std::unique_ptr<Limiter>> limiter =
-      Limiter::Create({.limits = loaded.limits, .store = nullptr, .clock = nullptr});
+  absl::StatusOr<std::unique_ptr<Limiter>> limiter = Limiter::Create(
+      {.limits = loaded.limits, .store = nullptr, .sync_store = nullptr, .clock = nullptr});
   if (!limiter.ok()) return limiter.status();
   return loaded;
 }
