@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/store/redis/refresh_scheduler.h"
 #include "src/store/redis/router.h"
 #include "src/store/redis/slot.h"
 
@@ -68,16 +69,14 @@ class ClusterRouter final : public Router {
   ClusterRouter(const RedisTarget& target, const RouterOptions& options)
       : target_(target),
         options_(options),
-        refresh_timer_(io_thread_.io()),
-        periodic_timer_(io_thread_.io()) {
+        refresher_(io_thread_.io(), options, [this] { Refresh(); }) {
     for (auto& slot : slots_) slot.store(nullptr, std::memory_order_relaxed);
   }
 
   ~ClusterRouter() override {
     io_thread_.Stop([this] {
       stopping_ = true;
-      refresh_timer_.cancel();
-      periodic_timer_.cancel();
+      refresher_.Stop();
       std::map<uint64_t, PendingRetry> retries;
       retries.swap(retries_);
       for (auto& [id, retry] : retries) {
@@ -102,9 +101,7 @@ class ClusterRouter final : public Router {
     if (!any_ready) return first_error;
     std::promise<absl::Status> refreshed;
     asio::post(io_thread_.io(), [this, &refreshed] {
-      on_refresh_done_ = [&refreshed](absl::Status status) { refreshed.set_value(status); };
-      refresh_requested_.store(true);
-      Refresh();
+      refresher_.RefreshNow([&refreshed](absl::Status status) { refreshed.set_value(status); });
     });
     absl::Status status = refreshed.get_future().get();
     if (!status.ok()) return status;
@@ -117,7 +114,7 @@ class ClusterRouter final : public Router {
     // primary that cannot be reached now is not fatal: its slots fail until it or its
     // replica answers.
     for (ConnectionPool* pool : primaries) (void)pool->AwaitStarted();
-    asio::post(io_thread_.io(), [this] { ArmPeriodicRefresh(); });
+    asio::post(io_thread_.io(), [this] { refresher_.ArmPeriodic(); });
     return absl::OkStatus();
   }
 
@@ -180,7 +177,7 @@ class ClusterRouter final : public Router {
 
   void Dispatch(const std::shared_ptr<Call>& call, ConnectionPool* pool, bool asking) {
     if (pool == nullptr) {
-      RequestRefresh();
+      refresher_.Request();
       Finish(call, absl::UnavailableError(
                        absl::StrCat("no Redis Cluster node is known to serve slot ", call->slot)));
       return;
@@ -198,7 +195,7 @@ class ClusterRouter final : public Router {
   void OnReply(const std::shared_ptr<Call>& call, ConnectionPool* pool,
                absl::StatusOr<RedisReply> reply) {
     if (!reply.ok()) {
-      RequestRefresh();
+      refresher_.Request();
       Finish(call, std::move(reply));
       return;
     }
@@ -229,7 +226,7 @@ class ClusterRouter final : public Router {
       }
       if (error[0] == 'M') {
         slots_[call->slot].store(target, std::memory_order_release);
-        RequestRefresh();
+        refresher_.Request();
         Dispatch(call, target, false);
       } else {
         Dispatch(call, target, true);
@@ -242,7 +239,7 @@ class ClusterRouter final : public Router {
     }
     if (absl::StartsWith(error, "CLUSTERDOWN") || absl::StartsWith(error, "READONLY") ||
         absl::StartsWith(error, "MASTERDOWN") || absl::StartsWith(error, "LOADING")) {
-      RequestRefresh();
+      refresher_.Request();
       Finish(call, absl::UnavailableError(
                        absl::StrCat("Redis Cluster node ", pool->address(), ": ", error)));
       return;
@@ -291,44 +288,10 @@ class ClusterRouter final : public Router {
     return raw;
   }
 
-  // Asks for a slot map refresh soon (at most one per min_refresh_interval). Any thread.
-  void RequestRefresh() {
-    if (refresh_requested_.exchange(true)) return;
-    asio::post(io_thread_.io(), [this] { ScheduleRefresh(); });
-  }
-
-  void ScheduleRefresh() {
-    if (refreshing_ || stopping_ || refresh_timer_armed_) return;
-    const auto wait = last_refresh_ + options_.min_refresh_interval - SteadyClock::now();
-    if (wait <= SteadyClock::duration::zero()) {
-      Refresh();
-      return;
-    }
-    refresh_timer_armed_ = true;
-    refresh_timer_.expires_after(wait);
-    refresh_timer_.async_wait([this](const boost::system::error_code& error) {
-      refresh_timer_armed_ = false;
-      if (!error && !stopping_) Refresh();
-    });
-  }
-
-  void ArmPeriodicRefresh() {
-    if (stopping_) return;
-    periodic_timer_.expires_after(options_.refresh_interval);
-    periodic_timer_.async_wait([this](const boost::system::error_code& error) {
-      if (error || stopping_) return;
-      refresh_requested_.store(true);
-      ScheduleRefresh();
-      ArmPeriodicRefresh();
-    });
-  }
-
-  // Reads CLUSTER SLOTS from the first node that answers: ready primaries first, then the
-  // other known nodes, then the seeds.
+  // One refresh, started by refresher_ and ended with refresher_.Finish(): reads CLUSTER
+  // SLOTS from the first node that answers: ready primaries first, then the other known
+  // nodes, then the seeds.
   void Refresh() {
-    refreshing_ = true;
-    refresh_requested_.store(false);
-    last_refresh_ = SteadyClock::now();
     auto candidates = std::make_shared<std::vector<ConnectionPool*>>();
     {
       absl::MutexLock lock(&mu_);
@@ -345,11 +308,11 @@ class ClusterRouter final : public Router {
 
   void TryRefreshFrom(std::shared_ptr<std::vector<ConnectionPool*>> candidates, size_t index) {
     if (stopping_) {
-      FinishRefresh(absl::UnavailableError("the Redis store is shutting down"));
+      refresher_.Finish(absl::UnavailableError("the Redis store is shutting down"));
       return;
     }
     if (index >= candidates->size()) {
-      FinishRefresh(absl::UnavailableError(
+      refresher_.Finish(absl::UnavailableError(
           "no Redis Cluster node answered CLUSTER SLOTS (are the seed addresses right, and is "
           "cluster mode enabled?)"));
       return;
@@ -359,26 +322,16 @@ class ClusterRouter final : public Router {
                [this, candidates, index, pool](absl::StatusOr<RedisReply> reply) {
                  if (reply.ok() && reply->type == RedisReply::Type::kArray &&
                      !reply->elements.empty() && ApplySlots(*reply, HostOf(pool->address()))) {
-                   FinishRefresh(absl::OkStatus());
+                   refresher_.Finish(absl::OkStatus());
                    return;
                  }
                  if (reply.ok() && reply->is_error() && candidates->size() == 1) {
-                   FinishRefresh(absl::FailedPreconditionError(absl::StrCat(
+                   refresher_.Finish(absl::FailedPreconditionError(absl::StrCat(
                        "Redis at ", pool->address(), " refused CLUSTER SLOTS: ", reply->str)));
                    return;
                  }
                  TryRefreshFrom(candidates, index + 1);
                });
-  }
-
-  void FinishRefresh(absl::Status status) {
-    refreshing_ = false;
-    if (on_refresh_done_) {
-      auto done = std::move(on_refresh_done_);
-      on_refresh_done_ = nullptr;
-      std::move(done)(std::move(status));
-    }
-    if (refresh_requested_.load()) ScheduleRefresh();
   }
 
   // Installs a CLUSTER SLOTS reply: [[start, end, [host, port, id...], replicas...]...].
@@ -444,7 +397,6 @@ class ClusterRouter final : public Router {
   const RouterOptions options_;
   std::array<std::atomic<ConnectionPool*>, kClusterSlots> slots_;
   std::atomic<uint64_t> next_any_{0};
-  std::atomic<bool> refresh_requested_{false};
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<ConnectionPool>> pools_ ABSL_GUARDED_BY(mu_);
@@ -452,13 +404,8 @@ class ClusterRouter final : public Router {
   std::vector<ConnectionPool*> primary_pools_ ABSL_GUARDED_BY(mu_);
 
   // Only touched on the I/O thread.
-  asio::steady_timer refresh_timer_;
-  asio::steady_timer periodic_timer_;
-  bool refresh_timer_armed_ = false;
-  bool refreshing_ = false;
   bool stopping_ = false;
-  SteadyClock::time_point last_refresh_{};
-  absl::AnyInvocable<void(absl::Status) &&> on_refresh_done_;
+  RefreshScheduler refresher_;
   std::map<uint64_t, PendingRetry> retries_;
   uint64_t next_retry_id_ = 0;
 };

@@ -19,27 +19,25 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/store/redis/refresh_scheduler.h"
 #include "src/store/redis/router.h"
 
 namespace tollgate::redis {
 namespace {
 
 namespace asio = boost::asio;
-using SteadyClock = std::chrono::steady_clock;
 
 class SentinelRouter final : public Router {
  public:
   SentinelRouter(const RedisTarget& target, const RouterOptions& options)
       : target_(target),
         options_(options),
-        refresh_timer_(io_thread_.io()),
-        periodic_timer_(io_thread_.io()) {}
+        refresher_(io_thread_.io(), options, [this] { Refresh(); }) {}
 
   ~SentinelRouter() override {
     io_thread_.Stop([this] {
       stopping_ = true;
-      refresh_timer_.cancel();
-      periodic_timer_.cancel();
+      refresher_.Stop();
       for (auto& sentinel : sentinels_) sentinel->Shutdown();
       absl::MutexLock lock(&mu_);
       if (primary_pool_ != nullptr) primary_pool_->Shutdown();
@@ -68,16 +66,14 @@ class SentinelRouter final : public Router {
     }
     std::promise<absl::Status> resolved;
     asio::post(io_thread_.io(), [this, &resolved] {
-      on_refresh_done_ = [&resolved](absl::Status status) { resolved.set_value(status); };
-      refresh_requested_.store(true);
-      Refresh();
+      refresher_.RefreshNow([&resolved](absl::Status status) { resolved.set_value(status); });
     });
     absl::Status status = resolved.get_future().get();
     if (!status.ok()) return status;
     ConnectionPool* primary = primary_.load();
     status = primary->AwaitStarted();
     if (!status.ok()) return status;
-    asio::post(io_thread_.io(), [this] { ArmPeriodicRefresh(); });
+    asio::post(io_thread_.io(), [this] { refresher_.ArmPeriodic(); });
     return absl::OkStatus();
   }
 
@@ -87,9 +83,9 @@ class SentinelRouter final : public Router {
     pool->Send(std::move(formatted_command),
                [this, pool, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
                  if (!reply.ok()) {
-                   RequestRefresh();
+                   refresher_.Request();
                  } else if (reply->is_error() && absl::StartsWith(reply->str, "READONLY")) {
-                   RequestRefresh();
+                   refresher_.Request();
                    reply = absl::UnavailableError(absl::StrCat(
                        "Redis at ", pool->address(), " is no longer the primary: ", reply->str));
                  }
@@ -106,54 +102,19 @@ class SentinelRouter final : public Router {
   }
 
  private:
-  void RequestRefresh() {
-    if (refresh_requested_.exchange(true)) return;
-    asio::post(io_thread_.io(), [this] { ScheduleRefresh(); });
-  }
-
-  void ScheduleRefresh() {
-    if (refreshing_ || stopping_ || refresh_timer_armed_) return;
-    const auto wait = last_refresh_ + options_.min_refresh_interval - SteadyClock::now();
-    if (wait <= SteadyClock::duration::zero()) {
-      Refresh();
-      return;
-    }
-    refresh_timer_armed_ = true;
-    refresh_timer_.expires_after(wait);
-    refresh_timer_.async_wait([this](const boost::system::error_code& error) {
-      refresh_timer_armed_ = false;
-      if (!error && !stopping_) Refresh();
-    });
-  }
-
-  void ArmPeriodicRefresh() {
-    if (stopping_) return;
-    periodic_timer_.expires_after(options_.refresh_interval);
-    periodic_timer_.async_wait([this](const boost::system::error_code& error) {
-      if (error || stopping_) return;
-      refresh_requested_.store(true);
-      ScheduleRefresh();
-      ArmPeriodicRefresh();
-    });
-  }
-
-  void Refresh() {
-    refreshing_ = true;
-    refresh_requested_.store(false);
-    last_refresh_ = SteadyClock::now();
-    Ask(0);
-  }
+  // One refresh, started by refresher_; ends with refresher_.Finish().
+  void Refresh() { Ask(0); }
 
   // Asks sentinel `index`, then the next one if it does not know the primary.
   void Ask(size_t index) {
     if (stopping_) {
-      FinishRefresh(absl::UnavailableError("the Redis store is shutting down"));
+      refresher_.Finish(absl::UnavailableError("the Redis store is shutting down"));
       return;
     }
     if (index >= sentinels_.size()) {
-      FinishRefresh(absl::UnavailableError(absl::StrCat("no sentinel named a primary for \"",
-                                                        target_.master_name,
-                                                        "\" (SENTINEL get-master-addr-by-name)")));
+      refresher_.Finish(absl::UnavailableError(
+          absl::StrCat("no sentinel named a primary for \"", target_.master_name,
+                       "\" (SENTINEL get-master-addr-by-name)")));
       return;
     }
     sentinels_[index]->Send(
@@ -165,7 +126,7 @@ class SentinelRouter final : public Router {
               absl::SimpleAtoi(reply->elements[1].str, &primary.port)) {
             primary.host = reply->elements[0].str;
             UsePrimary(primary);
-            FinishRefresh(absl::OkStatus());
+            refresher_.Finish(absl::OkStatus());
             return;
           }
           Ask(index + 1);
@@ -192,36 +153,20 @@ class SentinelRouter final : public Router {
     primary_pool_ = std::move(pool);
   }
 
-  void FinishRefresh(absl::Status status) {
-    refreshing_ = false;
-    if (on_refresh_done_) {
-      auto done = std::move(on_refresh_done_);
-      on_refresh_done_ = nullptr;
-      std::move(done)(std::move(status));
-    }
-    if (refresh_requested_.load()) ScheduleRefresh();
-  }
-
   // First, so that it is destroyed last.
   IoThread io_thread_;
   const RedisTarget target_;
   const RouterOptions options_;
   std::vector<std::unique_ptr<ConnectionPool>> sentinels_;  // fixed after Start
   std::atomic<ConnectionPool*> primary_{nullptr};
-  std::atomic<bool> refresh_requested_{false};
 
   absl::Mutex mu_;
   std::unique_ptr<ConnectionPool> primary_pool_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ConnectionPool>> retired_ ABSL_GUARDED_BY(mu_);
 
   // Only touched on the I/O thread.
-  asio::steady_timer refresh_timer_;
-  asio::steady_timer periodic_timer_;
-  bool refresh_timer_armed_ = false;
-  bool refreshing_ = false;
   bool stopping_ = false;
-  SteadyClock::time_point last_refresh_{};
-  absl::AnyInvocable<void(absl::Status) &&> on_refresh_done_;
+  RefreshScheduler refresher_;
 };
 
 }  // namespace
