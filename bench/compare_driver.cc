@@ -8,6 +8,7 @@
 //   compare_driver --via library --redis URL --rate 20000 --duration-s 5   # open loop
 //   compare_driver --via http --target 127.0.0.1:8080 --callers 8 --duration-s 5
 //   compare_driver ... --requests 600 --limit 25 --window-s 3600     # fixed count, smoke test
+//   compare_driver ... --connections 1     # RedisStoreOptions::connections (default 2)
 //
 // Closed loop (the default): `--callers` checks are always outstanding, each issued as soon
 // as the previous one of its caller is answered, on keys user:0 .. user:<keys-1> in turn.
@@ -78,6 +79,7 @@ struct DriverOptions {
   double rate = 0;
   double sync_interval_s = 0.1;
   std::string key_prefix = "tollgate:";
+  int connections = 0;  // 0: RedisStoreOptions' default
 };
 
 void Usage() {
@@ -87,7 +89,7 @@ void Usage() {
                "sliding_window]\n"
                "  [--callers N] [--keys N] [--limit N] [--window-s S] [--refill R]\n"
                "  (--duration-s S [--warmup-s S] | --requests N) [--rate R]\n"
-               "  [--sync-interval-s S] [--key-prefix P]\n");
+               "  [--sync-interval-s S] [--key-prefix P] [--connections N]\n");
 }
 
 bool ParseArgs(int argc, char** argv, DriverOptions* options) {
@@ -129,6 +131,8 @@ bool ParseArgs(int argc, char** argv, DriverOptions* options) {
       ok = absl::SimpleAtod(value, &options->rate) && options->rate > 0;
     } else if (flag == "--sync-interval-s") {
       ok = absl::SimpleAtod(value, &options->sync_interval_s) && options->sync_interval_s > 0;
+    } else if (flag == "--connections") {
+      ok = absl::SimpleAtoi(value, &options->connections) && options->connections > 0;
     } else if (flag == "--key-prefix") {
       options->key_prefix = std::string(value);
     } else {
@@ -328,6 +332,7 @@ absl::StatusOr<std::unique_ptr<Limiter>> MakeLimiter(const DriverOptions& option
       RedisStoreOptions redis_options;
       redis_options.url = options.redis_url;
       redis_options.key_prefix = options.key_prefix;
+      if (options.connections > 0) redis_options.connections = options.connections;
       absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(redis_options);
       if (store.ok()) {
         limiter_options.store = *std::move(store);

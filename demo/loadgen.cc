@@ -2,11 +2,20 @@
 //
 //   tiffin-load --target 127.0.0.1:8000 --path /menu --header "X-User: alice"
 //               --rate 60 --duration-s 10 [--threads 4] [--servers-out servers.csv]
+//               [--align-second 1]
 //
 // Sends requests open loop at `--rate` per second for `--duration-s` seconds (request i is
 // due at i / rate), over keep-alive connections, one per worker thread. A request late
-// because every worker was busy is sent as soon as one is free, and counts in the second
-// it was sent in (the window the server decides it in). Prints one CSV row per second on stdout:
+// because every worker was busy is sent as soon as one is free. Each answer counts in the
+// second the server decided it in: the app's X-Decided-At header (wall-clock microseconds
+// taken right after its limiter answered), relative to the start; an answer without it
+// counts in the second it was sent in. --align-second 1 is for a limit with 1 s fixed
+// windows (aligned to the epoch): the run starts on a whole wall-clock second and each
+// answer counts in the window that decided it, the one ending at the app's X-Reset-At
+// (rounded to the whole second, so a reply that took up to half a second to reach the app
+// still counts in the window Redis or the sync store decided it in). Prints one CSV row
+// per second on stdout (more rows than the
+// duration's seconds when answers were decided after it):
 //   second,offered,allowed,refused,unavailable,errors
 // allowed is HTTP 200, refused 429, unavailable 503, errors anything else (connection
 // failures, timeouts, other statuses). With --servers-out, writes per answering server
@@ -55,7 +64,22 @@ struct LoadOptions {
   double duration_s = 10;
   int threads = 4;
   std::string servers_out;
+  bool align_second = false;
 };
+
+// What one request got back.
+struct Answer {
+  int status = 0;  // 0: transport failure
+  std::string server;
+  int64_t decided_at_micros = 0;  // 0: no X-Decided-At
+  int64_t reset_at_micros = 0;    // 0: no X-Reset-At
+};
+
+int64_t WallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Counts of one second.
 struct SecondCounts {
@@ -104,6 +128,9 @@ bool ParseFlags(int argc, char** argv, LoadOptions& options) {
       if (!absl::SimpleAtoi(value, &options.threads)) return false;
     } else if (flag == "--servers-out") {
       options.servers_out = value;
+    } else if (flag == "--align-second") {
+      if (value != "0" && value != "1") return false;
+      options.align_second = value == "1";
     } else {
       std::fprintf(stderr, "tiffin-load: unknown flag %s\n", flag.c_str());
       return false;
@@ -123,10 +150,10 @@ class Connection {
  public:
   explicit Connection(const LoadOptions& options) : options_(options), socket_(io_) {}
 
-  // Sends one request; returns the status code (0 on a transport failure) and X-Server.
-  std::pair<int, std::string> Send() {
+  // Sends one request and reads its answer.
+  Answer Send() {
     beast::error_code error;
-    if (!socket_.is_open() && !Connect()) return {0, ""};
+    if (!socket_.is_open() && !Connect()) return {};
     http::request<http::empty_body> request{http::verb::get, options_.path, 11};
     request.set(http::field::host, options_.host);
     for (const auto& [name, value] : options_.headers) request.set(name, value);
@@ -136,14 +163,24 @@ class Connection {
     if (!error) http::read(socket_, buffer_, response, error);
     if (error) {
       Close();
-      return {0, ""};
+      return {};
     }
-    std::string server;
+    Answer answer;
+    answer.status = static_cast<int>(response.result_int());
     if (auto it = response.find("X-Server"); it != response.end()) {
-      server.assign(it->value().data(), it->value().size());
+      answer.server.assign(it->value().data(), it->value().size());
     }
+    auto micros_header = [&](std::string_view name, int64_t* out) {
+      auto it = response.find(beast::string_view(name.data(), name.size()));
+      if (it == response.end() ||
+          !absl::SimpleAtoi(absl::string_view(it->value().data(), it->value().size()), out)) {
+        *out = 0;
+      }
+    };
+    micros_header("X-Decided-At", &answer.decided_at_micros);
+    micros_header("X-Reset-At", &answer.reset_at_micros);
     if (!response.keep_alive()) Close();
-    return {static_cast<int>(response.result_int()), std::move(server)};
+    return answer;
   }
 
  private:
@@ -184,16 +221,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: tiffin-load --target 127.0.0.1:PORT [--path /menu] "
                  "[--header 'X-User: alice']... --rate PER_SECOND --duration-s SECONDS "
-                 "[--threads N] [--servers-out FILE]\n");
+                 "[--threads N] [--servers-out FILE] [--align-second 0|1]\n");
     return 2;
   }
   const int64_t total = std::llround(options.rate_per_second * options.duration_s);
   const int64_t interval_ns = std::llround(1e9 / options.rate_per_second);
   const int seconds = static_cast<int>(std::ceil(options.duration_s));
   Results results;
-  results.seconds.resize(seconds);
+  // Rows past the run's last second hold answers decided late (the app was behind); a
+  // request is sent by give_up below and waits at most 3 s for its answer.
+  const int max_rows = seconds + 9;
+  results.seconds.resize(max_rows);
   std::atomic<int64_t> next{0};
+  if (options.align_second) {
+    const int64_t now_us = WallMicros();
+    std::this_thread::sleep_for(std::chrono::microseconds(1'000'000 - now_us % 1'000'000));
+  }
   const Clock::time_point start = Clock::now();
+  int64_t start_wall_us = WallMicros();
+  if (options.align_second) start_wall_us -= start_wall_us % 1'000'000;
   const Clock::time_point give_up =
       start + std::chrono::milliseconds(std::llround(options.duration_s * 1000) + 5000);
 
@@ -208,15 +254,20 @@ int main(int argc, char** argv) {
         const std::chrono::nanoseconds due_offset(i * interval_ns);
         std::this_thread::sleep_until(start + due_offset);
         if (Clock::now() > give_up) return;
-        // Counted in the second it is sent in, not the one it was due in: a request sent
-        // late is decided in the window of its sending, and counting it in its due second
-        // would move admissions of one window into the previous one.
-        const auto sent_offset = Clock::now() - start;
-        const int second = std::min<int>(
-            seconds - 1,
-            static_cast<int>(
-                std::chrono::duration_cast<std::chrono::seconds>(sent_offset).count()));
-        auto [status, server] = connection.Send();
+        // Counted in the second it was decided in (else sent in), not the one it was due
+        // in: a request sent late is decided late, and counting it in its due second would
+        // move admissions of one window into the previous one.
+        const int64_t sent_offset_us =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+        auto [status, server, decided_at_us, reset_at_us] = connection.Send();
+        int64_t row = sent_offset_us / 1'000'000;
+        if (options.align_second && reset_at_us > 0) {
+          row = (reset_at_us - start_wall_us + 500'000) / 1'000'000 - 1;
+        } else if (decided_at_us > 0) {
+          row = (decided_at_us - start_wall_us) / 1'000'000;
+        }
+        const int second =
+            static_cast<int>(std::clamp<int64_t>(row, 0, static_cast<int64_t>(max_rows) - 1));
         std::lock_guard<std::mutex> lock(results.mu);
         SecondCounts& counts = results.seconds[second];
         ++counts.offered;
@@ -241,7 +292,11 @@ int main(int argc, char** argv) {
   for (std::thread& worker : workers) worker.join();
 
   std::printf("second,offered,allowed,refused,unavailable,errors\n");
-  for (int s = 0; s < seconds; ++s) {
+  int rows = seconds;
+  for (int s = seconds; s < max_rows; ++s) {
+    if (results.seconds[s].offered > 0) rows = s + 1;
+  }
+  for (int s = 0; s < rows; ++s) {
     const SecondCounts& c = results.seconds[s];
     std::printf("%d,%lld,%lld,%lld,%lld,%lld\n", s, static_cast<long long>(c.offered),
                 static_cast<long long>(c.allowed), static_cast<long long>(c.refused),

@@ -10,7 +10,9 @@
 //   GET /healthz  always 200
 // and answers 200, 429 (over the limit, with Retry-After), 503 (a fail_closed limit whose
 // store is unavailable), 400 (missing key header) or 500 (any other error). Every answer
-// carries X-Server (--name) and X-Decision-Source (memory, redis, fallback...).
+// carries X-Server (--name), X-Decision-Source (memory, redis, fallback...) and
+// X-Decided-At (wall-clock microseconds when the limiter answered) and X-Reset-At
+// (X-Decided-At + the deciding limit's reset_after: the end of its window, for a window).
 //
 //   tiffin-app --port 9001 --config examples/tiffin.yaml --store memory --name app1
 //   tiffin-app --port 9001 --config examples/tiffin.yaml --store split --servers 8
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -231,6 +234,11 @@ Response Handle(tollgate::Limiter& limiter, const Request& request) {
     checks.push_back({.limit = std::string(limit), .key = key, .cost = 1});
   }
   absl::StatusOr<tollgate::MultiDecision> result = limiter.CheckAll(checks);
+  // When the decision was made (wall clock, the limiter's clock here), for tiffin-load to
+  // count each answer in the window that decided it.
+  const int64_t decided_at_micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count();
   if (!result.ok()) {
     return Answer(request, http::status::internal_server_error, result.status().ToString());
   }
@@ -252,6 +260,8 @@ Response Handle(tollgate::Limiter& limiter, const Request& request) {
   const tollgate::Decision& first = refusal != nullptr ? *refusal : result->decisions.front();
   const std::string_view source = tollgate::DecisionSourceName(first.source);
   response.set("X-Decision-Source", beast::string_view(source.data(), source.size()));
+  response.set("X-Decided-At", std::to_string(decided_at_micros));
+  response.set("X-Reset-At", std::to_string(decided_at_micros + first.reset_after_micros));
   return response;
 }
 
