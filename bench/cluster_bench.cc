@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -40,7 +42,9 @@ class BenchCluster {
       const int port = FreeLoopbackPort();
       const std::string dir = "/tmp/tollgate-cluster-bench-" + std::to_string(port);
       // A fresh directory: a nodes.conf left by an earlier run would bring back its slots.
-      std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+      std::filesystem::create_directories(dir, ignored);
       const int bus_port = FreeLoopbackPort();
       const pid_t pid = fork();
       if (pid == 0) {

@@ -1,7 +1,7 @@
 // Copyright tollgate authors. Check latency while Redis is healthy, black-holed and back.
 //
-// Starts its own redis-server on a free loopback port and a small TCP proxy in this process
-// that can black-hole the connection (nothing forwarded either way, connections kept open:
+// Starts its own redis-server on a free loopback port and the tests' TCP proxy
+// (tests/support/fault_proxy.h) in this process, which can black-hole the connection (nothing forwarded either way, connections kept open:
 // a partition). One caller thread checks a fail_open token bucket (deadline 10 ms) through
 // a ResilientStore over a RedisStore, in phases:
 //   healthy         Redis answers (through the proxy, and direct for reference);
@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/fault_proxy.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 
@@ -72,94 +73,6 @@ int FreeLoopbackPort() {
   close(fd);
   return port;
 }
-
-// Forwards 127.0.0.1:port() to 127.0.0.1:target. While black-holed it reads nothing, so
-// bytes wait in the kernel's buffers and are delivered in order once lifted.
-class Proxy {
- public:
-  explicit Proxy(int target) : target_(target) {
-    listen_fd_ = ListenLoopback(&port_);
-    accept_thread_ = std::thread([this] { AcceptLoop(); });
-  }
-  ~Proxy() {
-    stopping_ = true;
-    shutdown(listen_fd_, SHUT_RDWR);
-    close(listen_fd_);
-    accept_thread_.join();
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (std::thread& thread : threads_) thread.join();
-  }
-  int port() const { return port_; }
-  void set_black_hole(bool on) { black_hole_ = on; }
-
- private:
-  void AcceptLoop() {
-    while (!stopping_) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (poll(&p, 1, 50) <= 0) continue;
-      int client = accept(listen_fd_, nullptr, nullptr);
-      if (client < 0) continue;
-      int server = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      addr.sin_port = htons(static_cast<uint16_t>(target_));
-      if (connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-        close(client);
-        close(server);
-        continue;
-      }
-      // As Redis and its clients do: no Nagle delay on small replies.
-      int one = 1;
-      setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      std::lock_guard<std::mutex> lock(mutex_);
-      threads_.emplace_back([this, client, server] { Pump(client, server); });
-    }
-  }
-
-  void Pump(int client, int server) {
-    char buffer[16384];
-    while (!stopping_) {
-      if (black_hole_) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        continue;
-      }
-      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-      if (poll(fds, 2, 1) <= 0) continue;
-      bool closed = false;
-      for (int i = 0; i < 2 && !closed; ++i) {
-        if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
-        if (n <= 0) {
-          closed = true;
-          break;
-        }
-        const int to = i == 0 ? server : client;
-        for (ssize_t sent = 0; sent < n;) {
-          const ssize_t w = write(to, buffer + sent, static_cast<size_t>(n - sent));
-          if (w <= 0) {
-            closed = true;
-            break;
-          }
-          sent += w;
-        }
-      }
-      if (closed) break;
-    }
-    close(client);
-    close(server);
-  }
-
-  const int target_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> black_hole_{false};
-  std::atomic<bool> stopping_{false};
-  std::mutex mutex_;
-  std::vector<std::thread> threads_;
-  std::thread accept_thread_;
-};
 
 struct RedisProcess {
   pid_t pid = -1;
@@ -235,7 +148,7 @@ int Run() {
            static_cast<char*>(nullptr));
     _exit(127);
   }
-  Proxy proxy(redis.port);
+  testing::FaultProxy proxy(redis.port);
 
   Limit limit;
   limit.name = "api";
@@ -274,7 +187,7 @@ int Run() {
   PrintRow("healthy, via proxy", measure(*store, 5000, &source), "source redis");
   measure(*never_opens, 10, &source);
 
-  proxy.set_black_hole(true);
+  proxy.set_fault(testing::FaultProxy::Fault::kBlackHole);
   {
     std::vector<int64_t> micros;
     for (int i = 0; i < 500; ++i) micros.push_back(CheckOnce(*never_opens, limit, i).micros);
@@ -290,7 +203,7 @@ int Run() {
                                                              : "answered locally; fallback");
   }
 
-  proxy.set_black_hole(false);
+  proxy.set_fault(testing::FaultProxy::Fault::kPass);
   {
     const int64_t lifted = MonotonicMicros();
     int64_t first_redis = -1;

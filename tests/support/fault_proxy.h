@@ -11,7 +11,10 @@
 
 namespace tollgate::testing {
 
-// Listens on 127.0.0.1:port() and forwards every connection to 127.0.0.1:target_port.
+// Listens on 127.0.0.1:port() and forwards every connection to 127.0.0.1:target_port, with
+// TCP_NODELAY on both sides. Used by tests and by bench/resilience_bench (no gtest inside:
+// the library tollgate_fault_proxy links only threads); a proxy that cannot listen aborts
+// with the reason.
 // The fault applies to bytes forwarded from then on, in both directions:
 //   kPass       forward at once;
 //   kDelay      hold every chunk for `delay_ms` before forwarding it;
