@@ -14,9 +14,11 @@
 #ifndef TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_
 #define TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
+#include "absl/base/attributes.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/outcome.h"
 
@@ -29,10 +31,87 @@ struct SlidingWindowState {
   bool operator==(const SlidingWindowState&) const = default;
 };
 
-// REQUIRES: cost >= 0.
-Outcome<SlidingWindowState> SlidingWindowCheck(const std::optional<SlidingWindowState>& state,
-                                               int64_t now_micros, const WindowParams& params,
-                                               int64_t cost);
+namespace internal {
+
+// previous * ((window - elapsed) / window) + current, in this order (the Lua script
+// computes the same expression).
+inline double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64_t window) {
+  const double weight = static_cast<double>(window - elapsed) / static_cast<double>(window);
+  return static_cast<double>(previous) * weight + static_cast<double>(current);
+}
+
+}  // namespace internal
+
+// REQUIRES: cost >= 0. Inline for the reason given at FixedWindowCheck.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowCheck(
+    const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
+    int64_t cost) {
+  const int64_t window = params.window_micros;
+  const int64_t limit = params.limit;
+  int64_t index = WindowIndex(now_micros, window);
+  // Time going backwards counts as no time passing: a state from a later window than now's
+  // is still the current one (else a clock step back would forget its counts).
+  if (state.has_value() && state->window_index > index) index = state->window_index;
+  int64_t current = 0;
+  int64_t previous = 0;
+  if (state.has_value()) {
+    if (state->window_index == index) {
+      current = state->current;
+      previous = state->previous;
+    } else if (state->window_index == index - 1) {
+      previous = state->current;
+    }
+  }
+  // Negative only when the clock went back before the state's window; the estimate then
+  // uses the window's start (no time passed), while retry_after and reset_after stay
+  // measured from the caller's now.
+  const int64_t elapsed = now_micros - index * window;
+  const int64_t estimate_elapsed = elapsed > 0 ? elapsed : 0;
+
+  Outcome<SlidingWindowState> out;
+  out.state = state.value_or(SlidingWindowState{index, 0, 0});
+  out.decision.limit = limit;
+
+  if (cost > limit) {
+    out.decision.reason = DenyReason::kCostExceedsLimit;
+  } else if (internal::Estimate(previous, current, estimate_elapsed, window) +
+                 static_cast<double>(cost) <=
+             static_cast<double>(limit)) {
+    out.decision.allowed = true;
+    if (cost > 0) {
+      current += cost;
+      out.state = SlidingWindowState{index, current, previous};
+      out.changed = true;
+    }
+  } else {
+    out.decision.reason = DenyReason::kOverLimit;
+    const double w = static_cast<double>(window);
+    if (current + cost <= limit) {
+      // Passes in this window once the previous window's weight has shrunk enough.
+      const double needed_elapsed =
+          w - static_cast<double>(limit - current - cost) * w / static_cast<double>(previous);
+      out.decision.retry_after_micros =
+          CeilMicros(needed_elapsed - static_cast<double>(elapsed)) + 1;
+    } else {
+      // Only in the next window, where this window's count becomes the weighted previous.
+      const double needed_elapsed =
+          w - static_cast<double>(limit - cost) * w / static_cast<double>(current);
+      out.decision.retry_after_micros = (window - elapsed) + CeilMicros(needed_elapsed) + 1;
+    }
+  }
+
+  const double remaining =
+      std::floor(static_cast<double>(limit) -
+                 internal::Estimate(previous, current, estimate_elapsed, window) + 1e-6);
+  out.decision.remaining = remaining > 0 ? static_cast<int64_t>(remaining) : 0;
+  if (current > 0) {
+    out.decision.reset_after_micros = (index + 2) * window - now_micros;
+  } else if (previous > 0) {
+    out.decision.reset_after_micros = (index + 1) * window - now_micros;
+  }
+  out.expires_at_micros = now_micros + out.decision.reset_after_micros;
+  return out;
+}
 
 }  // namespace tollgate::algorithm
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/base/attributes.h"
 #include "src/algorithm/outcome.h"
 
 namespace tollgate::algorithm {
@@ -46,16 +47,35 @@ inline int64_t WholeTokens(double now, double empty_at, double rate, int64_t cap
 
 }  // namespace internal
 
-// REQUIRES: cost >= 0. `state` is nullopt for a key never seen (or expired).
-// A cost above capacity is refused with DenyReason::kCostExceedsLimit.
+// The two durations of a check that depend only on the limit, in microseconds, computed
+// with the very expressions the check uses (and the Lua script computes), so a check that
+// takes them from here is bit-identical to one that computes them: a store computes them
+// once per limit instead of paying two divisions on every check.
+struct TokenBucketTimes {
+  // capacity * 1e6 / rate: an empty bucket refills in this.
+  double fill_micros = 0;
+  // 1 * 1e6 / rate: one token refills in this (the cost of a check of cost 1).
+  double unit_micros = 0;
+};
+
+// REQUIRES: params valid (see TokenBucketParams).
+inline TokenBucketTimes TokenBucketTimesFor(const TokenBucketParams& params) {
+  const double rate = params.refill_per_second;
+  return TokenBucketTimes{static_cast<double>(params.capacity) * 1e6 / rate,
+                          static_cast<double>(int64_t{1}) * 1e6 / rate};
+}
+
+// REQUIRES: cost >= 0; `times` == TokenBucketTimesFor(params). `state` is nullopt for a key
+// never seen (or expired). A cost above capacity is refused with
+// DenyReason::kCostExceedsLimit.
 // Inline: the memory store's hot path runs it on every check, and inlined it keeps the
 // state and the decision in registers instead of copying them through an Outcome.
-inline Outcome<TokenBucketState> TokenBucketCheck(const std::optional<TokenBucketState>& state,
-                                                  int64_t now_micros,
-                                                  const TokenBucketParams& params, int64_t cost) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
+    const std::optional<TokenBucketState>& state, int64_t now_micros,
+    const TokenBucketParams& params, const TokenBucketTimes& times, int64_t cost) {
   const double rate = params.refill_per_second;
   const double now = static_cast<double>(now_micros);
-  const double fill_time = static_cast<double>(params.capacity) * 1e6 / rate;
+  const double fill_time = times.fill_micros;
   double empty_at = now - fill_time;  // a missing state is a full bucket
   if (state.has_value() && state->empty_at_micros > empty_at) empty_at = state->empty_at_micros;
 
@@ -67,7 +87,8 @@ inline Outcome<TokenBucketState> TokenBucketCheck(const std::optional<TokenBucke
     out.decision.allowed = false;
     out.decision.reason = DenyReason::kCostExceedsLimit;
   } else {
-    const double next = empty_at + static_cast<double>(cost) * 1e6 / rate;
+    const double cost_time = cost == 1 ? times.unit_micros : static_cast<double>(cost) * 1e6 / rate;
+    const double next = empty_at + cost_time;
     if (next <= now) {
       out.decision.allowed = true;
       if (cost > 0) {
@@ -85,6 +106,13 @@ inline Outcome<TokenBucketState> TokenBucketCheck(const std::optional<TokenBucke
   out.decision.reset_after_micros = CeilMicros(empty_at + fill_time - now);
   out.expires_at_micros = now_micros + out.decision.reset_after_micros;
   return out;
+}
+
+// The same, computing the times itself.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
+    const std::optional<TokenBucketState>& state, int64_t now_micros,
+    const TokenBucketParams& params, int64_t cost) {
+  return TokenBucketCheck(state, now_micros, params, TokenBucketTimesFor(params), cost);
 }
 
 }  // namespace tollgate::algorithm

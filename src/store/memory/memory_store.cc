@@ -133,7 +133,8 @@ struct KeyView {
 };
 
 // The hash of a stored key, from its two parts: no composed copy is needed to look it up.
-size_t HashKey(uint64_t seed, std::string_view name, std::string_view key) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline size_t HashKey(uint64_t seed, std::string_view name,
+                                                   std::string_view key) {
   return internal::HashBytes(internal::HashBytes(seed, name), key);
 }
 
@@ -219,7 +220,26 @@ struct alignas(64) Shard {
   EntryMap entries ABSL_GUARDED_BY(mu);
   std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
   int64_t capacity = 1;  // set once before the store is shared
+  // The token bucket durations of the numbers this shard's last token bucket check used:
+  // computing them costs two divisions on the critical path of every check, and a shard's
+  // checks nearly always use the same limit. 0 capacity: none yet.
+  int64_t times_capacity ABSL_GUARDED_BY(mu) = 0;
+  double times_refill_per_second ABSL_GUARDED_BY(mu) = 0;
+  algorithm::TokenBucketTimes times ABSL_GUARDED_BY(mu);
 };
+
+// `params`' durations, from the shard's cache when it holds them.
+const algorithm::TokenBucketTimes& TimesFor(Shard& shard,
+                                            const algorithm::TokenBucketParams& params)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  if (ABSL_PREDICT_FALSE(params.capacity != shard.times_capacity ||
+                         params.refill_per_second != shard.times_refill_per_second)) {
+    shard.times = algorithm::TokenBucketTimesFor(params);
+    shard.times_capacity = params.capacity;
+    shard.times_refill_per_second = params.refill_per_second;
+  }
+  return shard.times;
+}
 
 // One step's result, whichever the algorithm.
 struct Step {
@@ -309,7 +329,7 @@ class MemoryStoreImpl final : public MemoryStore {
     }
     std::vector<Decision> decisions(items.size());
     if (items.size() == 1) {
-      decisions[0] = CheckSingle(*items[0].limit, items[0].key, items[0].cost);
+      CheckSingle(*items[0].limit, items[0].key, items[0].cost, decisions[0]);
     } else {
       // One clock read per batch: every item is decided at the same instant.
       CheckMany(items, clock_->NowMicros(), decisions);
@@ -319,10 +339,16 @@ class MemoryStoreImpl final : public MemoryStore {
 
   absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key,
                                     int64_t cost) override {
+    // The decision is written straight into the returned object (one named result, so it is
+    // not copied): a copy would load whole 16 bytes of fields just stored one by one, and
+    // each such load waits until the stores retire, a large share of a hot-key check.
+    absl::StatusOr<Decision> result(absl::in_place);
     if (ABSL_PREDICT_FALSE(key.empty() || cost < 0 || !NumbersValid(limit.numbers))) {
-      return Validate(&limit, key, cost);
+      result = Validate(&limit, key, cost);
+    } else {
+      CheckSingle(limit, key, cost, *result);
     }
-    return CheckSingle(limit, key, cost);
+    return result;
   }
 
   std::string_view Name() const override { return "memory"; }
@@ -364,7 +390,7 @@ class MemoryStoreImpl final : public MemoryStore {
   // and with the clock read instead of following one another. And decisions on a key then
   // carry times in the order they were made, so a thread delayed between reading the clock
   // and taking the lock cannot decide with a time older than a decision already made.
-  Decision CheckSingle(const Limit& limit, std::string_view key_bytes, int64_t cost) {
+  void CheckSingle(const Limit& limit, std::string_view key_bytes, int64_t cost, Decision& out) {
     const KeyView key{limit.name, key_bytes, HashKey(seed_, limit.name, key_bytes)};
     Shard& shard = ShardFor(key.hash);
     absl::MutexLock lock(&shard.mu);
@@ -375,32 +401,33 @@ class MemoryStoreImpl final : public MemoryStore {
     Entry* entry = it == shard.entries.end() ? nullptr : &it->second;
     const LimitNumbers& n = limit.numbers;
     switch (n.algorithm) {
-      case Algorithm::kTokenBucket:
-        return Apply<TokenBucketState>(shard, key, entry, now, [&](const auto& state) {
-          return algorithm::TokenBucketCheck(
-              state, now, algorithm::TokenBucketParams{n.capacity, n.refill_per_second}, cost);
+      case Algorithm::kTokenBucket: {
+        const algorithm::TokenBucketParams params{n.capacity, n.refill_per_second};
+        const algorithm::TokenBucketTimes& times = TimesFor(shard, params);
+        return Apply<TokenBucketState>(shard, key, entry, now, out, [&](const auto& state) {
+          return algorithm::TokenBucketCheck(state, now, params, times, cost);
         });
+      }
       case Algorithm::kFixedWindow:
-        return Apply<FixedWindowState>(shard, key, entry, now, [&](const auto& state) {
+        return Apply<FixedWindowState>(shard, key, entry, now, out, [&](const auto& state) {
           return algorithm::FixedWindowCheck(
               state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
         });
       case Algorithm::kSlidingWindow:
-        return Apply<SlidingWindowState>(shard, key, entry, now, [&](const auto& state) {
+        return Apply<SlidingWindowState>(shard, key, entry, now, out, [&](const auto& state) {
           return algorithm::SlidingWindowCheck(
               state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
         });
     }
-    return Decision{};  // unreachable: Validate() rejects unknown algorithms
+    out = Decision{};  // unreachable: Validate() rejects unknown algorithms
   }
 
   template <typename S, typename AlgorithmStep>
-  Decision Apply(Shard& shard, const KeyView& key, Entry* entry, int64_t now, AlgorithmStep step)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  void Apply(Shard& shard, const KeyView& key, Entry* entry, int64_t now, Decision& out,
+             AlgorithmStep step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     S* stored = entry != nullptr ? std::get_if<S>(&entry->state) : nullptr;
     algorithm::Outcome<S> outcome =
         step(stored != nullptr ? std::optional<S>(*stored) : std::optional<S>());
-    outcome.decision.source = DecisionSource::kMemory;
     if (outcome.decision.allowed && outcome.changed) {
       if (stored != nullptr) {
         // Its heap record stays; it is pushed again with this time when it comes up.
@@ -410,7 +437,16 @@ class MemoryStoreImpl final : public MemoryStore {
         Commit(shard, key, entry, AnyState(outcome.state), outcome.expires_at_micros, now);
       }
     }
-    return outcome.decision;
+    // Field by field, for the same reason as in CheckOne (a struct copy loads 16 bytes of
+    // fields just stored one by one).
+    const Decision& decision = outcome.decision;
+    out.allowed = decision.allowed;
+    out.limit = decision.limit;
+    out.remaining = decision.remaining;
+    out.reset_after_micros = decision.reset_after_micros;
+    out.retry_after_micros = decision.retry_after_micros;
+    out.source = DecisionSource::kMemory;
+    out.reason = decision.reason;
   }
 
   // All or nothing over several items, possibly in several shards and possibly naming the

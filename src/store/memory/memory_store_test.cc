@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "src/algorithm/token_bucket.h"
 #include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
@@ -234,6 +236,48 @@ TEST(MemoryStoreTest, CheckOneAgreesWithTheBatchPathOnRandomSequences) {
   batch->Sweep();
   EXPECT_GT(single->Size(), 0);
   EXPECT_EQ(single->Size(), batch->Size());
+}
+
+// A shard keeps the durations (fill time, time per token) of the last token bucket numbers
+// it checked, to skip two divisions per check. Limits with different numbers sharing one
+// shard, and a limit redefined under the same name, must each still be decided with their
+// own numbers, exactly as the pure algorithm decides them.
+TEST(MemoryStoreTest, TokenBucketsWithDifferentNumbersInOneShardKeepTheirOwnRates) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock, /*shards=*/1);
+  const std::vector<Limit> limits = {TokenBucket("slow", 4, 0.5), TokenBucket("fast", 4, 3),
+                                     TokenBucket("big", 9, 3), TokenBucket("slow", 4, 7)};
+  std::vector<std::optional<algorithm::TokenBucketState>> states(limits.size());
+  std::mt19937 random(20261202);
+  std::uniform_int_distribution<size_t> pick_limit(0, limits.size() - 1);
+  std::uniform_int_distribution<int64_t> pick_cost(0, 3);
+  std::uniform_int_distribution<int64_t> pick_advance(0, 300'000);
+  int64_t allowed = 0;
+  int64_t refused = 0;
+  for (int step = 0; step < 3000; ++step) {
+    clock.AdvanceMicros(pick_advance(random));
+    const size_t index = pick_limit(random);
+    const Limit& limit = limits[index];
+    const int64_t cost = pick_cost(random);
+    // Limits 0 and 3 share a name; the key keeps their states apart, as the witness does.
+    const std::string key = absl::StrCat("user-", index);
+    const algorithm::Outcome<algorithm::TokenBucketState> expected = algorithm::TokenBucketCheck(
+        states[index], clock.NowMicros(),
+        algorithm::TokenBucketParams{limit.numbers.capacity, limit.numbers.refill_per_second},
+        cost);
+    if (expected.decision.allowed && expected.changed) states[index] = expected.state;
+
+    absl::StatusOr<Decision> decision = store->CheckOne(limit, key, cost);
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    Decision want = expected.decision;
+    want.source = DecisionSource::kMemory;
+    ExpectSameDecision(*decision, want,
+                       absl::StrCat("step ", step, " limit ", index, " cost ", cost));
+    (decision->allowed ? allowed : refused) += 1;
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(allowed, 300);
+  EXPECT_GT(refused, 300);
 }
 
 TEST(MemoryStoreTest, CheckOneRejectsInvalidItems) {
