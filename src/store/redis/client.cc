@@ -14,6 +14,7 @@ ConnectionPool::ConnectionPool(boost::asio::io_context& io, const ClientOptions&
     : address_(absl::StrCat(options.connection.url.host, ":", options.connection.url.port)) {
   for (int i = 0; i < std::max(1, options.connections); ++i) {
     connections_.push_back(std::make_unique<RedisConnection>(io, options.connection));
+    connections_.back()->set_owner(this);
   }
   if (with_ask_connection) {
     ask_connection_ = std::make_unique<RedisConnection>(io, options.connection);
@@ -45,14 +46,23 @@ absl::Status ConnectionPool::AwaitStarted() {
 }
 
 void ConnectionPool::Send(std::string formatted_command, ReplyCallback done) {
+  // A command sent while one of our connections' replies are processed (a caller's next
+  // check, from its callback) goes on that connection: it leaves in the write that follows
+  // that batch of replies, one write per batch, while the other connections' batches are
+  // with Redis.
+  RedisConnection* reading = RedisConnection::ReadingOnThisThread();
+  if (reading != nullptr && reading->owner() == this && reading->TrySend(formatted_command, done)) {
+    return;
+  }
   const size_t n = connections_.size();
   const uint64_t start = next_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < n; ++i) {
     RedisConnection& connection = *connections_[(start + i) % n];
-    if (i + 1 == n || connection.ready()) {
-      connection.Send(std::move(formatted_command), std::move(done));
+    if (i + 1 == n) {
+      connection.Send(std::move(formatted_command), std::move(done));  // fails fast if down
       return;
     }
+    if (connection.TrySend(formatted_command, done)) return;
   }
 }
 

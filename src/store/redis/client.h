@@ -44,6 +44,8 @@ class ConnectionPool {
   absl::Status AwaitStarted();
 
   // Sends on the next ready connection (round-robin); Unavailable at once if none is.
+  // From a reply callback of one of this pool's connections (on the I/O thread), sends on
+  // that connection if it is ready.
   void Send(std::string formatted_command, ReplyCallback done);
   // Sends ASKING and then `formatted_command` on the ask connection, with nothing between
   // them; `done` gets the command's reply. REQUIRES: on the I/O thread (the only thread

@@ -37,6 +37,20 @@ std::pair<int, int> ParseVersion(absl::string_view info, std::string* text) {
   return {-1, -1};
 }
 
+// While a read handler runs on an I/O thread, the connections of that io_context that its
+// callbacks sent commands on: they are flushed when the handler returns rather than by a
+// posted Flush, which would run only after every other ready handler (the other
+// connections' replies). Sending each connection's next commands as soon as one batch of
+// replies is processed keeps Redis busy with one connection's commands while this thread
+// processes another's replies, instead of both sides taking turns.
+struct DeferredFlushes {
+  const asio::io_context* io = nullptr;
+  // The connection whose replies are being processed.
+  RedisConnection* reading = nullptr;
+  std::vector<RedisConnection*> connections;
+};
+thread_local DeferredFlushes* t_deferred_flushes = nullptr;
+
 }  // namespace
 
 RedisConnection::RedisConnection(asio::io_context& io, ConnectionOptions options)
@@ -252,46 +266,67 @@ void RedisConnection::Handshake() {
       });
 }
 
-void RedisConnection::Send(std::string command, ReplyCallback done) {
+void RedisConnection::QueueLocked(std::string_view command, ReplyCallback done, bool* post_flush) {
+  queued_bytes_.append(command.data(), command.size());
+  queued_callbacks_.push_back(std::move(done));
+  *post_flush = !flush_posted_;
+  flush_posted_ = true;
+}
+
+RedisConnection* RedisConnection::ReadingOnThisThread() {
+  const DeferredFlushes* deferred = t_deferred_flushes;
+  return deferred == nullptr ? nullptr : deferred->reading;
+}
+
+bool RedisConnection::TrySend(std::string_view command, ReplyCallback& done) {
+  bool post_flush = false;
   {
     absl::MutexLock lock(&mu_);
-    if (state_ == State::kReady) {
-      queue_.push_back({std::move(command), std::move(done)});
-      if (!flush_posted_) {
-        flush_posted_ = true;
-        asio::post(io_, [this] { Flush(); });
-      }
-      return;
-    }
+    if (state_ != State::kReady) return false;
+    QueueLocked(command, std::move(done), &post_flush);
   }
+  if (post_flush) ScheduleFlush();
+  return true;
+}
+
+void RedisConnection::Send(std::string command, ReplyCallback done) {
+  if (TrySend(command, done)) return;
   std::move(done)(absl::UnavailableError(absl::StrCat("not connected to Redis at ", address_)));
 }
 
-void RedisConnection::SendInternal(std::string command, ReplyCallback done) {
-  {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back({std::move(command), std::move(done)});
-    if (flush_posted_) return;
-    flush_posted_ = true;
+void RedisConnection::ScheduleFlush() {
+  DeferredFlushes* deferred = t_deferred_flushes;
+  if (deferred != nullptr && deferred->io == &io_) {
+    deferred->connections.push_back(this);
+    return;
   }
   asio::post(io_, [this] { Flush(); });
 }
 
+void RedisConnection::SendInternal(std::string_view command, ReplyCallback done) {
+  bool post_flush = false;
+  {
+    absl::MutexLock lock(&mu_);
+    QueueLocked(command, std::move(done), &post_flush);
+  }
+  if (post_flush) ScheduleFlush();
+}
+
 void RedisConnection::Flush() {
-  std::vector<Queued> batch;
   {
     absl::MutexLock lock(&mu_);
     flush_posted_ = false;
     if (writing_) return;  // the write in progress flushes again when it completes
     if (state_ != State::kReady && state_ != State::kHandshaking) return;
-    batch.swap(queue_);
+    if (queued_callbacks_.empty()) return;
+    // write_buffer_ is empty here (cleared when the last write completed); swapping keeps
+    // both buffers' capacity, so a steady stream of batches allocates nothing.
+    write_buffer_.swap(queued_bytes_);
+    flushing_.swap(queued_callbacks_);
   }
-  if (batch.empty()) return;
   if (in_flight_.empty()) last_progress_ = std::chrono::steady_clock::now();
-  for (Queued& queued : batch) {
-    write_buffer_.append(queued.command);
-    in_flight_.push_back(std::move(queued.done));
-  }
+  for (ReplyCallback& done : flushing_) in_flight_.push_back(std::move(done));
+  flushing_.clear();
   ArmWatchdog();
   writing_ = true;
   const uint64_t generation = generation_;
@@ -319,30 +354,42 @@ void RedisConnection::Read() {
            true);
       return;
     }
+    last_progress_ = std::chrono::steady_clock::now();
     reader_->Feed(std::string_view(read_buffer_.data(), bytes));
-    while (true) {
-      absl::StatusOr<std::optional<RedisReply>> reply = reader_->Next();
-      if (!reply.ok()) {
-        Fail(absl::UnavailableError(reply.status().message()), true);
-        return;
-      }
-      if (!reply->has_value()) break;
-      OnReply(**std::move(reply));
-      if (generation != generation_) return;  // a callback's failure reset us
-    }
-    Read();
+    // Commands the callbacks send on this io_context go out when they are all done.
+    DeferredFlushes deferred{&io_, this, {}};
+    DeferredFlushes* const outer = t_deferred_flushes;
+    t_deferred_flushes = &deferred;
+    const bool keep_reading = ReadReplies(generation);
+    t_deferred_flushes = outer;
+    // Connections are never destroyed while their io_context runs (see the destructor).
+    for (RedisConnection* connection : deferred.connections) connection->Flush();
+    if (keep_reading) Read();
   });
 }
 
-void RedisConnection::OnReply(RedisReply reply) {
-  last_progress_ = std::chrono::steady_clock::now();
+bool RedisConnection::ReadReplies(uint64_t generation) {
+  while (true) {
+    absl::StatusOr<std::optional<RedisReply>> reply = reader_->Next();
+    if (!reply.ok()) {
+      Fail(absl::UnavailableError(reply.status().message()), true);
+      return false;
+    }
+    if (!reply->has_value()) return true;
+    if (!OnReply(**std::move(reply))) return false;
+    if (generation != generation_) return false;  // a callback's failure reset us
+  }
+}
+
+bool RedisConnection::OnReply(RedisReply reply) {
   if (in_flight_.empty()) {
     Fail(absl::UnavailableError(absl::StrCat("unexpected reply from Redis at ", address_)), true);
-    return;
+    return false;
   }
   ReplyCallback done = std::move(in_flight_.front());
   in_flight_.pop_front();
   std::move(done)(std::move(reply));
+  return true;
 }
 
 void RedisConnection::ArmWatchdog() {
@@ -363,13 +410,14 @@ void RedisConnection::ArmWatchdog() {
 }
 
 void RedisConnection::Fail(const absl::Status& status, bool reconnect) {
-  std::vector<Queued> queued;
+  std::vector<ReplyCallback> queued;
   bool closed = false;
   {
     absl::MutexLock lock(&mu_);
     closed = state_ == State::kClosed;
     if (!closed) state_ = State::kDisconnected;
-    queued.swap(queue_);
+    queued.swap(queued_callbacks_);
+    queued_bytes_.clear();
   }
   ++generation_;  // every handler of the old socket is now stale
   boost::system::error_code ignored;
@@ -384,7 +432,7 @@ void RedisConnection::Fail(const absl::Status& status, bool reconnect) {
                                  ? status
                                  : absl::UnavailableError(status.message());
   for (ReplyCallback& done : in_flight) std::move(done)(unavailable);
-  for (Queued& q : queued) std::move(q.done)(unavailable);
+  for (ReplyCallback& done : queued) std::move(done)(unavailable);
   ReportFirst(unavailable);
   if (reconnect && !closed) ScheduleReconnect();
 }

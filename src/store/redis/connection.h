@@ -53,6 +53,8 @@ struct ConnectionOptions {
 //
 // Auto-pipelining: `Send` only queues the command; every command queued before the event
 // loop's next turn goes out in one write, and replies are matched to callbacks in order.
+// Commands sent by reply callbacks (on the I/O thread) go out as soon as the replies of
+// that read are processed, so Redis works on them while the next read is processed.
 //
 // Thread-safe: `Send` and `ready` may be called from any thread. Callbacks run on the
 // io_context's thread, never inline from `Send` except when failing fast (not connected).
@@ -74,6 +76,16 @@ class RedisConnection {
   // Queues `command` (RESP, see FormatCommand). Fails fast with Unavailable when not
   // connected.
   void Send(std::string command, ReplyCallback done);
+  // Send when ready (true: `done` was taken); else false, leaving `done` to the caller.
+  bool TrySend(std::string_view command, ReplyCallback& done);
+
+  // The connection whose replies the current thread is handing to their callbacks (inside
+  // its read handler), or nullptr.
+  static RedisConnection* ReadingOnThisThread();
+
+  // An opaque tag for the owner's use (ConnectionPool marks its round-robin connections).
+  void set_owner(const void* owner) { owner_ = owner; }
+  const void* owner() const { return owner_; }
 
   // Connected, authenticated and checked.
   bool ready() const;
@@ -83,10 +95,6 @@ class RedisConnection {
 
  private:
   enum class State { kConnecting, kHandshaking, kReady, kDisconnected, kClosed };
-  struct Queued {
-    std::string command;
-    ReplyCallback done;
-  };
 
   void Connect();
   void StartTls();
@@ -98,22 +106,35 @@ class RedisConnection {
   template <typename Handler>
   void AsyncWrite(Handler handler);
   void Handshake();
-  void SendInternal(std::string command, ReplyCallback done);
+  void SendInternal(std::string_view command, ReplyCallback done);
+  // Appends to the queue and posts a Flush unless one is posted already.
+  void QueueLocked(std::string_view command, ReplyCallback done, bool* post_flush)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Flush() on this I/O thread soon: when the running read handler returns (see
+  // DeferredFlushes in connection.cc), else posted.
+  void ScheduleFlush();
   void Flush();
+  // Hands every complete reply read so far to its callback. False when the connection
+  // failed meanwhile (stop reading).
+  bool ReadReplies(uint64_t generation);
   void Read();
-  void OnReply(RedisReply reply);
+  // False when the connection failed (the caller must stop reading).
+  bool OnReply(RedisReply reply);
   void Fail(const absl::Status& status, bool reconnect);
   void ScheduleReconnect();
   void ArmWatchdog();
   void ReportFirst(absl::Status status);
 
   boost::asio::io_context& io_;
+  const void* owner_ = nullptr;
   ConnectionOptions options_;  // tls_context is filled in by Start for a rediss:// URL
   const std::string address_;  // host:port, for messages
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kDisconnected;
-  std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  // Commands queued since the last Flush, back to back, and their callbacks in order.
+  std::string queued_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<ReplyCallback> queued_callbacks_ ABSL_GUARDED_BY(mu_);
   bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;
 
   // Only touched on the io thread.
@@ -127,6 +148,7 @@ class RedisConnection {
   uint64_t generation_ = 0;  // bumps on every (re)connect; stale handlers compare it
   std::deque<ReplyCallback> in_flight_;
   std::string write_buffer_;
+  std::vector<ReplyCallback> flushing_;  // Flush's scratch, kept for its capacity
   bool writing_ = false;
   std::array<char, 16384> read_buffer_{};
   std::unique_ptr<ReplyReader> reader_;

@@ -55,83 +55,95 @@ void CheckEviction(Router& client, std::vector<std::string>* warnings) {
       "noeviction (a Redis of its own for limits)"));
 }
 
-// The shortest decimal that parses back to exactly `value` (std::to_chars), so the script
-// computes with the same rate; a fraction of the cost of printf's %.17g on every call.
-std::string ShortestRoundTrip(double value) {
-  char buffer[32];
-  const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
+// Bytes to reserve for a script call of `items` (exact for short numbers; a guess is fine).
+size_t ExpectedBytes(std::string_view script, std::string_view prefix,
+                     const std::vector<CheckItem>& items) {
+  size_t bytes = 64 + script.size();
+  for (const CheckItem& item : items) {
+    bytes += 8 + prefix.size() + item.limit->name.size() + item.key.size() + 5 * 28;
+  }
+  return bytes;
 }
 
-// One item's ARGV of check.lua and add.lua: algorithm, a, b, cost.
-void AppendItemArgs(const CheckItem& item, std::vector<std::string>& args) {
+// The state key argument `<prefix><limit name>:{<key>}` (see StateKey).
+void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem& item) {
+  writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}"});
+}
+
+// One item's ARGV of check.lua, add.lua and refund.lua: algorithm, a, b, cost.
+constexpr size_t kItemArgs = 4;
+void AddItemArgs(CommandWriter& writer, const CheckItem& item) {
   const LimitNumbers& numbers = item.limit->numbers;
   switch (numbers.algorithm) {
     case Algorithm::kTokenBucket:
-      args.emplace_back("t");
-      args.push_back(absl::StrCat(numbers.capacity));
-      args.push_back(ShortestRoundTrip(numbers.refill_per_second));
+      writer.Add("t");
+      writer.AddInteger(numbers.capacity);
+      writer.AddDouble(numbers.refill_per_second);
       break;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
-      args.emplace_back(numbers.algorithm == Algorithm::kFixedWindow ? "f" : "s");
-      args.push_back(absl::StrCat(numbers.limit));
-      args.push_back(absl::StrCat(numbers.window_micros));
+      writer.Add(numbers.algorithm == Algorithm::kFixedWindow ? "f" : "s");
+      writer.AddInteger(numbers.limit);
+      writer.AddInteger(numbers.window_micros);
       break;
   }
-  args.push_back(absl::StrCat(item.cost));
+  writer.AddInteger(item.cost);
 }
 
-std::vector<std::string> CheckArgs(std::string_view verb, std::string_view script,
-                                   std::string_view prefix, const std::vector<CheckItem>& items,
-                                   std::optional<int64_t> now_micros) {
-  std::vector<std::string> args;
-  args.reserve(3 + items.size() * 5 + 1);
-  args.emplace_back(verb);
-  args.emplace_back(script);
-  args.push_back(absl::StrCat(items.size()));
-  for (const CheckItem& item : items) args.push_back(StateKey(prefix, item.limit->name, item.key));
-  args.push_back(now_micros.has_value() ? absl::StrCat(*now_micros) : std::string());
-  for (const CheckItem& item : items) AppendItemArgs(item, args);
-  return args;
+// EVALSHA <sha> (or EVAL <script>) of lua/check.lua for `items`.
+std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
+                         const std::vector<CheckItem>& items, std::optional<int64_t> now_micros) {
+  const size_t n = items.size();
+  CommandWriter writer(4 + n * (1 + kItemArgs), ExpectedBytes(script, prefix, items));
+  writer.Add(verb);
+  writer.Add(script);
+  writer.AddInteger(static_cast<int64_t>(n));
+  for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
+  if (now_micros.has_value()) {
+    writer.AddInteger(*now_micros);
+  } else {
+    writer.Add("");
+  }
+  for (const CheckItem& item : items) AddItemArgs(writer, item);
+  return std::move(writer).Finish();
 }
 
 // EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now).
-std::vector<std::string> AddArgs(std::string_view script, std::string_view prefix,
-                                 const std::vector<CheckItem>& items) {
+std::string AddCommand(std::string_view script, std::string_view prefix,
+                       const std::vector<CheckItem>& items) {
   const int64_t now_micros = SystemClock().NowMicros();
-  std::vector<std::string> args;
-  args.reserve(4 + items.size() * 6);
-  args.emplace_back("EVAL");
-  args.emplace_back(script);
-  args.push_back(absl::StrCat(items.size()));
-  for (const CheckItem& item : items) args.push_back(StateKey(prefix, item.limit->name, item.key));
-  args.emplace_back();
+  const size_t n = items.size();
+  CommandWriter writer(4 + n * (2 + kItemArgs), ExpectedBytes(script, prefix, items));
+  writer.Add("EVAL");
+  writer.Add(script);
+  writer.AddInteger(static_cast<int64_t>(n));
+  for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
+  writer.Add("");
   for (const CheckItem& item : items) {
-    AppendItemArgs(item, args);
+    AddItemArgs(writer, item);
     // An age, not a time: this host's clock and Redis' need not agree.
     const int64_t age_micros = item.at_micros == 0 ? 0 : now_micros - item.at_micros;
-    args.push_back(absl::StrCat(std::max<int64_t>(0, age_micros)));
+    writer.AddInteger(std::max<int64_t>(0, age_micros));
   }
-  return args;
+  return std::move(writer).Finish();
 }
 
 // EVAL of lua/refund.lua for the items of one check.lua call that admitted them at
 // `now_micros`, with the decisions it returned.
-std::vector<std::string> RefundArgs(std::string_view prefix, const std::vector<CheckItem>& items,
-                                    const std::vector<Decision>& decisions, int64_t now_micros) {
-  std::vector<std::string> args;
-  args.reserve(4 + items.size() * 6);
-  args.emplace_back("EVAL");
-  args.emplace_back(kLuaRefund);
-  args.push_back(absl::StrCat(items.size()));
-  for (const CheckItem& item : items) args.push_back(StateKey(prefix, item.limit->name, item.key));
-  args.push_back(absl::StrCat(now_micros));
-  for (size_t i = 0; i < items.size(); ++i) {
-    AppendItemArgs(items[i], args);
-    args.push_back(absl::StrCat(decisions[i].reset_after_micros));
+std::string RefundCommand(std::string_view prefix, const std::vector<CheckItem>& items,
+                          const std::vector<Decision>& decisions, int64_t now_micros) {
+  const size_t n = items.size();
+  CommandWriter writer(4 + n * (2 + kItemArgs), ExpectedBytes(kLuaRefund, prefix, items));
+  writer.Add("EVAL");
+  writer.Add(kLuaRefund);
+  writer.AddInteger(static_cast<int64_t>(n));
+  for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
+  writer.AddInteger(now_micros);
+  for (size_t i = 0; i < n; ++i) {
+    AddItemArgs(writer, items[i]);
+    writer.AddInteger(decisions[i].reset_after_micros);
   }
-  return args;
+  return std::move(writer).Finish();
 }
 
 // Item indexes grouped by hash slot, in order of first appearance.
@@ -228,6 +240,20 @@ void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
 }
 
+// One check.lua call in flight: what its reply goes to, and what the NOSCRIPT retry needs
+// to send it again. One allocation per call; the reply callback that owns it fits in
+// AnyInvocable's inline storage.
+struct RedisStoreImpl::ScriptCall {
+  std::vector<CheckItem> items;
+  std::optional<int64_t> now_micros;
+  int slot = kAnySlot;
+  bool follow_ask = false;
+  bool retried = false;
+  // Exactly one is set: the decisions (CheckAtAsync) or the raw reply (EvalCheckAsync).
+  CheckCallback decisions_done;
+  ReplyCallback reply_done;
+};
+
 void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                                   CheckCallback done) {
   if (items.empty()) {
@@ -243,41 +269,68 @@ void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<in
       return;
     }
   }
-  auto shared_items = std::make_shared<std::vector<CheckItem>>(items);
-  EvalCheckAsync(std::move(items), now_micros,
-                 [shared_items, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-                   if (!reply.ok()) {
-                     std::move(done)(reply.status());
-                     return;
-                   }
-                   std::move(done)(ParseCheckReply(*reply, *shared_items));
-                 });
+  auto call = std::make_unique<ScriptCall>();
+  call->items = std::move(items);
+  call->now_micros = now_micros;
+  call->decisions_done = std::move(done);
+  SendScriptCall(std::move(call));
 }
 
-void RedisStoreImpl::EvalCheckAsync(const std::vector<CheckItem>& items,
-                                    std::optional<int64_t> now_micros, ReplyCallback done) {
-  std::vector<std::string> args =
-      CheckArgs("EVALSHA", script_sha_, options_.key_prefix, items, now_micros);
-  std::string command = FormatCommand(args);
-  const bool cluster = router_->topology() == Topology::kCluster;
-  const int slot = cluster ? ItemSlot(options_.key_prefix, items[0]) : kAnySlot;
-  const bool follow_ask = cluster && OnlyDeclaredKeys(items);
+void RedisStoreImpl::EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
+                                    ReplyCallback done) {
+  auto call = std::make_unique<ScriptCall>();
+  call->items = std::move(items);
+  call->now_micros = now_micros;
+  call->reply_done = std::move(done);
+  SendScriptCall(std::move(call));
+}
+
+void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
+  if (router_->topology() == Topology::kCluster) {
+    call->slot = ItemSlot(options_.key_prefix, call->items[0]);
+    call->follow_ask = OnlyDeclaredKeys(call->items);
+  }
+  std::string command =
+      CheckCommand("EVALSHA", script_sha_, options_.key_prefix, call->items, call->now_micros);
+  const int slot = call->slot;
+  const bool follow_ask = call->follow_ask;
   router_->Send(
       slot, std::move(command),
-      [this, slot, follow_ask, args = std::move(args),
-       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-        if (reply.ok() && reply->is_error() && absl::StartsWith(reply->str, "NOSCRIPT")) {
-          // This node lost the script (restart, failover, SCRIPT FLUSH), or never had it
-          // (a cluster node that just joined or was promoted). EVAL runs it and caches it
-          // again under the same SHA1, so later EVALSHA calls find it.
-          args[0] = "EVAL";
-          args[1] = std::string(kLuaCheck);
-          router_->Send(slot, FormatCommand(args), std::move(done), follow_ask);
-          return;
-        }
-        std::move(done)(std::move(reply));
+      [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
+        OnScriptReply(std::move(call), std::move(reply));
       },
       follow_ask);
+}
+
+void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
+                                   absl::StatusOr<RedisReply> reply) {
+  if (reply.ok() && reply->is_error() && !call->retried &&
+      absl::StartsWith(reply->str, "NOSCRIPT")) {
+    // This node lost the script (restart, failover, SCRIPT FLUSH), or never had it (a
+    // cluster node that just joined or was promoted). EVAL runs it and caches it again
+    // under the same SHA1, so later EVALSHA calls find it.
+    call->retried = true;
+    std::string command =
+        CheckCommand("EVAL", kLuaCheck, options_.key_prefix, call->items, call->now_micros);
+    const int slot = call->slot;
+    const bool follow_ask = call->follow_ask;
+    router_->Send(
+        slot, std::move(command),
+        [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
+          OnScriptReply(std::move(call), std::move(reply));
+        },
+        follow_ask);
+    return;
+  }
+  if (call->reply_done) {
+    std::move(call->reply_done)(std::move(reply));
+    return;
+  }
+  if (!reply.ok()) {
+    std::move(call->decisions_done)(reply.status());
+    return;
+  }
+  std::move(call->decisions_done)(ParseCheckReply(*reply, call->items));
 }
 
 struct RedisStoreImpl::MultiSlotCheck {
@@ -392,12 +445,10 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
   for (const Admitted& group : admitted) {
     std::vector<CheckItem> items = check->GroupItems(group.group);
     const int slot = ItemSlot(store->options_.key_prefix, items[0]);
-    std::vector<std::string> args =
-        RefundArgs(store->options_.key_prefix, items, group.decisions, group.now_micros);
     // A refund that fails leaves its consumption in place: an over-refusal until the
     // window ends or the bucket refills, never an over-admission.
     store->router_->Send(
-        slot, FormatCommand(args),
+        slot, RefundCommand(store->options_.key_prefix, items, group.decisions, group.now_micros),
         [check](absl::StatusOr<RedisReply>) {
           if (check->pending_refunds.fetch_sub(1) == 1) {
             std::move(check->done)(std::move(check->result));
@@ -439,9 +490,9 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   for (const std::vector<size_t>& group : groups) {
     std::vector<CheckItem> group_items;
     for (size_t index : group) group_items.push_back(items[index]);
-    std::vector<std::string> args = AddArgs(kLuaAdd, options_.key_prefix, group_items);
     router_->Send(
-        ItemSlot(options_.key_prefix, group_items[0]), FormatCommand(args),
+        ItemSlot(options_.key_prefix, group_items[0]),
+        AddCommand(kLuaAdd, options_.key_prefix, group_items),
         [join](absl::StatusOr<RedisReply> reply) {
           absl::Status status;
           if (!reply.ok()) {

@@ -49,7 +49,7 @@ class RedisStoreImpl final : public RedisStore {
 
   // The script's raw reply (now_micros first, then five integers per item).
   // REQUIRES: every item's key in one hash slot (or a store on one server).
-  void EvalCheckAsync(const std::vector<CheckItem>& items, std::optional<int64_t> now_micros,
+  void EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                       ReplyCallback done);
 
   // Where commands go (one server, cluster slots, or Sentinel's primary).
@@ -58,6 +58,10 @@ class RedisStoreImpl final : public RedisStore {
 
  private:
   struct MultiSlotCheck;
+  struct ScriptCall;
+  // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
+  void SendScriptCall(std::unique_ptr<ScriptCall> call);
+  void OnScriptReply(std::unique_ptr<ScriptCall> call, absl::StatusOr<RedisReply> reply);
   void CheckSlotsAsync(std::vector<CheckItem> items, std::vector<int> slots,
                        std::optional<int64_t> now_micros, CheckCallback done);
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);

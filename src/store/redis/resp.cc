@@ -3,6 +3,11 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <charconv>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,36 +16,64 @@
 namespace tollgate::redis {
 namespace {
 
-RedisReply Convert(const redisReply& in) {
-  RedisReply out;
-  switch (in.type) {
-    case REDIS_REPLY_STRING:
-      out.type = RedisReply::Type::kString;
-      out.str.assign(in.str, in.len);
+// hiredis' reader calls these for every value it parses (`task->obj` of an array is the
+// RedisReply it became). The root value goes into the ReplyReader's own RedisReply
+// (`privdata`); an element goes into the slot its array made for it, so nothing is copied
+// into a second tree. The pointer returned is only a handle for hiredis (non-null: success).
+RedisReply* SlotFor(const redisReadTask* task) {
+  if (task->parent == nullptr) {
+    auto* root = static_cast<RedisReply*>(task->privdata);
+    *root = RedisReply();  // the previous reply was moved out
+    return root;
+  }
+  auto* array = static_cast<RedisReply*>(task->parent->obj);
+  return &array->elements[static_cast<size_t>(task->idx)];
+}
+
+void* CreateString(const redisReadTask* task, char* str, size_t length) {
+  RedisReply* reply = SlotFor(task);
+  switch (task->type) {
+    case REDIS_REPLY_ERROR:
+      reply->type = RedisReply::Type::kError;
       break;
     case REDIS_REPLY_STATUS:
-      out.type = RedisReply::Type::kStatus;
-      out.str.assign(in.str, in.len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = RedisReply::Type::kError;
-      out.str.assign(in.str, in.len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = RedisReply::Type::kInteger;
-      out.integer = in.integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = RedisReply::Type::kArray;
-      out.elements.reserve(in.elements);
-      for (size_t i = 0; i < in.elements; ++i) out.elements.push_back(Convert(*in.element[i]));
+      reply->type = RedisReply::Type::kStatus;
       break;
     default:
-      out.type = RedisReply::Type::kNil;
+      reply->type = RedisReply::Type::kString;
       break;
   }
-  return out;
+  reply->str.assign(str, length);
+  return reply;
 }
+
+void* CreateArray(const redisReadTask* task, int elements) {
+  RedisReply* reply = SlotFor(task);
+  reply->type = RedisReply::Type::kArray;
+  // Sized up front: the elements' slots must not move while hiredis fills them.
+  reply->elements.resize(static_cast<size_t>(std::max(elements, 0)));
+  return reply;
+}
+
+void* CreateInteger(const redisReadTask* task, long long value) {  // NOLINT(runtime/int)
+  RedisReply* reply = SlotFor(task);
+  reply->type = RedisReply::Type::kInteger;
+  reply->integer = value;
+  return reply;
+}
+
+void* CreateNil(const redisReadTask* task) {
+  RedisReply* reply = SlotFor(task);
+  reply->type = RedisReply::Type::kNil;
+  return reply;
+}
+
+// hiredis frees a partial reply this way after a protocol error (and a pending one when
+// the reader is freed); the root belongs to the ReplyReader, so it is only reset.
+void FreeObject(void* reply) { *static_cast<RedisReply*>(reply) = RedisReply(); }
+
+redisReplyObjectFunctions kReplyFunctions = {CreateString, CreateArray, CreateInteger, CreateNil,
+                                             FreeObject};
 
 }  // namespace
 
@@ -66,29 +99,114 @@ std::string DebugString(const RedisReply& reply) {
   return "?";
 }
 
-std::string FormatCommand(absl::Span<const std::string> args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  argv.reserve(args.size());
-  lengths.reserve(args.size());
-  for (const std::string& arg : args) {
-    argv.push_back(arg.data());
-    lengths.push_back(arg.size());
+CommandWriter::CommandWriter(size_t argc, size_t expected_bytes) : remaining_(argc) {
+  out_.resize(std::max<size_t>(expected_bytes, 2 * kMaxHeader));
+  cursor_ = out_.data();
+  end_ = cursor_ + out_.size();
+  WriteHeader('*', argc);
+}
+
+void CommandWriter::Grow(size_t bytes) {
+  const size_t used = static_cast<size_t>(cursor_ - out_.data());
+  out_.resize(std::max(2 * out_.size(), used + bytes));
+  cursor_ = out_.data() + used;
+  end_ = out_.data() + out_.size();
+}
+
+void CommandWriter::WriteHeader(char type, size_t length) {
+  *cursor_++ = type;
+  if (length < 10) {
+    *cursor_++ = static_cast<char>('0' + length);
+  } else {
+    cursor_ = std::to_chars(cursor_, cursor_ + kMaxHeader - 3, length).ptr;
   }
-  char* command = nullptr;
-  int length =
-      redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv.data(), lengths.data());
-  if (length < 0 || command == nullptr) return {};  // out of memory
-  std::string out(command, static_cast<size_t>(length));
-  redisFreeCommand(command);
-  return out;
+  *cursor_++ = '\r';
+  *cursor_++ = '\n';
+}
+
+void CommandWriter::Add(std::string_view arg) {
+  --remaining_;
+  Reserve(kMaxHeader + arg.size() + 2);
+  WriteHeader('$', arg.size());
+  if (!arg.empty()) std::memcpy(cursor_, arg.data(), arg.size());
+  cursor_ += arg.size();
+  *cursor_++ = '\r';
+  *cursor_++ = '\n';
+}
+
+void CommandWriter::AddInteger(int64_t value) {
+  char text[24];
+  const char* end = std::to_chars(text, text + sizeof(text), value).ptr;
+  Add(std::string_view(text, static_cast<size_t>(end - text)));
+}
+
+void CommandWriter::AddDouble(double value) {
+  // The same few rates are sent again and again, and shortest round-trip formatting costs
+  // about 500 instructions: the last one is kept per thread.
+  struct Memo {
+    uint64_t bits = 0;
+    size_t size = 0;
+    char text[32];
+  };
+  thread_local Memo memo;
+  const uint64_t bits = std::bit_cast<uint64_t>(value);
+  if (memo.size == 0 || memo.bits != bits) {
+    memo.bits = bits;
+    memo.size = static_cast<size_t>(
+        std::to_chars(memo.text, memo.text + sizeof(memo.text), value).ptr - memo.text);
+  }
+  Add(std::string_view(memo.text, memo.size));
+}
+
+void CommandWriter::AddConcatenation(std::initializer_list<std::string_view> pieces) {
+  --remaining_;
+  size_t length = 0;
+  for (std::string_view piece : pieces) length += piece.size();
+  Reserve(kMaxHeader + length + 2);
+  WriteHeader('$', length);
+  for (std::string_view piece : pieces) {
+    if (!piece.empty()) std::memcpy(cursor_, piece.data(), piece.size());
+    cursor_ += piece.size();
+  }
+  *cursor_++ = '\r';
+  *cursor_++ = '\n';
+}
+
+std::string CommandWriter::Finish() && {
+  assert(remaining_ == 0);
+  out_.resize(static_cast<size_t>(cursor_ - out_.data()));
+  return std::move(out_);
+}
+
+namespace {
+
+template <typename Strings>
+std::string FormatStrings(const Strings& args) {
+  size_t bytes = 16;
+  for (const auto& arg : args) bytes += arg.size() + 16;
+  CommandWriter writer(args.size(), bytes);
+  for (const auto& arg : args) writer.Add(std::string_view(arg.data(), arg.size()));
+  return std::move(writer).Finish();
+}
+
+}  // namespace
+
+std::string FormatCommand(absl::Span<const std::string> args) { return FormatStrings(args); }
+
+std::string FormatCommand(std::initializer_list<std::string_view> args) {
+  return FormatStrings(args);
 }
 
 struct ReplyReader::Impl {
-  redisReader* reader = redisReaderCreate();
+  // The reply being parsed; hiredis writes into it through kReplyFunctions.
+  RedisReply root;
+  redisReader* reader = redisReaderCreateWithFunctions(&kReplyFunctions);
 };
 
-ReplyReader::ReplyReader() : impl_(std::make_unique<Impl>()) {}
+ReplyReader::ReplyReader() : impl_(std::make_unique<Impl>()) {
+  // (redisReaderSetPrivdata casts through int, which does not hold a pointer here.)
+  impl_->reader->privdata = &impl_->root;
+}
 
 ReplyReader::~ReplyReader() { redisReaderFree(impl_->reader); }
 
@@ -102,10 +220,7 @@ absl::StatusOr<std::optional<RedisReply>> ReplyReader::Next() {
     return absl::InternalError(absl::StrCat("invalid reply from Redis: ", impl_->reader->errstr));
   }
   if (raw == nullptr) return std::nullopt;
-  auto* reply = static_cast<redisReply*>(raw);
-  RedisReply out = Convert(*reply);
-  freeReplyObject(reply);
-  return out;
+  return std::move(impl_->root);
 }
 
 }  // namespace tollgate::redis
