@@ -1,11 +1,12 @@
 // Copyright tollgate authors. A load generator for Envoy's rate-limit API
 // (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), as Envoy calls tollgate.
 //
-//   grpc_load --target 127.0.0.1:8081 --domain bench --key user --keys 10000 \
-//       --concurrency 64 --duration 10 --warmup 2 [--server-pid PID]
+//   grpc_load --target 127.0.0.1:8081 --domain bench --key user --keys 10000
+//       --concurrency 64 --client-threads 2 --duration 10 --warmup 2 [--server-pid PID]
 //
-// Keeps `--concurrency` calls in flight (closed loop, callback API) over `--channels`
-// HTTP/2 connections, for `--duration` seconds after `--warmup` seconds, or for
+// Keeps `--concurrency` calls in flight (closed loop) over `--channels` HTTP/2 connections,
+// driven by `--client-threads` completion-queue threads (gRPC's async API: no callback
+// threads of its own), for `--duration` seconds after `--warmup` seconds, or for
 // `--requests` calls. Each call carries `--descriptors` descriptors (key, "<prefix><n>"),
 // n drawn uniformly from `--keys`. Reports calls and decisions per second, the answers
 // (OK / OVER_LIMIT / errors) and latency percentiles of the measured calls; with
@@ -34,6 +35,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -59,13 +61,15 @@ struct Options {
   int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warmup)
   int server_pid = 0;
   double timeout_seconds = 5;
+  int client_threads = 1;
 };
 
 [[noreturn]] void Usage(const char* message) {
   std::fprintf(stderr,
                "grpc_load: %s\nusage: grpc_load [--target HOST:PORT] [--domain D] [--key K] "
                "[--value-prefix P] [--keys N] [--descriptors N] [--concurrency N] [--channels N] "
-               "[--duration S] [--warmup S] [--requests N] [--server-pid PID] [--timeout S]\n",
+               "[--duration S] [--warmup S] [--requests N] [--server-pid PID] [--timeout S] "
+               "[--client-threads N]\n",
                message);
   std::exit(2);
 }
@@ -102,13 +106,15 @@ Options ParseOptions(int argc, char** argv) {
       options.server_pid = std::atoi(value);
     } else if (flag == "--timeout") {
       options.timeout_seconds = std::atof(value);
+    } else if (flag == "--client-threads") {
+      options.client_threads = std::atoi(value);
     } else {
       Usage(("unknown flag " + flag).c_str());
     }
   }
   if (options.keys < 1 || options.descriptors < 1 || options.concurrency < 1 ||
-      options.channels < 1 || options.duration_seconds <= 0 || options.warmup_seconds < 0 ||
-      options.requests < 0) {
+      options.channels < 1 || options.client_threads < 1 || options.duration_seconds <= 0 ||
+      options.warmup_seconds < 0 || options.requests < 0) {
     Usage("numbers must be positive");
   }
   if (options.requests > 0) options.warmup_seconds = 0;
@@ -144,6 +150,7 @@ enum class Phase { kWarmup, kMeasure, kStop };
 struct Run {
   Options options;
   std::vector<std::unique_ptr<RateLimitService::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues;
   std::atomic<Phase> phase{Phase::kWarmup};
   std::atomic<int64_t> started{0};  // with --requests: calls started
   std::atomic<int> active_slots{0};
@@ -158,7 +165,8 @@ struct SlotStats {
   std::string first_error;
 };
 
-// One in-flight call at a time, reissued from its own completion callback.
+// One in-flight call at a time, reissued when its completion comes off the queue. The slot
+// itself is the completion-queue tag.
 class Slot {
  public:
   Slot(Run& run, int index) : run_(run), index_(index), random_(index * 7919 + 17) {
@@ -167,6 +175,26 @@ class Slot {
 
   void Start() { Issue(); }
   SlotStats& stats() { return stats_; }
+
+  // The call finished (`status_` and `response_` are set).
+  void Completed() {
+    const int64_t micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+    // Counted only when the call both started and ended inside the measured window.
+    if (phase_at_start_ == Phase::kMeasure &&
+        (run_.options.requests > 0 ||
+         run_.phase.load(std::memory_order_acquire) == Phase::kMeasure)) {
+      if (!status_.ok()) {
+        if (stats_.errors++ == 0) stats_.first_error = status_.error_message();
+      } else if (response_.overall_code() == RateLimitResponse::OVER_LIMIT) {
+        ++stats_.over_limit;
+      } else {
+        ++stats_.ok;
+      }
+      stats_.latencies_micros.push_back(static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
+    }
+    Issue();
+  }
 
  private:
   void Issue() {
@@ -189,30 +217,12 @@ class Slot {
     context_->set_deadline(
         std::chrono::system_clock::now() +
         std::chrono::microseconds(static_cast<int64_t>(run_.options.timeout_seconds * 1e6)));
-    const Phase phase_at_start = run_.phase.load(std::memory_order_acquire);
-    const Clock::time_point start = Clock::now();
+    phase_at_start_ = run_.phase.load(std::memory_order_acquire);
+    start_ = Clock::now();
     auto& stub = *run_.stubs[index_ % run_.stubs.size()];
-    stub.async()->ShouldRateLimit(
-        context_.get(), &request_, &response_,
-        [this, start, phase_at_start](const grpc::Status& status) {
-          const int64_t micros =
-              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-          // Counted only when the call both started and ended inside the measured window.
-          if (phase_at_start == Phase::kMeasure &&
-              (run_.options.requests > 0 ||
-               run_.phase.load(std::memory_order_acquire) == Phase::kMeasure)) {
-            if (!status.ok()) {
-              if (stats_.errors++ == 0) stats_.first_error = status.error_message();
-            } else if (response_.overall_code() == RateLimitResponse::OVER_LIMIT) {
-              ++stats_.over_limit;
-            } else {
-              ++stats_.ok;
-            }
-            stats_.latencies_micros.push_back(
-                static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
-          }
-          Issue();
-        });
+    grpc::CompletionQueue* cq = run_.queues[index_ % run_.queues.size()].get();
+    reader_ = stub.AsyncShouldRateLimit(context_.get(), request_, cq);
+    reader_->Finish(&response_, &status_, this);
   }
 
   Run& run_;
@@ -220,7 +230,11 @@ class Slot {
   std::mt19937_64 random_;
   RateLimitRequest request_;
   RateLimitResponse response_;
+  grpc::Status status_;
   std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<RateLimitResponse>> reader_;
+  Phase phase_at_start_ = Phase::kWarmup;
+  Clock::time_point start_;
   SlotStats stats_;
 };
 
@@ -251,10 +265,21 @@ int main(int argc, char** argv) {
   }
 
   if (options.requests > 0) run.phase = Phase::kMeasure;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < options.client_threads; ++i) {
+    run.queues.push_back(std::make_unique<grpc::CompletionQueue>());
+  }
   std::vector<std::unique_ptr<Slot>> slots;
   for (int i = 0; i < options.concurrency; ++i) slots.push_back(std::make_unique<Slot>(run, i));
   run.active_slots = options.concurrency;
   for (auto& slot : slots) slot->Start();
+  for (auto& queue : run.queues) {
+    threads.emplace_back([cq = queue.get()] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) static_cast<Slot*>(tag)->Completed();
+    });
+  }
 
   if (options.warmup_seconds > 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(options.warmup_seconds));
@@ -292,6 +317,9 @@ int main(int argc, char** argv) {
       server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
     self_cpu = SelfCpuSeconds() - self_cpu_start;
   }
+
+  for (auto& queue : run.queues) queue->Shutdown();
+  for (std::thread& thread : threads) thread.join();
 
   std::vector<int32_t> latencies;
   int64_t ok = 0, over_limit = 0, errors = 0;

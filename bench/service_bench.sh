@@ -12,6 +12,9 @@
 #   THREADS=2          tollgate serve --threads
 #   STORES="redis memory"  APIS="grpc http"
 #   KEYS=10000         distinct keys (one descriptor / check each)
+#   DESCRIPTORS="1"    descriptors per gRPC call, one row each (e.g. "1 8"; every descriptor
+#                      matches a rule, so each is a decision; the headline is 1)
+#   CLIENT_THREADS=2   bench/grpc_load's completion-queue threads
 #   OUT=bench/out/service.md
 # CPU-seconds are utime + stime of the tollgate process over the measured window
 # (/proc/PID/stat); Redis and the load generator run on the same machine and are not counted.
@@ -25,6 +28,8 @@ THREADS=${THREADS:-2}
 STORES=${STORES:-"redis memory"}
 APIS=${APIS:-"grpc http"}
 KEYS=${KEYS:-10000}
+DESCRIPTORS=${DESCRIPTORS:-1}
+CLIENT_THREADS=${CLIENT_THREADS:-2}
 OUT=${OUT:-bench/out/service.md}
 
 TOLLGATE="$BUILD/tollgate"
@@ -51,12 +56,16 @@ free_port() {
 }
 
 # Limits so large that nothing is refused: what is measured is the cost of a decision.
-cat >"$WORK/envoy.yaml" <<'EOF'
-domain: bench
-descriptors:
-  - key: user
-    rate_limit: {unit: second, requests_per_unit: 1000000000}
-EOF
+# grpc_load's descriptor i (from 0) has the key "user" then "user1", "user2", ...
+{
+  echo "domain: bench"
+  echo "descriptors:"
+  for i in $(seq 0 63); do
+    [ "$i" = 0 ] && key=user || key="user$i"
+    echo "  - key: $key"
+    echo "    rate_limit: {unit: second, requests_per_unit: 1000000000}"
+  done
+} >"$WORK/envoy.yaml"
 cat >"$WORK/limits.yaml" <<'EOF'
 limits:
   bench:
@@ -125,15 +134,20 @@ to_micros() {  # wrk's "1.23ms" / "456.00us" / "1.01s" -> microseconds
 
 ROWS=()
 run_grpc() {  # $1 store, $2 concurrency
-  local out
-  out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain bench --key user --keys "$KEYS" \
-    --concurrency "$2" --channels 2 --duration "$DURATION" --warmup "$WARMUP" \
-    --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
-  echo "$out" >"$WORK/grpc-$1-$2.txt"
-  local result
-  result=$(grep '^result ' <<<"$out")
-  field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $result"; }
-  ROWS+=("| gRPC | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(field errors) |")
+  local out descriptors label
+  for descriptors in $DESCRIPTORS; do
+    out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain bench --key user --keys "$KEYS" \
+      --concurrency "$2" --channels 2 --client-threads "$CLIENT_THREADS" \
+      --descriptors "$descriptors" --duration "$DURATION" --warmup "$WARMUP" \
+      --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
+    echo "$out" >"$WORK/grpc-$1-$2-$descriptors.txt"
+    local result
+    result=$(grep '^result ' <<<"$out")
+    field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $result"; }
+    label="gRPC"
+    [ "$descriptors" != 1 ] && label="gRPC, **$descriptors descriptors per call**"
+    ROWS+=("| $label | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(field errors) |")
+  done
 }
 run_http() {  # $1 store, $2 connections
   local before after out rps p50 p99 cpu per_cpu errors

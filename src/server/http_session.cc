@@ -19,7 +19,7 @@ uint64_t SessionRegistry::Add(const std::weak_ptr<HttpSession>& session) {
   absl::MutexLock lock(&mu_);
   if (closed_) return 0;
   uint64_t id = next_id_++;
-  sessions_.emplace(id, std::move(session));
+  sessions_.emplace(id, session);
   return id;
 }
 

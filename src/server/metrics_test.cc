@@ -217,7 +217,7 @@ class HandlerOpsTest : public ::testing::Test {
     return std::shared_ptr<Limiter>(*std::move(limiter));
   }
 
-  HttpResponse Send(HttpHandler& handler, http::verb method, std::string target,
+  HttpResponse Send(HttpHandler& handler, http::verb method, const std::string& target,
                     std::string body = "") {
     HttpRequest request(method, target, 11);
     request.body() = std::move(body);

@@ -37,7 +37,7 @@ HttpTestClient::HttpTestClient(int port) : stream_(io_) {
       error);
 }
 
-std::optional<HttpTestResponse> HttpTestClient::Send(http::verb method, std::string target,
+std::optional<HttpTestResponse> HttpTestClient::Send(http::verb method, const std::string& target,
                                                      std::string body) {
   http::request<http::string_body> request(method, target, 11);
   request.set(http::field::host, "127.0.0.1");

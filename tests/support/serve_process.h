@@ -37,7 +37,7 @@ class HttpTestClient {
   explicit HttpTestClient(int port);
 
   // Sends one request and reads the response; nullopt if the connection failed.
-  std::optional<HttpTestResponse> Send(boost::beast::http::verb method, std::string target,
+  std::optional<HttpTestResponse> Send(boost::beast::http::verb method, const std::string& target,
                                        std::string body = "");
   // POST /v1/check.
   std::optional<HttpTestResponse> Check(std::string body);
