@@ -59,6 +59,16 @@ TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(*(*set)->PrimaryPort(), (*set)->port(1)) << "the sentinel did not fail over";
+  // Sentinel names the new primary before it has turned the old one into a replica; until
+  // then the old one still takes writes, and what it takes is lost when it resyncs (Redis'
+  // asynchronous failover, docs/redis.md#redis-sentinel). Wait until it is a replica.
+  bool demoted = false;
+  while (!demoted && std::chrono::steady_clock::now() < deadline) {
+    absl::StatusOr<redis::RedisReply> role = RedisCommand(old_primary, {"ROLE"});
+    demoted = role.ok() && !role->elements.empty() && role->elements[0].str == "slave";
+    if (!demoted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(demoted) << "the old primary was not demoted";
 
   // Checks continue (the failure policy answers if the store is caught mid-switch), and
   // are soon exact on the new primary: 3 of the bucket's 5 are left, not one more.

@@ -280,6 +280,75 @@ TEST(MemoryStoreTest, TokenBucketsWithDifferentNumbersInOneShardKeepTheirOwnRate
   EXPECT_GT(refused, 300);
 }
 
+// Hundreds of keys of many lengths (short ones stored inline, long ones not; some holding
+// NUL bytes) in one shard, growing its table and expiring in random order, must each keep
+// their own state (decided exactly as the pure algorithm decides them), and a sweep must
+// leave exactly the live ones.
+TEST(MemoryStoreTest, ManyKeysInOneShardKeepTheirStateThroughGrowthAndErasure) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock, /*shards=*/1);
+  const Limit limit = TokenBucket("lim", 5, 10);  // full again 0.5 s after its last use
+  const algorithm::TokenBucketParams params{5, 10};
+  constexpr int kKeys = 300;
+  auto key = [](int i) {
+    std::string k = absl::StrCat(i, std::string(i % 47, static_cast<char>('a' + i % 26)));
+    if (i % 5 == 0) k[k.size() / 2] = '\0';  // keys may hold any byte
+    return k;
+  };
+  std::vector<std::optional<algorithm::TokenBucketState>> states(kKeys);
+  std::vector<int64_t> expiries(kKeys, 0);
+  std::mt19937 random(20261203);
+  std::uniform_int_distribution<int> pick_key(0, kKeys - 1);
+  std::uniform_int_distribution<int64_t> pick_cost(0, 3);
+  std::uniform_int_distribution<int64_t> pick_advance(0, 3'000);
+  int64_t refused = 0;
+  for (int step = 0; step < 20'000; ++step) {
+    clock.AdvanceMicros(pick_advance(random));
+    const int index = pick_key(random);
+    const int64_t cost = pick_cost(random);
+    const algorithm::Outcome<algorithm::TokenBucketState> expected =
+        algorithm::TokenBucketCheck(states[index], clock.NowMicros(), params, cost);
+    if (expected.decision.allowed && expected.changed) {
+      states[index] = expected.state;
+      expiries[index] = expected.expires_at_micros;
+    }
+    absl::StatusOr<Decision> decision = store->CheckOne(limit, key(index), cost);
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    Decision want = expected.decision;
+    want.source = DecisionSource::kMemory;
+    ExpectSameDecision(*decision, want, absl::StrCat("step ", step, " key ", index));
+    refused += decision->allowed ? 0 : 1;
+    if (::testing::Test::HasFailure()) return;
+    if (step % 1000 == 999) {
+      store->Sweep();
+      int64_t live = 0;
+      for (int64_t expiry : expiries) live += expiry > clock.NowMicros() ? 1 : 0;
+      ASSERT_EQ(store->Size(), live) << "step " << step;
+      ASSERT_GT(live, 20) << "step " << step;  // the table held many keys at once
+    }
+  }
+  EXPECT_GT(refused, 300);
+  clock.AdvanceMicros(kSecond);
+  store->Sweep();
+  EXPECT_EQ(store->Size(), 0);
+}
+
+// The stored key is the limit name and the key with the split between them: limit "ab" with
+// key "c" and limit "a" with key "bc" are different entries, inline or not.
+TEST(MemoryStoreTest, WhereTheNameEndsIsPartOfTheKey) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock, /*shards=*/1);
+  for (const std::string& tail : {std::string(), std::string(40, 'z')}) {
+    const Limit ab = TokenBucket("ab", 2, 1);
+    const Limit a = TokenBucket("a", 2, 1);
+    EXPECT_TRUE(CheckOne(*store, ab, "c" + tail, 2).allowed);
+    EXPECT_TRUE(CheckOne(*store, a, "bc" + tail, 1).allowed) << tail.size();
+    EXPECT_EQ(CheckOne(*store, a, "bc" + tail, 0).remaining, 1) << tail.size();
+    EXPECT_EQ(CheckOne(*store, ab, "c" + tail, 0).remaining, 0) << tail.size();
+  }
+  EXPECT_EQ(store->Size(), 4);
+}
+
 TEST(MemoryStoreTest, CheckOneRejectsInvalidItems) {
   SimulatedClock clock;
   auto store = NewStore(&clock);
