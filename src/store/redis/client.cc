@@ -35,7 +35,7 @@ void ConnectionPool::Start() {
       --pending_starts_;
     });
   }
-  if (ask_connection_ != nullptr) ask_connection_->Start([](absl::Status) {});
+  if (ask_connection_ != nullptr) ask_connection_->Start([](const absl::Status&) {});
 }
 
 absl::Status ConnectionPool::AwaitStarted() {
@@ -45,7 +45,7 @@ absl::Status ConnectionPool::AwaitStarted() {
   return first_error_;
 }
 
-void ConnectionPool::Send(std::string formatted_command, ReplyCallback done) {
+void ConnectionPool::Send(std::string_view formatted_command, ReplyCallback done) {
   // A command sent while one of our connections' replies are processed (a caller's next
   // check, from its callback) goes on that connection: it leaves in the write that follows
   // that batch of replies, one write per batch, while the other connections' batches are
@@ -59,18 +59,18 @@ void ConnectionPool::Send(std::string formatted_command, ReplyCallback done) {
   for (size_t i = 0; i < n; ++i) {
     RedisConnection& connection = *connections_[(start + i) % n];
     if (i + 1 == n) {
-      connection.Send(std::move(formatted_command), std::move(done));  // fails fast if down
+      connection.Send(formatted_command, std::move(done));  // fails fast if down
       return;
     }
     if (connection.TrySend(formatted_command, done)) return;
   }
 }
 
-void ConnectionPool::SendAsking(std::string formatted_command, ReplyCallback done) {
+void ConnectionPool::SendAsking(std::string_view formatted_command, ReplyCallback done) {
   // Only the I/O thread sends on this connection, and both commands are queued before it
   // flushes, so they go out back to back: ASKING applies to exactly the next command.
-  ask_connection_->Send(FormatCommand({"ASKING"}), [](absl::StatusOr<RedisReply>) {});
-  ask_connection_->Send(std::move(formatted_command), std::move(done));
+  ask_connection_->Send(FormatCommand({"ASKING"}), [](const absl::StatusOr<RedisReply>&) {});
+  ask_connection_->Send(formatted_command, std::move(done));
 }
 
 int ConnectionPool::ReadyConnections() const {
@@ -120,8 +120,8 @@ RedisClient::~RedisClient() {
 }
 
 absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<std::string>& args) {
-  return BlockingCommand(args, [this](std::string command, ReplyCallback done) {
-    Send(std::move(command), std::move(done));
+  return BlockingCommand(args, [this](const std::string& command, ReplyCallback done) {
+    Send(command, std::move(done));
   });
 }
 

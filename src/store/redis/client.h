@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -46,11 +47,11 @@ class ConnectionPool {
   // Sends on the next ready connection (round-robin); Unavailable at once if none is.
   // From a reply callback of one of this pool's connections (on the I/O thread), sends on
   // that connection if it is ready.
-  void Send(std::string formatted_command, ReplyCallback done);
+  void Send(std::string_view formatted_command, ReplyCallback done);
   // Sends ASKING and then `formatted_command` on the ask connection, with nothing between
   // them; `done` gets the command's reply. REQUIRES: on the I/O thread (the only thread
   // that uses the ask connection); built with `with_ask_connection`.
-  void SendAsking(std::string formatted_command, ReplyCallback done);
+  void SendAsking(std::string_view formatted_command, ReplyCallback done);
 
   // Connections currently ready (the ask connection is not counted).
   int ReadyConnections() const;
@@ -107,8 +108,8 @@ class RedisClient {
   ~RedisClient();
 
   // Sends a command on the next ready connection (round-robin). Unavailable if none is.
-  void Send(std::string formatted_command, ReplyCallback done) {
-    pool_->Send(std::move(formatted_command), std::move(done));
+  void Send(std::string_view formatted_command, ReplyCallback done) {
+    pool_->Send(formatted_command, std::move(done));
   }
   void Send(const std::vector<std::string>& args, ReplyCallback done) {
     Send(FormatCommand(args), std::move(done));

@@ -289,7 +289,7 @@ bool RedisConnection::TrySend(std::string_view command, ReplyCallback& done) {
   return true;
 }
 
-void RedisConnection::Send(std::string command, ReplyCallback done) {
+void RedisConnection::Send(std::string_view command, ReplyCallback done) {
   if (TrySend(command, done)) return;
   std::move(done)(absl::UnavailableError(absl::StrCat("not connected to Redis at ", address_)));
 }

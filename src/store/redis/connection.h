@@ -75,7 +75,7 @@ class RedisConnection {
 
   // Queues `command` (RESP, see FormatCommand). Fails fast with Unavailable when not
   // connected.
-  void Send(std::string command, ReplyCallback done);
+  void Send(std::string_view command, ReplyCallback done);
   // Send when ready (true: `done` was taken); else false, leaving `done` to the caller.
   bool TrySend(std::string_view command, ReplyCallback& done);
 

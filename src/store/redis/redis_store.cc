@@ -265,7 +265,7 @@ void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<in
     slots.reserve(items.size());
     for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
     if (std::any_of(slots.begin(), slots.end(), [&](int slot) { return slot != slots[0]; })) {
-      CheckSlotsAsync(std::move(items), std::move(slots), now_micros, std::move(done));
+      CheckSlotsAsync(std::move(items), slots, now_micros, std::move(done));
       return;
     }
   }
@@ -355,7 +355,7 @@ struct RedisStoreImpl::MultiSlotCheck {
   }
 };
 
-void RedisStoreImpl::CheckSlotsAsync(std::vector<CheckItem> items, std::vector<int> slots,
+void RedisStoreImpl::CheckSlotsAsync(std::vector<CheckItem> items, const std::vector<int>& slots,
                                      std::optional<int64_t> now_micros, CheckCallback done) {
   auto check = std::make_shared<MultiSlotCheck>();
   check->store = this;
@@ -449,7 +449,7 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     // window ends or the bucket refills, never an over-admission.
     store->router_->Send(
         slot, RefundCommand(store->options_.key_prefix, items, group.decisions, group.now_micros),
-        [check](absl::StatusOr<RedisReply>) {
+        [check](const absl::StatusOr<RedisReply>&) {
           if (check->pending_refunds.fetch_sub(1) == 1) {
             std::move(check->done)(std::move(check->result));
           }

@@ -62,7 +62,7 @@ class RedisStoreImpl final : public RedisStore {
   // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
   void SendScriptCall(std::unique_ptr<ScriptCall> call);
   void OnScriptReply(std::unique_ptr<ScriptCall> call, absl::StatusOr<RedisReply> reply);
-  void CheckSlotsAsync(std::vector<CheckItem> items, std::vector<int> slots,
+  void CheckSlotsAsync(std::vector<CheckItem> items, const std::vector<int>& slots,
                        std::optional<int64_t> now_micros, CheckCallback done);
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
 

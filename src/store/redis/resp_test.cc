@@ -155,8 +155,8 @@ std::vector<RedisReply> Parse(std::string_view stream, size_t chunk) {
 
 // Every kind of value, nested, and each kind right after an array (the reader reuses one
 // root value, which must not keep the previous reply's elements or text).
-using std::literals::string_view_literals::operator""sv;
-constexpr std::string_view kStream =
+// A char array, not a plain literal: the stream holds a NUL byte.
+constexpr char kStreamBytes[] =
     "*6\r\n:1700000000000000\r\n:1\r\n:99\r\n:0\r\n:-5\r\n:0\r\n"
     ":42\r\n"
     "*3\r\n*2\r\n:0\r\n:5460\r\n$-1\r\n*0\r\n"
@@ -167,7 +167,8 @@ constexpr std::string_view kStream =
     "$-1\r\n"
     "*-1\r\n"
     "$6\r\n\0\r\n\r\nx\r\n"
-    "*2\r\n*1\r\n*1\r\n:7\r\n-ERR nested\r\n"sv;
+    "*2\r\n*1\r\n*1\r\n:7\r\n-ERR nested\r\n";
+constexpr std::string_view kStream(kStreamBytes, sizeof(kStreamBytes) - 1);
 
 TEST(ReplyReaderTest, ParsesWhatHiredisParses) {
   const std::string_view stream = kStream;

@@ -16,7 +16,7 @@ class StandaloneRouter final : public Router {
 
   void Send(int /*slot*/, std::string formatted_command, ReplyCallback done,
             bool /*follow_ask*/) override {
-    client_->Send(std::move(formatted_command), std::move(done));
+    client_->Send(formatted_command, std::move(done));
   }
   int ReadyConnections() const override { return client_->ReadyConnections(); }
   Topology topology() const override { return Topology::kStandalone; }

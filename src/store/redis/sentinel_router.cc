@@ -66,7 +66,8 @@ class SentinelRouter final : public Router {
     }
     std::promise<absl::Status> resolved;
     asio::post(io_thread_.io(), [this, &resolved] {
-      refresher_.RefreshNow([&resolved](absl::Status status) { resolved.set_value(status); });
+      refresher_.RefreshNow(
+          [&resolved](const absl::Status& status) { resolved.set_value(status); });
     });
     absl::Status status = resolved.get_future().get();
     if (!status.ok()) return status;
@@ -80,7 +81,7 @@ class SentinelRouter final : public Router {
   void Send(int /*slot*/, std::string formatted_command, ReplyCallback done,
             bool /*follow_ask*/) override {
     ConnectionPool* pool = primary_.load(std::memory_order_acquire);
-    pool->Send(std::move(formatted_command),
+    pool->Send(formatted_command,
                [this, pool, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
                  if (!reply.ok()) {
                    refresher_.Request();
