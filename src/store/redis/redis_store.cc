@@ -292,6 +292,10 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
   }
   std::string command =
       CheckCommand("EVALSHA", script_sha_, options_.key_prefix, call->items, call->now_micros);
+  SendScriptCommand(std::move(call), std::move(command));
+}
+
+void RedisStoreImpl::SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command) {
   const int slot = call->slot;
   const bool follow_ask = call->follow_ask;
   router_->Send(
@@ -312,14 +316,7 @@ void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
     call->retried = true;
     std::string command =
         CheckCommand("EVAL", kLuaCheck, options_.key_prefix, call->items, call->now_micros);
-    const int slot = call->slot;
-    const bool follow_ask = call->follow_ask;
-    router_->Send(
-        slot, std::move(command),
-        [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
-          OnScriptReply(std::move(call), std::move(reply));
-        },
-        follow_ask);
+    SendScriptCommand(std::move(call), std::move(command));
     return;
   }
   if (call->reply_done) {

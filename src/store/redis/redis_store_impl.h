@@ -61,6 +61,9 @@ class RedisStoreImpl final : public RedisStore {
   struct ScriptCall;
   // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
   void SendScriptCall(std::unique_ptr<ScriptCall> call);
+  // Sends `command` (EVALSHA, or EVAL after NOSCRIPT) for `call` to its slot; the reply goes
+  // to OnScriptReply.
+  void SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command);
   void OnScriptReply(std::unique_ptr<ScriptCall> call, absl::StatusOr<RedisReply> reply);
   void CheckSlotsAsync(std::vector<CheckItem> items, const std::vector<int>& slots,
                        std::optional<int64_t> now_micros, CheckCallback done);
