@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "src/algorithm/token_bucket.h"
 #include "tollgate/clock.h"
@@ -280,14 +279,3 @@ BENCHMARK(BM_LimiterDistinctKeys)->Arg(0)->Threads(1)->Threads(2)->UseRealTime()
 
 }  // namespace
 }  // namespace tollgate
-
-int main(int argc, char** argv) {
-  // Debian's Abseil is built without NDEBUG, so every Mutex::Lock would also update a
-  // process-wide deadlock graph under a global lock; production binaries turn this off too.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

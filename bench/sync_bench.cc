@@ -37,7 +37,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "bench/bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "tollgate/clock.h"
@@ -269,14 +268,3 @@ BENCHMARK(BM_SyncOvershoot)
 
 }  // namespace
 }  // namespace tollgate
-
-int main(int argc, char** argv) {
-  // Debian's Abseil is built without NDEBUG, so every Mutex::Lock would also update a
-  // process-wide deadlock graph under a global lock; `tollgate serve` turns this off too.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -19,11 +19,17 @@ if(NOT TOLLGATE_BUILD_BENCH)
   return()
 endif()
 
-# Google Benchmark targets: bench/<name>.cc -> build/bench/<name>.
+# Google Benchmark targets: bench/<name>.cc -> build/bench/<name>. Those without a main() of
+# their own (BENCHMARK_MAIN or a plain one) get bench/benchmark_main.cc.
 file(GLOB bench_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/*_bench.cc)
 foreach(bench_source ${bench_sources})
   get_filename_component(name ${bench_source} NAME_WE)
-  add_executable(${name} ${bench_source})
+  file(STRINGS ${bench_source} own_main REGEX "^(int main\\(|BENCHMARK_MAIN\\(\\))")
+  if(own_main)
+    add_executable(${name} ${bench_source})
+  else()
+    add_executable(${name} ${bench_source} ${CMAKE_SOURCE_DIR}/bench/benchmark_main.cc)
+  endif()
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE tollgate_server tollgate_fault_proxy benchmark::benchmark)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
