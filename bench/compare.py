@@ -37,6 +37,7 @@ import resource
 import shlex
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -216,8 +217,9 @@ class Harness:
         log(f"redis-server {self.redis_version} on 127.0.0.1:{self.redis_port}")
 
     # ---- one row -----------------------------------------------------------------------
-    def measure(self, group, name, callers, command, run, limiter_pid=None):
-        """Runs `run()` (returns the driver's JSON dict) with Redis counters around it."""
+    def measure(self, group, name, callers, command, run, limiter_pid=None, record=True):
+        """Runs `run()` (returns the driver's JSON dict) with Redis counters around it; the
+        row goes into the main table unless `record` is false."""
         self.redis.call("FLUSHALL")
         redis_cpu0, calls0 = self.redis.snapshot()
         limiter_cpu0 = proc_cpu_seconds(limiter_pid) if limiter_pid else None
@@ -230,7 +232,8 @@ class Harness:
             row["error"] = str(error)[:300]
             self.failures.append(f"{name}: {row['error']}")
             log(f"  {name}: FAILED: {row['error']}")
-            self.rows.append(row)
+            if record:
+                self.rows.append(row)
             return row
         elapsed = time.monotonic() - started
         redis_cpu1, calls1 = self.redis.snapshot()
@@ -250,7 +253,8 @@ class Harness:
             self.failures.append(f"{name}: no decisions measured")
         log(f"  {name}: {row.get('per_second', 0):,.0f} decisions/s, p50 "
             f"{row.get('p50_us', 0):.0f} us, p99 {row.get('p99_us', 0):.0f} us")
-        self.rows.append(row)
+        if record:
+            self.rows.append(row)
         return row
 
     def run_json(self, argv, timeout_s=None):
@@ -271,7 +275,8 @@ class Harness:
         return ["--duration-s", str(self.duration), "--warmup-s", str(self.warmup)]
 
     # ---- ceiling -----------------------------------------------------------------------
-    def redis_benchmark(self, name, command_args, clients=8, pipeline=64):
+    def redis_benchmark(self, name, command_args, clients=8, pipeline=64, requests=None,
+                        record=True):
         def run_once(requests):
             argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.redis_port), "-c",
                     str(clients), "-P", str(pipeline), "-r", str(KEYS), "-n", str(requests),
@@ -303,6 +308,8 @@ class Harness:
 
         if self.smoke:
             requests = 2000
+        elif requests is not None:
+            pass
         else:
             # A short run sizes the real one to about `duration` seconds (and warms Redis).
             _, probe = run_once(50_000)
@@ -310,15 +317,15 @@ class Harness:
         shown = ["redis-benchmark", "-p", "PORT", "-c", str(clients), "-P", str(pipeline), "-r",
                  str(KEYS), "-n", str(requests), "--csv"] + command_args
         return self.measure("ceiling", name, clients * pipeline, shown,
-                            lambda: run_once(requests)[1])
+                            lambda: run_once(requests)[1], record=record)
 
     def ceiling(self):
         log("ceiling: redis-benchmark")
         with open(SEED_SCRIPT) as f:
             sha = self.redis.call("SCRIPT", "LOAD", f.read())
-        self.ceiling_row = self.redis_benchmark(
-            "seed token bucket script, EVALSHA",
-            ["EVALSHA", sha, "1", "seed:{__rand_int__}", str(HUGE), str(HUGE)])
+        self.seed_command = ["EVALSHA", sha, "1", "seed:{__rand_int__}", str(HUGE), str(HUGE)]
+        self.ceiling_row = self.redis_benchmark("seed token bucket script, EVALSHA",
+                                                self.seed_command)
         if not self.smoke:
             # The same script with only as many commands outstanding as the library's 64
             # callers keep: what Redis itself does at that concurrency.
@@ -396,6 +403,66 @@ class Harness:
             "library", f"tollgate token_bucket, exact, open loop at {rate:,}/s (half the ceiling)",
             0, shown_base + flags + self.amount(),
             lambda: self.run_json(base + flags + self.amount()))
+
+    # ---- paired re-check ---------------------------------------------------------------
+    PAIR_ROUNDS = 3
+    PAIR_SECONDS = 3.0
+
+    def pairs(self):
+        """The headline ratio (library token bucket / ceiling) measured again in rounds that
+        alternate the two, a few seconds apart: on a shared machine the speed of the whole
+        box drifts between rows a minute apart, and a ratio of two runs next to each other
+        is what can be compared. Not in --quick or --smoke runs."""
+        self.pair_rounds = []
+        if self.smoke or self.quick or not getattr(self, "seed_command", None):
+            return
+        log(f"paired re-check: ceiling and library alternately, {self.PAIR_ROUNDS} rounds")
+        base = [self.driver, "--via", "library", "--redis", self.redis_url]
+        amount = ["--duration-s", str(self.PAIR_SECONDS), "--warmup-s", "1"]
+        for index in range(self.PAIR_ROUNDS):
+            ceiling_rate = self.ceiling_row.get("per_second") or 50_000
+            ceiling = self.redis_benchmark(
+                f"round {index + 1}: seed token bucket script, EVALSHA", self.seed_command,
+                requests=max(50_000, int(ceiling_rate * self.PAIR_SECONDS)), record=False)
+            round_rows = {"ceiling": ceiling}
+            for callers in (64, 512):
+                flags = ["--algorithm", "token_bucket", "--callers", str(callers), "--keys",
+                         str(KEYS)]
+                round_rows[callers] = self.measure(
+                    "library", f"round {index + 1}: tollgate token_bucket, exact", callers,
+                    flags, lambda f=flags: self.run_json(base + f + amount), record=False)
+            self.pair_rounds.append(round_rows)
+
+    def pair_ratios(self, callers):
+        """The library-to-ceiling ratios of the paired rounds at `callers`, in round order."""
+        ratios = []
+        for round_rows in getattr(self, "pair_rounds", []):
+            ceiling, library = round_rows["ceiling"], round_rows[callers]
+            if ceiling.get("per_second") and library.get("per_second"):
+                ratios.append(library["per_second"] / ceiling["per_second"])
+        return ratios
+
+    def pairs_markdown(self):
+        if not getattr(self, "pair_rounds", None):
+            return []
+        lines = ["### Paired re-check: the ceiling and the library alternately", "",
+                 f"After every row above, {self.PAIR_ROUNDS} rounds of three runs of "
+                 f"{self.PAIR_SECONDS:g} s each (after 1 s of warm-up), one right after the "
+                 "other: redis-benchmark running the seed script (8 × 64 outstanding), then the "
+                 "library's exact token bucket at 64 and at 512 callers (`compare_driver --via "
+                 f"library --algorithm token_bucket --keys {KEYS} --callers N`). Each ratio "
+                 "compares runs seconds apart, not minutes.", "",
+                 "| round | ceiling/s | library, 64 callers/s | × ceiling | "
+                 "library, 512 callers/s | × ceiling |",
+                 "|---|---|---|---|---|---|"]
+        for index, round_rows in enumerate(self.pair_rounds):
+            cells = [str(index + 1), f"{round_rows['ceiling'].get('per_second', 0):,.0f}"]
+            for callers in (64, 512):
+                rate = round_rows[callers].get("per_second", 0)
+                ceiling = round_rows["ceiling"].get("per_second", 0)
+                cells += [f"{rate:,.0f}", f"{rate / ceiling:.2f}" if ceiling and rate else "—"]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
 
     # ---- peers -------------------------------------------------------------------------
     def install_peers(self):
@@ -639,6 +706,9 @@ class Harness:
                              "likely by the limit's fail_open fallback once its deadline (10 ms "
                              "unless the config sets one) passed on this machine.")
         lines += [""] + self.goals(ceiling_rate)
+        pairs = self.pairs_markdown()
+        if pairs:
+            lines += [""] + pairs
         if not self.smoke:
             lines += ["", "Plots: `compare_callers.png` (decisions/s by callers), "
                           "`compare_rows.png` (every row)."]
@@ -670,6 +740,13 @@ class Harness:
             x = tb512["per_second"] / ceiling_rate
             lines.append(f"  With as many checks outstanding as redis-benchmark keeps (512): {x:.2f}× "
                          f"({tb512['per_second']:,.0f}/s) — {verdict(x >= 0.9)}.")
+        for callers in (64, 512):
+            ratios = self.pair_ratios(callers)
+            if ratios:
+                median = statistics.median(ratios)
+                lines.append(f"  Paired re-check at {callers} callers (ceiling and library "
+                             f"alternately, below): {', '.join(f'{r:.2f}' for r in ratios)}× "
+                             f"— median {median:.2f}× — {verdict(median >= 0.9)}.")
         c64 = getattr(self, "ceiling_64_row", None)
         if tb and c64 and "per_second" in c64:
             lines.append(f"  redis-benchmark itself with 64 outstanding (-c 1 -P 64): "
@@ -783,7 +860,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         harness.start_redis()
-        for step in (harness.ceiling, harness.library, harness.peers, harness.service):
+        for step in (harness.ceiling, harness.library, harness.peers, harness.service,
+                     harness.pairs):
             try:
                 step()
             except Exception as error:

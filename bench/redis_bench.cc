@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_options.h"
 #include "bench/bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "tollgate/redis_store.h"
@@ -110,19 +111,19 @@ BENCHMARK_CAPTURE(BM_RedisCheck, token_bucket, Algorithm::kTokenBucket)
     ->Arg(8)
     ->Arg(64)
     ->UseRealTime()
-    ->MinTime(2.0);
+    ->MinTime(bench::MinTimeSeconds(2.0));
 BENCHMARK_CAPTURE(BM_RedisCheck, fixed_window, Algorithm::kFixedWindow)
     ->Arg(1)
     ->Arg(8)
     ->Arg(64)
     ->UseRealTime()
-    ->MinTime(2.0);
+    ->MinTime(bench::MinTimeSeconds(2.0));
 BENCHMARK_CAPTURE(BM_RedisCheck, sliding_window, Algorithm::kSlidingWindow)
     ->Arg(1)
     ->Arg(8)
     ->Arg(64)
     ->UseRealTime()
-    ->MinTime(2.0);
+    ->MinTime(bench::MinTimeSeconds(2.0));
 
 }  // namespace
 }  // namespace tollgate

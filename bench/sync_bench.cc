@@ -12,9 +12,9 @@
 // second offered, instance 0 receiving `skew` percent of them and the others an equal part
 // of the rest, each instance syncing every `interval` at its own phase, and each sync's
 // reply arriving one round trip (1 ms) after the script ran, while traffic goes on. Counters
-// per point, over 20 windows: `wrongly_allowed_pct`, the requests admitted beyond the limit
-// as a percentage of all requests offered (the figure Cloudflare published for its sliding
-// window), against `bound_pct`, the documented bound (round trip / interval); the worst
+// per point, over 20 windows (5 under QUICK=1): `wrongly_allowed_pct`, the requests admitted beyond
+// the limit as a percentage of all requests offered (the figure Cloudflare published for its
+// sliding window), against `bound_pct`, the documented bound (round trip / interval); the worst
 // excess over the limit at any moment, as a percentage of the limit; `used_pct`, the
 // admitted share of the limit (grants held back by instances that do not use them show up
 // here, as under-admission). With TOLLGATE_BENCH_OUT=<dir> the points also go to
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_options.h"
 #include "bench/bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "tollgate/clock.h"
@@ -149,7 +150,8 @@ void BM_SyncOvershoot(benchmark::State& state) {
   constexpr int64_t kLimit = 1000;
   constexpr int64_t kWindow = 1'000'000 * kScale;
   constexpr double kOfferedPerSecond = 20'000.0 / kScale;
-  constexpr int kWindows = 20;
+  // Windows modeled per point: 20, or 5 under QUICK=1 (bench/bench_options.h).
+  const int windows = bench::Quick() ? 5 : 20;
   constexpr int64_t kStepMicros = 100 * kScale;
   constexpr int64_t kStepsPerWindow = kWindow / kStepMicros;
   const int64_t interval = state.range(0) * 1000 * kScale;
@@ -161,8 +163,8 @@ void BM_SyncOvershoot(benchmark::State& state) {
   if (sliding) limit.numbers.algorithm = Algorithm::kSlidingWindow;
 
   for (auto _ : state) {
-    SimulatedClock clock(1'700'000'000LL * 1'000'000);             // a window start
-    std::vector<int64_t> per_step(kWindows * kStepsPerWindow, 0);  // admitted per step
+    SimulatedClock clock(1'700'000'000LL * 1'000'000);            // a window start
+    std::vector<int64_t> per_step(windows * kStepsPerWindow, 0);  // admitted per step
     std::vector<double> owed(kInstances, 0);
     std::vector<std::unique_ptr<SyncStore>> stores;
     int64_t t = 0;  // simulated µs since the start
@@ -200,7 +202,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
       // Each instance syncs at its own phase within the interval.
       next_sync.push_back(interval * (i + 1) / kInstances);
     }
-    while (t < kWindows * kWindow) {
+    while (t < windows * kWindow) {
       for (int i = 0; i < kInstances; ++i) {
         if (t >= next_sync[i]) {
           next_sync[i] += interval;
@@ -216,7 +218,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
     double wrong = 0, worst_excess = 0;
     int64_t worst_step = 0;  // where the worst excess was, in steps since the start
     int64_t total = 0, previous = 0;
-    for (int w = 0; w < kWindows; ++w) {
+    for (int w = 0; w < windows; ++w) {
       int64_t current = 0;
       for (int64_t k = 0; k < kStepsPerWindow; ++k) {
         const int64_t admitted = per_step[w * kStepsPerWindow + k];
@@ -237,13 +239,13 @@ void BM_SyncOvershoot(benchmark::State& state) {
     int64_t failures = 0;
     for (const auto& store : stores) failures += store->stats().sync_failures;
     state.counters["sync_failures"] = static_cast<double>(failures);
-    const double offered = kOfferedPerSecond * kWindow / 1e6 * kWindows;
+    const double offered = kOfferedPerSecond * kWindow / 1e6 * windows;
     const double wrong_pct = 100.0 * wrong / offered;
     const double bound_pct =
         100.0 * static_cast<double>(round_trip) / static_cast<double>(interval);
     const double worst_pct = 100.0 * std::max(0.0, worst_excess) / kLimit;
-    const double used_pct = 100.0 * total / (static_cast<double>(kLimit) * kWindows);
-    const double mean = static_cast<double>(total) / kWindows;
+    const double used_pct = 100.0 * total / (static_cast<double>(kLimit) * windows);
+    const double mean = static_cast<double>(total) / windows;
     state.counters["mean_admitted"] = mean;
     state.counters["worst_excess_pct"] = worst_pct;
     state.counters["wrongly_allowed_pct"] = wrong_pct;
