@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_options.h"
 #include "benchmark/benchmark.h"
 #include "src/algorithm/token_bucket.h"
 #include "tollgate/clock.h"
@@ -135,7 +136,7 @@ void BM_MemoryStoreCheckOneHotKeyNoClock(benchmark::State& state) {
   }
   Record(state, allowed);
 }
-BENCHMARK(BM_MemoryStoreCheckOneHotKeyNoClock)->Arg(0)->Threads(1)->UseRealTime();
+BENCHMARK(BM_MemoryStoreCheckOneHotKeyNoClock)->DenseRange(0, 2)->Threads(1)->UseRealTime();
 
 // Through the batch API: a one-item vector in, a vector of decisions out, a callback.
 void BM_MemoryStoreHotKey(benchmark::State& state) {
@@ -169,7 +170,7 @@ BENCHMARK(BM_MemoryStoreCheckOneDistinctKeys)
     ->Threads(1)
     ->Threads(2)
     ->UseRealTime()
-    ->MinTime(2.0);
+    ->MinTime(bench::MinTimeSeconds(2.0));
 
 void BM_MemoryStoreDistinctKeys(benchmark::State& state) {
   MemoryStore& store = SharedStore();
@@ -185,7 +186,12 @@ void BM_MemoryStoreDistinctKeys(benchmark::State& state) {
   }
   Record(state, allowed);
 }
-BENCHMARK(BM_MemoryStoreDistinctKeys)->Arg(0)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_MemoryStoreDistinctKeys)
+    ->Arg(0)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime()
+    ->MinTime(bench::MinTimeSeconds(2.0));
 
 // The pure algorithm step alone: the ceiling for any store.
 void BM_TokenBucketCheckOnly(benchmark::State& state) {
@@ -275,7 +281,12 @@ void BM_LimiterDistinctKeys(benchmark::State& state) {
   }
   Record(state, allowed);
 }
-BENCHMARK(BM_LimiterDistinctKeys)->Arg(0)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_LimiterDistinctKeys)
+    ->Arg(0)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime()
+    ->MinTime(bench::MinTimeSeconds(2.0));
 
 }  // namespace
 }  // namespace tollgate

@@ -2,6 +2,7 @@
 #include "src/algorithm/fixed_window.h"
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -25,6 +26,34 @@ TEST(WindowIndexTest, FloorsNegativeTimes) {
   EXPECT_EQ(WindowIndex(-1, 10), -1);
   EXPECT_EQ(WindowIndex(-10, 10), -1);
   EXPECT_EQ(WindowIndex(-11, 10), -2);
+}
+
+// The hinted index is the same floor division whatever the hint: the window of now or the
+// one before (the fast path), a stale or future hint, one from a redefined limit whose
+// index times the window overflows, and negative times.
+TEST(WindowIndexTest, HintNeverChangesTheIndex) {
+  std::mt19937_64 random(5);
+  const std::vector<int64_t> windows = {1, 7, 1000, kSecond, 3'600 * kSecond, int64_t{1} << 40};
+  for (int i = 0; i < 20'000; ++i) {
+    const int64_t window = windows[random() % windows.size()];
+    const int64_t now = kStart + static_cast<int64_t>(random() % (int64_t{1} << 45)) -
+                        (i % 7 == 0 ? kStart * 2 : 0);  // some negative times too
+    const int64_t exact = WindowIndex(now, window);
+    const int64_t offsets[] = {0, -1, -2, 1, 2, -1'000'000};
+    for (const int64_t offset : offsets) {
+      EXPECT_EQ(WindowIndexNear(now, window, exact + offset), exact)
+          << "now " << now << " window " << window << " offset " << offset;
+    }
+    EXPECT_EQ(WindowIndexNear(now, window, std::numeric_limits<int64_t>::max()), exact);
+    EXPECT_EQ(WindowIndexNear(now, window, std::numeric_limits<int64_t>::min()), exact);
+  }
+  // At the edges of a window: its first and last microsecond, and the next window's first.
+  EXPECT_EQ(WindowIndexNear(kStart, kSecond, WindowIndex(kStart, kSecond) - 1),
+            WindowIndex(kStart, kSecond));
+  EXPECT_EQ(WindowIndexNear(kStart - 1, kSecond, WindowIndex(kStart, kSecond) - 1),
+            WindowIndex(kStart, kSecond) - 1);
+  EXPECT_EQ(WindowIndexNear(kStart + 2 * kSecond, kSecond, WindowIndex(kStart, kSecond)),
+            WindowIndex(kStart, kSecond) + 2);
 }
 
 TEST(FixedWindowTest, MissingStateIsAnEmptyWindow) {

@@ -2,7 +2,7 @@
 //
 // Counts are kept per epoch-aligned window. At elapsed time `e` into the current window,
 // the estimated use over the last `window` is
-//   estimate = previous * ((window - e) / window) + current
+//   estimate = previous * ((window - e) * (1 / window)) + current
 // (the previous window's count weighted by how much of it the sliding window still
 // overlaps, assuming its requests were spread evenly). A check passes when
 // `estimate + cost <= limit`.
@@ -14,7 +14,6 @@
 #ifndef TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_
 #define TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_
 
-#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -33,10 +32,13 @@ struct SlidingWindowState {
 
 namespace internal {
 
-// previous * ((window - elapsed) / window) + current, in this order (the Lua script
-// computes the same expression).
-inline double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64_t window) {
-  const double weight = static_cast<double>(window - elapsed) / static_cast<double>(window);
+// previous * ((window - elapsed) * (1 / window)) + current, in this order (the Lua script
+// computes the same expression), where `per_window` is 1 / window. A multiplication by the
+// reciprocal instead of a division by the window: the reciprocal depends on the limit alone,
+// so its division runs while the state is looked up, not after the clock read.
+inline double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64_t window,
+                       double per_window) {
+  const double weight = static_cast<double>(window - elapsed) * per_window;
   return static_cast<double>(previous) * weight + static_cast<double>(current);
 }
 
@@ -48,7 +50,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
     int64_t cost) {
   const int64_t window = params.window_micros;
   const int64_t limit = params.limit;
-  int64_t index = WindowIndex(now_micros, window);
+  const double per_window = 1 / static_cast<double>(window);
+  int64_t index = WindowIndexFor(state, now_micros, window);
   // Time going backwards counts as no time passing: a state from a later window than now's
   // is still the current one (else a clock step back would forget its counts).
   if (state.has_value() && state->window_index > index) index = state->window_index;
@@ -74,7 +77,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
 
   if (cost > limit) {
     out.decision.reason = DenyReason::kCostExceedsLimit;
-  } else if (internal::Estimate(previous, current, estimate_elapsed, window) +
+  } else if (internal::Estimate(previous, current, estimate_elapsed, window, per_window) +
                  static_cast<double>(cost) <=
              static_cast<double>(limit)) {
     out.decision.allowed = true;
@@ -100,10 +103,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
     }
   }
 
-  const double remaining =
-      std::floor(static_cast<double>(limit) -
-                 internal::Estimate(previous, current, estimate_elapsed, window) + 1e-6);
-  out.decision.remaining = remaining > 0 ? static_cast<int64_t>(remaining) : 0;
+  out.decision.remaining = FloorAtLeastZero(
+      static_cast<double>(limit) -
+      internal::Estimate(previous, current, estimate_elapsed, window, per_window) + 1e-6);
   if (current > 0) {
     out.decision.reset_after_micros = (index + 2) * window - now_micros;
   } else if (previous > 0) {

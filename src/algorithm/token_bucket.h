@@ -2,19 +2,21 @@
 //
 // The whole state is one number (as in folly's TokenBucket): `empty_at_micros`, the time
 // at which the bucket would hold zero tokens. At time `now` the bucket holds
-//   min(capacity, (now - empty_at) * refill_per_second / 1e6)
-// tokens. A missing state is a full bucket. Checking `cost` tokens:
+//   min(capacity, floor((now - empty_at) * (refill_per_second / 1e6) + 1e-6))
+// whole tokens (the tokens per microsecond are computed once per limit, so a check multiplies
+// instead of dividing). A missing state is a full bucket. Checking `cost` tokens:
 //   fill_time   = capacity * 1e6 / rate                 (an empty bucket refills in this)
 //   empty_at    = max(state or -inf, now - fill_time)    (cap at full)
 //   next        = empty_at + cost * 1e6 / rate
 //   allowed     = next <= now
 // and when allowed the new state is `next`. All arithmetic is IEEE double on integer
-// microseconds, in exactly this order, so src/store/redis/lua/token_bucket.lua computes
-// bit-identical decisions.
+// microseconds, in exactly this order, so src/store/redis/lua/check.lua computes
+// bit-identical decisions (tests/redis_store_test.cc's TokenBucketTableMatchesTheAlgorithm).
+// The build compiles ISO C++ (-std=c++20, not gnu++20), where GCC does not contract a
+// multiply and an add into one fused multiply-add, which would round differently from Lua.
 #ifndef TOLLGATE_SRC_ALGORITHM_TOKEN_BUCKET_H_
 #define TOLLGATE_SRC_ALGORITHM_TOKEN_BUCKET_H_
 
-#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -36,33 +38,33 @@ struct TokenBucketState {
 
 namespace internal {
 
-// Whole tokens held at `now` by a bucket that is empty at `empty_at`, rounded down. The
-// small epsilon keeps 2.9999999997 (a double rounding artefact) reported as 3.
-inline int64_t WholeTokens(double now, double empty_at, double rate, int64_t capacity) {
-  double tokens = std::floor((now - empty_at) * rate / 1e6 + 1e-6);
-  if (tokens < 0) return 0;
-  if (tokens > static_cast<double>(capacity)) return capacity;
-  return static_cast<int64_t>(tokens);
+// Whole tokens held at `now` by a bucket that is empty at `empty_at`, rounded down, at most
+// `capacity`. The small epsilon keeps 2.9999999997 (a double rounding artefact) reported as 3.
+inline int64_t WholeTokens(double now, double empty_at, double tokens_per_micro, int64_t capacity) {
+  const int64_t tokens = FloorAtLeastZero((now - empty_at) * tokens_per_micro + 1e-6);
+  return tokens < capacity ? tokens : capacity;
 }
 
 }  // namespace internal
 
-// The two durations of a check that depend only on the limit, in microseconds, computed
-// with the very expressions the check uses (and the Lua script computes), so a check that
-// takes them from here is bit-identical to one that computes them: a store computes them
-// once per limit instead of paying two divisions on every check.
+// The numbers of a check that depend only on the limit, computed with the very expressions
+// the check uses (and the Lua script computes), so a check that takes them from here is
+// bit-identical to one that computes them: a store computes them once per limit instead of
+// paying three divisions on every check.
 struct TokenBucketTimes {
   // capacity * 1e6 / rate: an empty bucket refills in this.
   double fill_micros = 0;
   // 1 * 1e6 / rate: one token refills in this (the cost of a check of cost 1).
   double unit_micros = 0;
+  // rate / 1e6: tokens refilled per microsecond.
+  double tokens_per_micro = 0;
 };
 
 // REQUIRES: params valid (see TokenBucketParams).
 inline TokenBucketTimes TokenBucketTimesFor(const TokenBucketParams& params) {
   const double rate = params.refill_per_second;
   return TokenBucketTimes{static_cast<double>(params.capacity) * 1e6 / rate,
-                          static_cast<double>(int64_t{1}) * 1e6 / rate};
+                          static_cast<double>(int64_t{1}) * 1e6 / rate, rate / 1e6};
 }
 
 // REQUIRES: cost >= 0; `times` == TokenBucketTimesFor(params). `state` is nullopt for a key
@@ -102,7 +104,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
       out.decision.retry_after_micros = CeilMicros(next - now);
     }
   }
-  out.decision.remaining = internal::WholeTokens(now, empty_at, rate, params.capacity);
+  out.decision.remaining =
+      internal::WholeTokens(now, empty_at, times.tokens_per_micro, params.capacity);
   out.decision.reset_after_micros = CeilMicros(empty_at + fill_time - now);
   out.expires_at_micros = now_micros + out.decision.reset_after_micros;
   return out;

@@ -10,42 +10,23 @@
 
 #include "src/core/wall_clock.h"
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 namespace tollgate {
 namespace internal {
 namespace {
 
 // 2^32: ns per tick is kept as a 32.32 fixed-point number.
 constexpr double kQ32 = 4294967296.0;
-// Extrapolation covers at most this many ticks (about 0.9 s at 2.4 GHz), so the 32.32
-// multiplication cannot overflow; an older anchor is renewed anyway.
+// Extrapolation covers at most this many ticks (about 0.9 s at 2.4 GHz), so the fixed-point
+// multiplications below cannot overflow; an older anchor is renewed anyway.
 constexpr int64_t kMaxExtrapolatedTicks = int64_t{1} << 31;
-
-// Where a thread extrapolates from: a counter value and the wall time read with it.
-// Trivially constructible, so the thread_local needs no initialization guard; a zero
-// counter is an anchor too old to use.
-struct Anchor {
-  int64_t tsc = 0;
-  int64_t ns = 0;
-};
-thread_local Anchor anchor;
+// The anchor's fixed-point scale (see WallClock::kMicrosFractionBits).
+constexpr double kQ36 = static_cast<double>(uint64_t{1} << WallClock::kMicrosFractionBits);
 
 int64_t RealtimeNs() {
   // The one place production code reads the system clock.
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
   return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
-int64_t ReadCounter() {
-#if defined(__x86_64__)
-  return static_cast<int64_t>(__rdtsc());
-#else
-  return 0;
-#endif
 }
 
 bool CounterUsable() {
@@ -66,11 +47,16 @@ bool CounterUsable() {
 // such a pair must not anchor anything.
 constexpr int64_t kMaxPairTicks = 8192;
 
-bool ReadPair(Anchor& pair) {
+struct Pair {
+  int64_t tsc = 0;
+  int64_t ns = 0;
+};
+
+bool ReadPair(Pair& pair) {
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const int64_t before = ReadCounter();
+    const int64_t before = ReadTimeStampCounter();
     pair.ns = RealtimeNs();
-    const int64_t after = ReadCounter();
+    const int64_t after = ReadTimeStampCounter();
     if (after >= before && after - before < kMaxPairTicks) {
       pair.tsc = before + (after - before) / 2;
       return true;
@@ -84,33 +70,47 @@ bool ReadPair(Anchor& pair) {
 WallClock::WallClock(WallClockOptions options)
     : options_(options), use_counter_(options.use_counter && CounterUsable()) {}
 
-int64_t WallClock::NowMicros() const {
+int64_t WallClock::RenewMicros() const {
   if (!use_counter_) return RealtimeNs() / 1000;
-  const uint64_t q32 = ns_per_tick_q32_.load(std::memory_order_relaxed);
-  const int64_t elapsed_ticks = ReadCounter() - anchor.tsc;
-  if (q32 != 0 && elapsed_ticks >= 0 && elapsed_ticks < kMaxExtrapolatedTicks) {
-    const auto elapsed_ns = static_cast<int64_t>((static_cast<uint64_t>(elapsed_ticks) * q32) >>
-                                                 32);  // < 2^31 * 2^37: no overflow
-    if (elapsed_ns < options_.anchor_ns) return (anchor.ns + elapsed_ns) / 1000;
-  }
   return Renew() / 1000;
 }
 
 int64_t WallClock::Renew() const {
-  Anchor pair;
+  Pair pair;
   if (!ReadPair(pair)) {
-    anchor = Anchor{};  // the next read tries again
+    wall_clock_anchor = WallClockAnchor{};  // the next read tries again
     return pair.ns;
   }
-  anchor = pair;
+  RenewRate(pair.tsc, pair.ns);
+  // Anchor this thread at the pair with the rate as it now stands; with no rate yet, the
+  // anchor is unusable and the next read renews again.
+  const uint64_t q32 = ns_per_tick_q32_.load(std::memory_order_relaxed);
+  WallClockAnchor next;
+  if (q32 != 0 && pair.ns >= 0) {
+    const double ns_per_tick = static_cast<double>(q32) / kQ32;
+    const double usable = static_cast<double>(options_.anchor_ns) / ns_per_tick;
+    next.owner = this;
+    next.tsc = static_cast<uint64_t>(pair.tsc);
+    next.usable_ticks = usable < static_cast<double>(kMaxExtrapolatedTicks)
+                            ? static_cast<uint64_t>(usable)
+                            : static_cast<uint64_t>(kMaxExtrapolatedTicks);
+    next.micros_per_tick_q36 = static_cast<uint64_t>(ns_per_tick / 1000 * kQ36);
+    next.micros = pair.ns / 1000;
+    next.fraction_q36 = static_cast<uint64_t>(static_cast<double>(pair.ns % 1000) / 1000 * kQ36);
+  }
+  wall_clock_anchor = next;
+  return pair.ns;
+}
+
+void WallClock::RenewRate(int64_t pair_tsc, int64_t pair_ns) const {
   absl::MutexLock lock(&mu_);
-  const int64_t ticks = pair.tsc - base_tsc_;
-  const int64_t ns = pair.ns - base_ns_;
+  const int64_t ticks = pair_tsc - base_tsc_;
+  const int64_t ns = pair_ns - base_ns_;
   if (base_ns_ == 0 || ticks <= 0 || ns <= 0) {
     // First anchor, or the clock or counter went back: measure from here.
-    base_tsc_ = pair.tsc;
-    base_ns_ = pair.ns;
-    return pair.ns;
+    base_tsc_ = pair_tsc;
+    base_ns_ = pair_ns;
+    return;
   }
   const double measured = static_cast<double>(ns) / static_cast<double>(ticks);
   const uint64_t q32 = ns_per_tick_q32_.load(std::memory_order_relaxed);
@@ -120,9 +120,9 @@ int64_t WallClock::Renew() const {
         static_cast<double>(options_.max_error_ns)) {
       // The wall clock was set (or the counter jumped): keep the rate, move the base.
       restarts_.fetch_add(1, std::memory_order_relaxed);
-      base_tsc_ = pair.tsc;
-      base_ns_ = pair.ns;
-      return pair.ns;
+      base_tsc_ = pair_tsc;
+      base_ns_ = pair_ns;
+      return;
     }
   }
   // The rate is (re)measured only over a baseline long enough that the few ns of
@@ -131,7 +131,6 @@ int64_t WallClock::Renew() const {
   if (ns >= options_.first_baseline_ns && measured > 0.01 && measured < 100) {
     ns_per_tick_q32_.store(static_cast<uint64_t>(measured * kQ32), std::memory_order_relaxed);
   }
-  return pair.ns;
 }
 
 }  // namespace internal

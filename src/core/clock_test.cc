@@ -64,6 +64,24 @@ TEST(WallClockTest, AgreesWithTheKernelClockOnManyThreads) {
   EXPECT_EQ(outside.load(), 0);
 }
 
+// A thread keeps one anchor, owned by the clock that set it: reading two clocks in turn
+// renews it on every switch, and each clock still reads the kernel's time.
+TEST(WallClockTest, TwoClocksReadInTurnOnOneThreadBothAgree) {
+  internal::WallClock first(QuickOptions());
+  internal::WallClock second(QuickOptions());
+  int64_t outside = 0;
+  const int64_t start = KernelMicros();
+  for (int64_t i = 0; i < 20'000 || KernelMicros() - start < 30'000; ++i) {
+    for (const internal::WallClock* clock : {&first, &second}) {
+      const int64_t before = KernelMicros();
+      const int64_t now = clock->NowMicros();
+      const int64_t after = KernelMicros();
+      if (now < before - 10 || now > after + 10) ++outside;
+    }
+  }
+  EXPECT_EQ(outside, 0);
+}
+
 TEST(WallClockTest, WithoutTheCounterEveryReadIsTheKernelClock) {
   internal::WallClockOptions options;
   options.use_counter = false;

@@ -12,7 +12,10 @@
 //    counter read on both sides of clock_gettime, retried if the thread was interrupted
 //    in between), renewed every `anchor_ns` (1 ms);
 //  - between anchors, wall time = anchor + (counter - anchor counter) x ns per tick, where
-//    ns per tick is measured from the process's first anchor over an ever longer baseline;
+//    ns per tick is measured from the process's first anchor over an ever longer baseline.
+//    The anchor holds its time in whole microseconds plus a binary fraction, and the rate
+//    in microseconds per tick, so a read is a counter read, one comparison and one
+//    multiply-add, with no division;
 //  - a renewal that finds the extrapolated time off by more than `max_error_ns` (the wall
 //    clock was set, or the counter misbehaved) starts the measurement again, and until a
 //    rate is known every read is a plain clock_gettime.
@@ -25,11 +28,43 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "tollgate/clock.h"
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 namespace tollgate::internal {
+
+class WallClock;
+
+// Where a thread extrapolates from, set by the WallClock that owns it at each renewal: the
+// counter value and the wall time read with it (whole microseconds plus a binary fraction),
+// the rate in microseconds per tick (same fraction), and how many ticks the anchor may be
+// used for, so a read decides with one comparison. Trivially constructible: the
+// thread_local below needs no initialization guard, and an anchor without an owner makes
+// every read renew it.
+struct WallClockAnchor {
+  const WallClock* owner = nullptr;
+  uint64_t tsc = 0;
+  uint64_t usable_ticks = 0;
+  uint64_t micros_per_tick_q36 = 0;
+  uint64_t fraction_q36 = 0;
+  int64_t micros = 0;
+};
+inline thread_local WallClockAnchor wall_clock_anchor;
+
+inline int64_t ReadTimeStampCounter() {
+#if defined(__x86_64__)
+  return static_cast<int64_t>(__rdtsc());
+#else
+  return 0;
+#endif
+}
 
 struct WallClockOptions {
   // Use the time-stamp counter (only if the CPU and kernel allow it); false: every read is
@@ -43,13 +78,34 @@ struct WallClockOptions {
   int64_t max_error_ns = 20'000;
 };
 
-// Thread-safe. Anchors are per thread and shared by every WallClock of the process that
-// uses the counter (they all read the same kernel clock).
+// Thread-safe. Each thread keeps one anchor, owned by the WallClock that set it last: a
+// thread that reads two WallClocks in turn renews its anchor on every switch (production
+// has one, SystemClock()).
 class WallClock final : public Clock {
  public:
+  // Fraction bits of the anchor's fixed-point numbers. A counter runs at 10 MHz or more
+  // (the rate is measured and checked), so microseconds per tick x 2^36 < 2^33, and that
+  // times at most 2^31 ticks, plus a fraction < 2^36, stays below 2^64.
+  static constexpr int kMicrosFractionBits = 36;
+
   explicit WallClock(WallClockOptions options = {});
 
-  int64_t NowMicros() const override;
+  int64_t NowMicros() const override { return NowMicrosInline(); }
+
+  // NowMicros() for callers that know the clock is a WallClock (the memory store checks
+  // once): inlined there, a read costs no call. The fast path is one counter read, one
+  // unsigned comparison (a counter behind the anchor wraps to a huge tick count and
+  // renews), and one multiply-add, with no division.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE int64_t NowMicrosInline() const {
+    const WallClockAnchor& a = wall_clock_anchor;
+    const uint64_t ticks = static_cast<uint64_t>(ReadTimeStampCounter()) - a.tsc;
+    if (ABSL_PREDICT_TRUE(a.owner == this && ticks < a.usable_ticks)) {
+      // < 2^36 + 2^31 x 2^33: no overflow (usable_ticks <= 2^31; see kMicrosFractionBits).
+      return a.micros + static_cast<int64_t>((a.fraction_q36 + ticks * a.micros_per_tick_q36) >>
+                                             kMicrosFractionBits);
+    }
+    return RenewMicros();
+  }
 
   // Whether reads go through the counter (false: every read is clock_gettime).
   bool uses_counter() const { return use_counter_; }
@@ -57,7 +113,14 @@ class WallClock final : public Clock {
   int64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
 
  private:
+  // The slow path of NowMicros(): renews the calling thread's anchor. Out of line, so the
+  // fast path needs no stack frame.
+  ABSL_ATTRIBUTE_NOINLINE int64_t RenewMicros() const;
+  // Reads a (counter, wall time) pair, updates the rate from it and anchors the calling
+  // thread there. Returns the wall time read, in ns.
   int64_t Renew() const;
+  // Measures ns per tick against the base pair, or restarts the measurement.
+  void RenewRate(int64_t pair_tsc, int64_t pair_ns) const;
 
   const WallClockOptions options_;
   const bool use_counter_;

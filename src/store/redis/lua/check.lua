@@ -12,7 +12,7 @@
 -- Returns { now_micros, then per limit: allowed (0/1), remaining, reset_after_micros,
 -- retry_after_micros, reason (0 none, 1 over limit, 2 cost exceeds limit) }.
 --
--- The arithmetic mirrors src/algorithm/*.cc expression by expression (IEEE doubles on
+-- The arithmetic mirrors src/algorithm/*.h expression by expression (IEEE doubles on
 -- integer microseconds, same order), so both compute bit-identical decisions. Every
 -- decision is made first; state is written only if every limit passed, and every write
 -- sets a TTL in this same atomic step.
@@ -51,7 +51,7 @@ if #KEYS == 1 and ARGV[2] == 't' then
       if wait > 0 then retry_after = math.ceil(wait) end
     end
   end
-  local tokens = math.floor((now - empty_at) * rate / 1e6 + 1e-6)
+  local tokens = math.floor((now - empty_at) * (rate / 1e6) + 1e-6)
   if tokens < 0 then tokens = 0 end
   if tokens > capacity then tokens = capacity end
   local reset_after = empty_at + fill_time - now
@@ -125,7 +125,7 @@ for i = 1, n do
         retry_after = ceil_micros(next_empty_at - now)
       end
     end
-    local tokens = math.floor((now - empty_at) * rate / 1e6 + 1e-6)
+    local tokens = math.floor((now - empty_at) * (rate / 1e6) + 1e-6)
     if tokens < 0 then tokens = 0 end
     if tokens > capacity then tokens = capacity end
     remaining = tokens
@@ -166,7 +166,7 @@ for i = 1, n do
     local current = read(ckey) or 0
     local previous = read(pkey) or 0
     local elapsed = now - index * window
-    local weight = (window - elapsed) / window
+    local weight = (window - elapsed) * (1 / window)
     local w = window
     if cost > limit then
       reason = 2
