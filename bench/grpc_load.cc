@@ -3,13 +3,17 @@
 //
 //   grpc_load --target 127.0.0.1:8081 --domain bench --key user --keys 10000
 //       --concurrency 64 --client-threads 2 --duration 10 --warmup 2 [--server-pid PID]
+//       [--rate CALLS_PER_SECOND]
 //
 // Keeps `--concurrency` calls in flight (closed loop) over `--channels` HTTP/2 connections,
 // driven by `--client-threads` completion-queue threads (gRPC's async API: no callback
 // threads of its own), for `--duration` seconds after `--warmup` seconds, or for
-// `--requests` calls. Each call carries `--descriptors` descriptors (key, "<prefix><n>"),
-// n drawn uniformly from `--keys`. Reports calls and decisions per second, the answers
-// (OK / OVER_LIMIT / errors) and latency percentiles of the measured calls; with
+// `--requests` calls. With `--rate`, calls start at that total rate instead (each of the
+// `--concurrency` slots paced to rate / concurrency, never more than one call in flight per
+// slot): servers compared at one offered load do the same batching per wake-up, so their
+// CPU-seconds per decision compare fairly. Each call carries `--descriptors` descriptors (key,
+// "<prefix><n>"), n drawn uniformly from `--keys`. Reports calls and decisions per second, the
+// answers (OK / OVER_LIMIT / errors) and latency percentiles of the measured calls; with
 // `--server-pid`, also the server's CPU time over the measured window (from
 // /proc/PID/stat) and decisions per CPU-second of the server. The last line is
 // machine-readable: `result calls=... decisions_per_cpu_second=... p50_us=... p99_us=...`.
@@ -33,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
@@ -62,6 +67,7 @@ struct Options {
   int server_pid = 0;
   double timeout_seconds = 5;
   int client_threads = 1;
+  double rate = 0;  // calls per second over all slots; 0: closed loop
 };
 
 [[noreturn]] void Usage(const char* message) {
@@ -69,7 +75,7 @@ struct Options {
                "grpc_load: %s\nusage: grpc_load [--target HOST:PORT] [--domain D] [--key K] "
                "[--value-prefix P] [--keys N] [--descriptors N] [--concurrency N] [--channels N] "
                "[--duration S] [--warmup S] [--requests N] [--server-pid PID] [--timeout S] "
-               "[--client-threads N]\n",
+               "[--client-threads N] [--rate CALLS_PER_SECOND]\n",
                message);
   std::exit(2);
 }
@@ -108,13 +114,15 @@ Options ParseOptions(int argc, char** argv) {
       options.timeout_seconds = std::atof(value);
     } else if (flag == "--client-threads") {
       options.client_threads = std::atoi(value);
+    } else if (flag == "--rate") {
+      options.rate = std::atof(value);
     } else {
       Usage(("unknown flag " + flag).c_str());
     }
   }
   if (options.keys < 1 || options.descriptors < 1 || options.concurrency < 1 ||
       options.channels < 1 || options.client_threads < 1 || options.duration_seconds <= 0 ||
-      options.warmup_seconds < 0 || options.requests < 0) {
+      options.warmup_seconds < 0 || options.requests < 0 || options.rate < 0) {
     Usage("numbers must be positive");
   }
   if (options.requests > 0) options.warmup_seconds = 0;
@@ -165,16 +173,55 @@ struct SlotStats {
   std::string first_error;
 };
 
-// One in-flight call at a time, reissued when its completion comes off the queue. The slot
-// itself is the completion-queue tag.
+// One in-flight call at a time, reissued when its completion comes off the queue (with
+// --rate, at its next turn: a gRPC alarm on the same queue). The slot itself is the
+// completion-queue tag of both.
 class Slot {
  public:
   Slot(Run& run, int index) : run_(run), index_(index), random_(index * 7919 + 17) {
     stats_.latencies_micros.reserve(1 << 16);
+    if (run_.options.rate > 0) {
+      period_ = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(run_.options.concurrency / run_.options.rate));
+      // Slots spread over one period, so that calls do not start in bursts.
+      next_turn_ = Clock::now() + period_ * index / run_.options.concurrency;
+    }
   }
 
-  void Start() { Issue(); }
+  void Start() { Wait(); }
   SlotStats& stats() { return stats_; }
+
+  // A completion of this slot's tag: its alarm or its call.
+  void Event() {
+    if (waiting_) {
+      waiting_ = false;
+      Issue();
+      return;
+    }
+    Completed();
+  }
+
+ private:
+  // Issues the next call now, or (with --rate) sets an alarm for its turn.
+  void Wait() {
+    if (period_ == Clock::duration::zero()) {
+      Issue();
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point turn = next_turn_;
+    // A late slot starts at once and does not catch up with a burst.
+    next_turn_ = std::max(next_turn_, now) + period_;
+    if (turn <= now) {
+      Issue();
+      return;
+    }
+    waiting_ = true;
+    alarm_.Set(run_.queues[index_ % run_.queues.size()].get(),
+               std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(turn - now),
+               this);
+  }
 
   // The call finished (`status_` and `response_` are set).
   void Completed() {
@@ -193,10 +240,9 @@ class Slot {
       }
       stats_.latencies_micros.push_back(static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
     }
-    Issue();
+    Wait();
   }
 
- private:
   void Issue() {
     if (run_.phase.load(std::memory_order_acquire) == Phase::kStop ||
         (run_.options.requests > 0 &&
@@ -236,6 +282,11 @@ class Slot {
   Phase phase_at_start_ = Phase::kWarmup;
   Clock::time_point start_;
   SlotStats stats_;
+  // With --rate: the time between a slot's calls, and when its next call may start.
+  Clock::duration period_ = Clock::duration::zero();
+  Clock::time_point next_turn_;
+  bool waiting_ = false;
+  grpc::Alarm alarm_;
 };
 
 int64_t Percentile(const std::vector<int32_t>& sorted, double p) {
@@ -277,7 +328,7 @@ int main(int argc, char** argv) {
     threads.emplace_back([cq = queue.get()] {
       void* tag = nullptr;
       bool ok = false;
-      while (cq->Next(&tag, &ok)) static_cast<Slot*>(tag)->Completed();
+      while (cq->Next(&tag, &ok)) static_cast<Slot*>(tag)->Event();
     });
   }
 

@@ -15,6 +15,12 @@
 #   DESCRIPTORS="1"    descriptors per gRPC call, one row each (e.g. "1 8"; every descriptor
 #                      matches a rule, so each is a decision; the headline is 1)
 #   CLIENT_THREADS=2   bench/grpc_load's completion-queue threads
+#   RATE=""            gRPC calls per second (grpc_load --rate: paced, at most CONCURRENCY in
+#                      flight); empty: closed loop. Two builds compare fairly at one RATE
+#                      (the same calls per wake-up); closed loop favours the slower one.
+#   PERF_STAT=0        1: also count, with `perf stat -p` on the server over each gRPC run's
+#                      measured window, context switches and syscalls per call (a second
+#                      table: where the kernel's share of a call goes)
 #   OUT=bench/out/service.md
 # CPU-seconds are utime + stime of the tollgate process over the measured window
 # (/proc/PID/stat); Redis and the load generator run on the same machine and are not counted.
@@ -30,6 +36,8 @@ APIS=${APIS:-"grpc http"}
 KEYS=${KEYS:-10000}
 DESCRIPTORS=${DESCRIPTORS:-1}
 CLIENT_THREADS=${CLIENT_THREADS:-2}
+PERF_STAT=${PERF_STAT:-0}
+RATE=${RATE:-}
 OUT=${OUT:-bench/out/service.md}
 
 TOLLGATE="$BUILD/tollgate"
@@ -37,6 +45,10 @@ GRPC_LOAD="$BUILD/bench/grpc_load"
 for binary in "$TOLLGATE" "$GRPC_LOAD"; do
   [ -x "$binary" ] || { echo "service_bench: $binary not built" >&2; exit 1; }
 done
+if [ "$PERF_STAT" = 1 ] && ! command -v perf >/dev/null; then
+  echo "service_bench: PERF_STAT=1 needs perf (linux-perf)" >&2
+  exit 1
+fi
 if [[ " $APIS " == *" http "* ]] && ! command -v wrk >/dev/null; then
   echo "service_bench: wrk not installed (scripts/bootstrap)" >&2
   exit 1
@@ -133,12 +145,26 @@ to_micros() {  # wrk's "1.23ms" / "456.00us" / "1.01s" -> microseconds
 }
 
 ROWS=()
+PERF_ROWS=()
+# PERF_STAT: the server's count of perf event $3 per call, from perf stat's CSV ($1) and the
+# number of calls ($2).
+PERF_EVENTS=context-switches,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_sendmsg,syscalls:sys_enter_recvmsg,syscalls:sys_enter_write,syscalls:sys_enter_read
+per_call() {
+  awk -F, -v calls="$2" -v event="$3" '$3 == event { if (calls > 0) printf "%.2f", $1 / calls }' "$1"
+}
 run_grpc() {  # $1 store, $2 concurrency
-  local out descriptors label
+  local out descriptors label perf_pid perf_out
   for descriptors in $DESCRIPTORS; do
+    perf_out="$WORK/perf-$1-$2-$descriptors.csv"
+    if [ "$PERF_STAT" = 1 ]; then
+      # The measured window: after the warm-up, for the duration.
+      (sleep "$WARMUP" && perf stat -x, -e "$PERF_EVENTS" -p "$SERVE_PID" -o "$perf_out" \
+        -- sleep "$DURATION" >/dev/null 2>&1) &
+      perf_pid=$!
+    fi
     out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain bench --key user --keys "$KEYS" \
       --concurrency "$2" --channels 2 --client-threads "$CLIENT_THREADS" \
-      --descriptors "$descriptors" --duration "$DURATION" --warmup "$WARMUP" \
+      --descriptors "$descriptors" ${RATE:+--rate "$RATE"} --duration "$DURATION" --warmup "$WARMUP" \
       --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
     echo "$out" >"$WORK/grpc-$1-$2-$descriptors.txt"
     local result
@@ -146,7 +172,19 @@ run_grpc() {  # $1 store, $2 concurrency
     field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $result"; }
     label="gRPC"
     [ "$descriptors" != 1 ] && label="gRPC, **$descriptors descriptors per call**"
+    [ -n "$RATE" ] && label="$label at $RATE calls/s"
     ROWS+=("| $label | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(field errors) |")
+    if [ "$PERF_STAT" = 1 ]; then
+      wait "$perf_pid" || true
+      local calls cells=""
+      calls=$(field calls)
+      for event in context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_wait \
+        syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write \
+        syscalls:sys_enter_read; do
+        cells+=" $(per_call "$perf_out" "$calls" "$event") |"
+      done
+      PERF_ROWS+=("| $label | $1 | $2 |$cells")
+    fi
   done
 }
 run_http() {  # $1 store, $2 connections
@@ -183,6 +221,14 @@ done
   echo "| API | store | in flight | decisions/s | server CPU s | decisions per CPU-second | p50 µs | p99 µs | errors |"
   echo "|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${ROWS[@]}"
+  if [ "${#PERF_ROWS[@]}" -gt 0 ]; then
+    echo
+    echo "Per gRPC call, in the server (perf stat -p over the measured window):"
+    echo
+    echo "| API | store | in flight | context switches | futex | epoll_wait | sendmsg | recvmsg | write | read |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${PERF_ROWS[@]}"
+  fi
 } | tee "$WORK/table.md"
 mkdir -p "$(dirname "$OUT")"
 cp "$WORK/table.md" "$OUT"

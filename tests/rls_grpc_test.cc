@@ -143,6 +143,26 @@ TEST_F(RlsGrpcTest, StatusesFollowTheDescriptorsInOrder) {
   EXPECT_EQ(response.statuses(2).current_limit().unit(), RateLimitResponse::RateLimit::HOUR);
 }
 
+TEST_F(RlsGrpcTest, CallsLargerThanTheArenasFirstBlockAreAnsweredInFull) {
+  // 40 descriptors of 200-byte values: request and answer outgrow the per-call arena's inline
+  // block (2 KiB), so parsing and the answer continue on heap blocks of the same arena.
+  std::vector<std::vector<std::pair<std::string, std::string>>> descriptors;
+  for (int i = 0; i < 40; ++i) {
+    descriptors.push_back({{"ip", absl::StrCat(i, std::string(200, 'x'))}});
+  }
+  for (uint32_t remaining : {4u, 3u}) {
+    RateLimitResponse response = Call(Request(descriptors));
+    EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+    ASSERT_EQ(response.statuses_size(), 40);
+    for (const auto& status : response.statuses()) {
+      EXPECT_EQ(status.code(), RateLimitResponse::OK);
+      EXPECT_EQ(status.limit_remaining(), remaining);
+      EXPECT_EQ(status.current_limit().requests_per_unit(), 5u);
+    }
+    EXPECT_EQ(response.response_headers_to_add_size(), 3);
+  }
+}
+
 TEST_F(RlsGrpcTest, HitsAddendCountsSeveralHits) {
   EXPECT_EQ(Call(Request({{{"ip", "2.2.2.2"}}}, 4)).statuses(0).limit_remaining(), 1u);
   RateLimitResponse refused = Call(Request({{{"ip", "2.2.2.2"}}}, 2));

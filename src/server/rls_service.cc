@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <limits>
 #include <utility>
 
@@ -14,11 +15,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "google/protobuf/arena.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/support/message_allocator.h"
 #include "src/config/descriptor_matcher.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
@@ -167,7 +170,22 @@ struct RlsService::Call {
   bool headers = true;
   Clock* clock = nullptr;
   Metrics* metrics = nullptr;
-  RlsCallback done;
+  // When the call began, for the duration metric (set when `metrics` is).
+  std::chrono::steady_clock::time_point start;
+  // Where Finish writes the answer; owned by the caller.
+  RateLimitResponse* response = nullptr;
+  absl::AnyInvocable<void(absl::Status) &&> done;
+
+  // Records the call's duration and hands `status` to `done`.
+  void Complete(absl::Status status) {
+    if (metrics != nullptr) {
+      metrics->ObserveCheckDuration(CheckApi::kEnvoy,
+                                    std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count());
+    }
+    std::move(done)(std::move(status));
+  }
 
   // Indices of kCounted items in the batch sent to the limiter.
   std::vector<size_t> Counted() const {
@@ -234,7 +252,7 @@ struct RlsService::Call {
   }
 
   void Finish() {
-    RateLimitResponse response;
+    RateLimitResponse& response = *this->response;
     bool over_limit = false;
     const DescriptorStatus* least_remaining = nullptr;
     for (Item& item : items) {
@@ -288,7 +306,7 @@ struct RlsService::Call {
       add(kRemainingHeader, least_remaining->limit_remaining());
       add(kResetHeader, CeilSeconds(reset_micros));
     }
-    std::move(done)(std::move(response));
+    Complete(absl::OkStatus());
   }
 };
 
@@ -381,6 +399,21 @@ std::shared_ptr<const RlsService::Snapshot> RlsService::WithOverride(uint32_t re
 }
 
 void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback done) {
+  auto response = std::make_unique<RateLimitResponse>();
+  RateLimitResponse* out = response.get();
+  ShouldRateLimit(
+      request, out,
+      [response = std::move(response), done = std::move(done)](absl::Status status) mutable {
+        if (!status.ok()) {
+          std::move(done)(std::move(status));
+          return;
+        }
+        std::move(done)(std::move(*response));
+      });
+}
+
+void RlsService::ShouldRateLimit(const RateLimitRequest& request, RateLimitResponse* response,
+                                 absl::AnyInvocable<void(absl::Status) &&> done) {
   if (request.domain().empty()) {
     std::move(done)(absl::InvalidArgumentError("rate limit domain must not be empty"));
     return;
@@ -395,19 +428,10 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback do
                      " descriptors, at most ", options_.max_descriptors, " are accepted")));
     return;
   }
-  if (options_.metrics != nullptr) {
-    const auto start = std::chrono::steady_clock::now();
-    done = [metrics = options_.metrics, start,
-            done = std::move(done)](absl::StatusOr<RateLimitResponse> response) mutable {
-      metrics->ObserveCheckDuration(CheckApi::kEnvoy,
-                                    std::chrono::duration_cast<std::chrono::microseconds>(
-                                        std::chrono::steady_clock::now() - start)
-                                        .count());
-      std::move(done)(std::move(response));
-    };
-  }
   auto call = std::make_shared<Call>();
   call->metrics = options_.metrics;
+  if (call->metrics != nullptr) call->start = std::chrono::steady_clock::now();
+  call->response = response;
   call->snapshot = snapshot();
   call->global_shadow = options_.shadow_mode;
   call->headers = options_.response_headers;
@@ -430,7 +454,7 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback do
     entries.clear();
     for (const auto& entry : descriptor.entries()) {
       if (entry.key().empty()) {
-        std::move(call->done)(absl::InvalidArgumentError(
+        call->Complete(absl::InvalidArgumentError(
             absl::StrCat("descriptor ", i, ": an entry has an empty key")));
         return;
       }
@@ -492,9 +516,9 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback do
     }
     item.enforced = !item.rule_shadow && !call->global_shadow;
     if (item.plan == Plan::kCounted && item.check.key.size() > kMaxKeyBytes) {
-      std::move(call->done)(absl::InvalidArgumentError(
-          absl::StrCat("a descriptor's entries are ", item.check.key.size(), " bytes, more than ",
-                       kMaxKeyBytes)));
+      call->Complete(absl::InvalidArgumentError(absl::StrCat("a descriptor's entries are ",
+                                                             item.check.key.size(),
+                                                             " bytes, more than ", kMaxKeyBytes)));
       return;
     }
     blocked |= item.plan == Plan::kBlocked && item.enforced;
@@ -564,30 +588,65 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
 
 // ---- gRPC ----------------------------------------------------------------------------------
 
+namespace {
+
+// The request and response of one call on a protobuf arena whose first block is part of this
+// object, so that parsing an Envoy request and building its answer take one allocation (this
+// object) instead of one per message and string.
+class ArenaMessages final : public grpc::MessageHolder<RateLimitRequest, RateLimitResponse> {
+ public:
+  ArenaMessages() : arena_(Options(block_, sizeof(block_))) {
+    set_request(google::protobuf::Arena::CreateMessage<RateLimitRequest>(&arena_));
+    set_response(google::protobuf::Arena::CreateMessage<RateLimitResponse>(&arena_));
+  }
+  void Release() override { delete this; }
+
+ private:
+  static google::protobuf::ArenaOptions Options(char* block, size_t size) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block;
+    options.initial_block_size = size;
+    return options;
+  }
+
+  // A one-descriptor request and its answer (with the RateLimit-* headers) need about 1 KiB;
+  // a larger call gets further blocks from the heap.
+  alignas(std::max_align_t) char block_[2048];
+  google::protobuf::Arena arena_;
+};
+
+class ArenaMessageAllocator final
+    : public grpc::MessageAllocator<RateLimitRequest, RateLimitResponse> {
+ public:
+  grpc::MessageHolder<RateLimitRequest, RateLimitResponse>* AllocateMessages() override {
+    return new ArenaMessages();
+  }
+};
+
+}  // namespace
+
 class RlsServer::GrpcService final
     : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
  public:
-  explicit GrpcService(RlsService* service) : service_(service) {}
+  explicit GrpcService(RlsService* service) : service_(service) {
+    SetMessageAllocatorFor_ShouldRateLimit(&allocator_);
+  }
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const RateLimitRequest* request,
                                             RateLimitResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    // `response` belongs to gRPC until Finish; the callback may run before we return.
-    service_->ShouldRateLimit(*request,
-                              [reactor, response](absl::StatusOr<RateLimitResponse> result) {
-                                if (!result.ok()) {
-                                  reactor->Finish(ToGrpcStatus(result.status()));
-                                  return;
-                                }
-                                response->Swap(&*result);
-                                reactor->Finish(grpc::Status::OK);
-                              });
+    // The answer is written into `response` (on this call's arena) in place; the callback may
+    // run before we return.
+    service_->ShouldRateLimit(*request, response, [reactor](const absl::Status& status) {
+      reactor->Finish(status.ok() ? grpc::Status::OK : ToGrpcStatus(status));
+    });
     return reactor;
   }
 
  private:
   RlsService* const service_;
+  ArenaMessageAllocator allocator_;
 };
 
 absl::StatusOr<std::unique_ptr<RlsServer>> RlsServer::Start(RlsServerOptions options) {

@@ -91,6 +91,12 @@ class RlsService {
   // key); Envoy then applies its own failure_mode_deny.
   void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done);
 
+  // As above, but the answer is written into `*response` (which may live on a protobuf
+  // arena; nothing is copied between arenas) and `done` gets OK, or the error with
+  // `*response` unspecified. REQUIRES: `*response` is empty and outlives `done`.
+  void ShouldRateLimit(const RateLimitRequest& request, RateLimitResponse* response,
+                       absl::AnyInvocable<void(absl::Status) &&> done);
+
   // Blocking form, for tests and the /json endpoint.
   absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
 
