@@ -1,7 +1,7 @@
 # tollgate — the commands in the README.
 #   make run     install what is missing, build, serve examples/tiffin.yaml on 127.0.0.1:8080
 #   make test    install what is missing, build with ASan+UBSan, run every test
-#   make bench   build optimized, run the benchmarks (bench/out/report.md)
+#   make bench   build optimized, run the benchmarks (bench/out/report.md); QUICK=1: short
 #   make lint    clang-format check and clang-tidy
 #   make demo    build, run the Tiffin fleet demo (demo/out/report.md); SCENARIO=name for one
 #   make fuzz    clang++ libFuzzer build in build-fuzz, each target FUZZ_SECONDS (default 60)
