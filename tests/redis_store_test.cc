@@ -450,8 +450,11 @@ TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
   const Limit bucket = TokenBucket("api", 5, 1);
   ASSERT_TRUE((*store)->Check({{&bucket, "u"}}).ok());
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{u}"}).integer, 0);  // not in db 0
-  absl::StatusOr<std::unique_ptr<redis::RedisClient>> db5 = redis::RedisClient::Connect(
-      {.connection = {.url = *redis::ParseRedisUrl(options.url)}, .connections = 1});
+  redis::ClientOptions db5_options;
+  db5_options.connection.url = *redis::ParseRedisUrl(options.url);
+  db5_options.connections = 1;
+  absl::StatusOr<std::unique_ptr<redis::RedisClient>> db5 =
+      redis::RedisClient::Connect(db5_options);
   ASSERT_TRUE(db5.ok()) << db5.status();
   EXPECT_EQ((*db5)->Command({"EXISTS", "tollgate:api:{u}"})->integer, 1);
 }
