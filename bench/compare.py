@@ -407,6 +407,8 @@ class Harness:
     # ---- paired re-check ---------------------------------------------------------------
     PAIR_ROUNDS = 3
     PAIR_SECONDS = 3.0
+    # The library's callers in each round: the headline's 64, and the ceiling's own 8 × 64.
+    PAIR_CALLERS = (64, 512)
 
     def pairs(self):
         """The headline ratio (library token bucket / ceiling) measured again in rounds that
@@ -419,13 +421,15 @@ class Harness:
         log(f"paired re-check: ceiling and library alternately, {self.PAIR_ROUNDS} rounds")
         base = [self.driver, "--via", "library", "--redis", self.redis_url]
         amount = ["--duration-s", str(self.PAIR_SECONDS), "--warmup-s", "1"]
+        # redis-benchmark's request count for about PAIR_SECONDS at the ceiling's rate.
+        requests = max(50_000,
+                       int((self.ceiling_row.get("per_second") or 50_000) * self.PAIR_SECONDS))
         for index in range(self.PAIR_ROUNDS):
-            ceiling_rate = self.ceiling_row.get("per_second") or 50_000
             ceiling = self.redis_benchmark(
                 f"round {index + 1}: seed token bucket script, EVALSHA", self.seed_command,
-                requests=max(50_000, int(ceiling_rate * self.PAIR_SECONDS)), record=False)
+                requests=requests, record=False)
             round_rows = {"ceiling": ceiling}
-            for callers in (64, 512):
+            for callers in self.PAIR_CALLERS:
                 flags = ["--algorithm", "token_bucket", "--callers", str(callers), "--keys",
                          str(KEYS)]
                 round_rows[callers] = self.measure(
@@ -449,15 +453,18 @@ class Harness:
                  f"After every row above, {self.PAIR_ROUNDS} rounds of three runs of "
                  f"{self.PAIR_SECONDS:g} s each (after 1 s of warm-up), one right after the "
                  "other: redis-benchmark running the seed script (8 × 64 outstanding), then the "
-                 "library's exact token bucket at 64 and at 512 callers (`compare_driver --via "
-                 f"library --algorithm token_bucket --keys {KEYS} --callers N`). Each ratio "
-                 "compares runs seconds apart, not minutes.", "",
-                 "| round | ceiling/s | library, 64 callers/s | × ceiling | "
-                 "library, 512 callers/s | × ceiling |",
-                 "|---|---|---|---|---|---|"]
+                 "library's exact token bucket at "
+                 + " and at ".join(str(callers) for callers in self.PAIR_CALLERS)
+                 + " callers (`compare_driver --via library --algorithm token_bucket --keys "
+                 f"{KEYS} --callers N`). Each ratio compares runs seconds apart, not minutes.",
+                 "",
+                 "| round | ceiling/s | "
+                 + " | ".join(f"library, {callers} callers/s | × ceiling"
+                              for callers in self.PAIR_CALLERS) + " |",
+                 "|---|---|" + "---|---|" * len(self.PAIR_CALLERS)]
         for index, round_rows in enumerate(self.pair_rounds):
             cells = [str(index + 1), f"{round_rows['ceiling'].get('per_second', 0):,.0f}"]
-            for callers in (64, 512):
+            for callers in self.PAIR_CALLERS:
                 rate = round_rows[callers].get("per_second", 0)
                 ceiling = round_rows["ceiling"].get("per_second", 0)
                 cells += [f"{rate:,.0f}", f"{rate / ceiling:.2f}" if ceiling and rate else "—"]
@@ -740,7 +747,7 @@ class Harness:
             x = tb512["per_second"] / ceiling_rate
             lines.append(f"  With as many checks outstanding as redis-benchmark keeps (512): {x:.2f}× "
                          f"({tb512['per_second']:,.0f}/s) — {verdict(x >= 0.9)}.")
-        for callers in (64, 512):
+        for callers in self.PAIR_CALLERS:
             ratios = self.pair_ratios(callers)
             if ratios:
                 median = statistics.median(ratios)

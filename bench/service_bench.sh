@@ -148,7 +148,10 @@ ROWS=()
 PERF_ROWS=()
 # PERF_STAT: the server's count of perf event $3 per call, from perf stat's CSV ($1) and the
 # number of calls ($2).
-PERF_EVENTS=context-switches,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_sendmsg,syscalls:sys_enter_recvmsg,syscalls:sys_enter_write,syscalls:sys_enter_read
+# The events counted, in the order of the second table's columns.
+PERF_EVENTS=(context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_wait
+  syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write
+  syscalls:sys_enter_read)
 per_call() {
   awk -F, -v calls="$2" -v event="$3" '$3 == event { if (calls > 0) printf "%.2f", $1 / calls }' "$1"
 }
@@ -158,7 +161,7 @@ run_grpc() {  # $1 store, $2 concurrency
     perf_out="$WORK/perf-$1-$2-$descriptors.csv"
     if [ "$PERF_STAT" = 1 ]; then
       # The measured window: after the warm-up, for the duration.
-      (sleep "$WARMUP" && perf stat -x, -e "$PERF_EVENTS" -p "$SERVE_PID" -o "$perf_out" \
+      (sleep "$WARMUP" && perf stat -x, -e "$(IFS=,; echo "${PERF_EVENTS[*]}")" -p "$SERVE_PID" -o "$perf_out" \
         -- sleep "$DURATION" >/dev/null 2>&1) &
       perf_pid=$!
     fi
@@ -178,9 +181,7 @@ run_grpc() {  # $1 store, $2 concurrency
       wait "$perf_pid" || true
       local calls cells=""
       calls=$(field calls)
-      for event in context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_wait \
-        syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write \
-        syscalls:sys_enter_read; do
+      for event in "${PERF_EVENTS[@]}"; do
         cells+=" $(per_call "$perf_out" "$calls" "$event") |"
       done
       PERF_ROWS+=("| $label | $1 | $2 |$cells")
