@@ -120,7 +120,11 @@ TEST_F(RedisStoreTest, TokenBucketTableMatchesTheAlgorithm) {
       state = algorithm::TokenBucketState{static_cast<double>(now) - fill_time * u};
     }
     const std::string key = redis::StateKey("tollgate:", limit.name, "k");
-    if (state.has_value()) Redis({"SET", key, absl::StrFormat("%.17g", state->empty_at_micros)});
+    std::string stored_state;  // as the scripts write it: a little-endian binary double
+    if (state.has_value()) {
+      redis::AppendLittleEndianDouble(stored_state, state->empty_at_micros);
+      Redis({"SET", key, stored_state});
+    }
 
     const algorithm::Outcome<algorithm::TokenBucketState> expected =
         algorithm::TokenBucketCheck(state, now, {capacity, rate}, cost);
@@ -139,18 +143,46 @@ TEST_F(RedisStoreTest, TokenBucketTableMatchesTheAlgorithm) {
 
     RedisReply stored = Redis({"GET", key});
     if (expected.changed) {
-      double empty_at = 0;
-      ASSERT_TRUE(absl::SimpleAtod(stored.str, &empty_at)) << what;
-      EXPECT_EQ(empty_at, expected.state.empty_at_micros) << what;  // bit-identical
+      ASSERT_EQ(stored.str.size(), 8u) << what;
+      EXPECT_EQ(redis::ReadLittleEndianDouble(stored.str.data()), expected.state.empty_at_micros)
+          << what;  // bit-identical
       EXPECT_GT(Redis({"PTTL", key}).integer, 0) << what;
       ++checked;
     } else if (state.has_value()) {
-      EXPECT_EQ(stored.str, absl::StrFormat("%.17g", state->empty_at_micros)) << what;
+      EXPECT_EQ(stored.str, stored_state) << what;
     } else {
       EXPECT_EQ(stored.type, RedisReply::Type::kNil) << what;
     }
   }
   EXPECT_GT(checked, 50);  // the table exercises writes, not only refusals
+}
+
+// Versions before the binary encoding stored a bucket's empty-at time as decimal text
+// (%.17g). A key they wrote is still read as the same state, so an upgrade does not hand
+// every drained bucket a refill; the next write stores it in binary.
+TEST_F(RedisStoreTest, ABucketStoredAsDecimalTextIsStillRead) {
+  const Limit limit = TokenBucket("api", 10, 1);
+  const int64_t now = 1'700'000'000'000'000;
+  // Drained: empty 2.5 s ago at 1 token/s, so 2 tokens are back.
+  const algorithm::TokenBucketState state{static_cast<double>(now) - 2'500'000};
+  const std::string key = redis::StateKey("tollgate:", limit.name, "old");
+  Redis({"SET", key, absl::StrFormat("%.17g", state.empty_at_micros), "PX", "60000"});
+
+  for (const bool alone : {true, false}) {  // the script's fast path and its general loop
+    const Limit other = TokenBucket("other", 10, 1);
+    std::vector<CheckItem> items = {{&limit, "old", 0}};
+    if (!alone) items.push_back({&other, "old", 0});
+    absl::StatusOr<std::vector<Decision>> peek = CheckAt(*store_, std::move(items), now);
+    ASSERT_TRUE(peek.ok()) << peek.status();
+    EXPECT_EQ((*peek)[0].remaining, 2) << (alone ? "alone" : "with another limit");
+  }
+  absl::StatusOr<std::vector<Decision>> spend = CheckAt(*store_, {{&limit, "old", 2}}, now);
+  ASSERT_TRUE(spend.ok()) << spend.status();
+  EXPECT_TRUE((*spend)[0].allowed);
+  EXPECT_EQ((*spend)[0].remaining, 0);
+  const std::string stored = Redis({"GET", key}).str;
+  ASSERT_EQ(stored.size(), 8u);
+  EXPECT_EQ(redis::DecodeBucketState(stored), state.empty_at_micros + 2'000'000);
 }
 
 TEST_F(RedisStoreTest, FixedWindowTableMatchesTheAlgorithm) {
@@ -310,11 +342,13 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
   absl::StatusOr<RedisReply> reply = promise.get_future().get();
   const int64_t after = RedisTimeMicros();
   ASSERT_TRUE(reply.ok()) << reply.status();
-  ASSERT_FALSE(reply->elements.empty()) << redis::DebugString(*reply);
+  int64_t script_now = 0;
+  ASSERT_TRUE(redis::ParseCheckReply(*reply, {{&bucket, "u"}}, &script_now).ok())
+      << redis::DebugString(*reply);
   // The script's time is Redis TIME, between two TIME calls around it. No app-server clock
   // takes part, so servers whose clocks differ by seconds see the same refills.
-  EXPECT_GE(reply->elements[0].integer, before);
-  EXPECT_LE(reply->elements[0].integer, after);
+  EXPECT_GE(script_now, before);
+  EXPECT_LE(script_now, after);
 
   // Two stores (two app servers) spend one shared bucket.
   std::unique_ptr<RedisStoreImpl> other = NewStore();

@@ -1,10 +1,14 @@
 // Copyright tollgate authors.
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "src/store/redis/lua_scripts.h"
@@ -17,8 +21,9 @@ namespace tollgate {
 namespace redis {
 namespace {
 
-// Values per item in the script's reply, after the leading now_micros.
-constexpr size_t kReplyFieldsPerItem = 5;
+// Bytes per item in the script's reply ('<Bddd': flags, remaining, reset_after,
+// retry_after), after the leading now_micros ('<d').
+constexpr size_t kReplyBytesPerItem = 1 + 3 * 8;
 
 // Reads maxmemory settings. An eviction policy other than noeviction can evict our keys
 // once Redis reaches maxmemory: allkeys-* pick any key, and volatile-* pick keys with a TTL,
@@ -70,24 +75,32 @@ void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem
   writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}"});
 }
 
-// One item's ARGV of check.lua, add.lua and refund.lua: algorithm, a, b, cost.
-constexpr size_t kItemArgs = 4;
-void AddItemArgs(CommandWriter& writer, const CheckItem& item) {
+// One item's ARGV of check.lua ('<Bddd': algorithm, a, b, cost), or of add.lua and
+// refund.lua with `extra` ('<Bdddd': ..., age or reset_after), as lua/check.lua describes.
+// Binary, not decimal: Redis parses a struct.unpack in a fraction of what four decimal
+// arguments cost it (docs/redis.md, "What a check costs Redis").
+constexpr size_t kItemArgs = 1;
+void AddItemArgs(CommandWriter& writer, const CheckItem& item,
+                 std::optional<double> extra = std::nullopt) {
   const LimitNumbers& numbers = item.limit->numbers;
+  char arg[1 + 4 * 8];
+  char* cursor = arg + 1;
   switch (numbers.algorithm) {
     case Algorithm::kTokenBucket:
-      writer.Add("t");
-      writer.AddInteger(numbers.capacity);
-      writer.AddDouble(numbers.refill_per_second);
+      arg[0] = 't';
+      cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.capacity));
+      cursor = PutLittleEndianDouble(cursor, numbers.refill_per_second);
       break;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
-      writer.Add(numbers.algorithm == Algorithm::kFixedWindow ? "f" : "s");
-      writer.AddInteger(numbers.limit);
-      writer.AddInteger(numbers.window_micros);
+      arg[0] = numbers.algorithm == Algorithm::kFixedWindow ? 'f' : 's';
+      cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.limit));
+      cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.window_micros));
       break;
   }
-  writer.AddInteger(item.cost);
+  cursor = PutLittleEndianDouble(cursor, static_cast<double>(item.cost));
+  if (extra.has_value()) cursor = PutLittleEndianDouble(cursor, *extra);
+  writer.Add(std::string_view(arg, cursor - arg));
 }
 
 // EVALSHA <sha> (or EVAL <script>) of lua/check.lua for `items`.
@@ -113,17 +126,16 @@ std::string AddCommand(std::string_view script, std::string_view prefix,
                        const std::vector<CheckItem>& items) {
   const int64_t now_micros = SystemClock().NowMicros();
   const size_t n = items.size();
-  CommandWriter writer(4 + n * (2 + kItemArgs), ExpectedBytes(script, prefix, items));
+  CommandWriter writer(4 + n * (1 + kItemArgs), ExpectedBytes(script, prefix, items));
   writer.Add("EVAL");
   writer.Add(script);
   writer.AddInteger(static_cast<int64_t>(n));
   for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
   writer.Add("");
   for (const CheckItem& item : items) {
-    AddItemArgs(writer, item);
     // An age, not a time: this host's clock and Redis' need not agree.
     const int64_t age_micros = item.at_micros == 0 ? 0 : now_micros - item.at_micros;
-    writer.AddInteger(std::max<int64_t>(0, age_micros));
+    AddItemArgs(writer, item, static_cast<double>(std::max<int64_t>(0, age_micros)));
   }
   return std::move(writer).Finish();
 }
@@ -133,15 +145,14 @@ std::string AddCommand(std::string_view script, std::string_view prefix,
 std::string RefundCommand(std::string_view prefix, const std::vector<CheckItem>& items,
                           const std::vector<Decision>& decisions, int64_t now_micros) {
   const size_t n = items.size();
-  CommandWriter writer(4 + n * (2 + kItemArgs), ExpectedBytes(kLuaRefund, prefix, items));
+  CommandWriter writer(4 + n * (1 + kItemArgs), ExpectedBytes(kLuaRefund, prefix, items));
   writer.Add("EVAL");
   writer.Add(kLuaRefund);
   writer.AddInteger(static_cast<int64_t>(n));
   for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
   writer.AddInteger(now_micros);
   for (size_t i = 0; i < n; ++i) {
-    AddItemArgs(writer, items[i]);
-    writer.AddInteger(decisions[i].reset_after_micros);
+    AddItemArgs(writer, items[i], static_cast<double>(decisions[i].reset_after_micros));
   }
   return std::move(writer).Finish();
 }
@@ -184,36 +195,63 @@ std::string StateKey(std::string_view prefix, std::string_view limit_name, std::
   return out;
 }
 
+char* PutLittleEndianDouble(char* out, double value) {
+  uint64_t bits = std::bit_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i, bits >>= 8) *out++ = static_cast<char>(bits & 0xff);
+  return out;
+}
+
+void AppendLittleEndianDouble(std::string& out, double value) {
+  char bytes[8];
+  PutLittleEndianDouble(bytes, value);
+  out.append(bytes, sizeof(bytes));
+}
+
+double ReadLittleEndianDouble(const char* bytes) {
+  uint64_t bits = 0;
+  for (int i = 7; i >= 0; --i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
+  return std::bit_cast<double>(bits);
+}
+
+std::optional<double> DecodeBucketState(std::string_view stored) {
+  if (stored.size() == 8) return ReadLittleEndianDouble(stored.data());
+  double value = 0;
+  if (absl::SimpleAtod(absl::string_view(stored.data(), stored.size()), &value)) return value;
+  return std::nullopt;
+}
+
 absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
                                                       const std::vector<CheckItem>& items,
                                                       int64_t* now_micros) {
   if (reply.is_error()) {
     return absl::InternalError(absl::StrCat("Redis refused the check script: ", reply.str));
   }
-  if (reply.type != RedisReply::Type::kArray ||
-      reply.elements.size() != 1 + kReplyFieldsPerItem * items.size()) {
+  if (reply.type != RedisReply::Type::kString ||
+      reply.str.size() != 8 + kReplyBytesPerItem * items.size()) {
     return absl::InternalError(
         absl::StrCat("unexpected reply to the check script: ", DebugString(reply)));
   }
-  for (const RedisReply& element : reply.elements) {
-    if (element.type != RedisReply::Type::kInteger) {
-      return absl::InternalError(
-          absl::StrCat("unexpected reply to the check script: ", DebugString(reply)));
-    }
-  }
-  if (now_micros != nullptr) *now_micros = reply.elements[0].integer;
+  // Every value is a whole number the script computed in doubles (exact below 2^53).
+  const char* cursor = reply.str.data();
+  auto next = [&cursor] {
+    const double value = ReadLittleEndianDouble(cursor);
+    cursor += 8;
+    return static_cast<int64_t>(value);
+  };
+  const int64_t now = next();
+  if (now_micros != nullptr) *now_micros = now;
   std::vector<Decision> decisions;
   decisions.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    const RedisReply* fields = &reply.elements[1 + kReplyFieldsPerItem * i];
+  for (const CheckItem& item : items) {
+    const auto flags = static_cast<unsigned char>(*cursor++);
     Decision decision;
-    decision.allowed = fields[0].integer != 0;
-    decision.limit = items[i].limit->numbers.MaxCost();
-    decision.remaining = fields[1].integer;
-    decision.reset_after_micros = fields[2].integer;
-    decision.retry_after_micros = fields[3].integer;
+    decision.allowed = (flags & 1) != 0;
+    decision.limit = item.limit->numbers.MaxCost();
+    decision.remaining = next();
+    decision.reset_after_micros = next();
+    decision.retry_after_micros = next();
     decision.source = DecisionSource::kRedis;
-    switch (fields[4].integer) {
+    switch (flags >> 1) {
       case 0:
         decision.reason = DenyReason::kNone;
         break;

@@ -19,6 +19,16 @@ namespace tollgate::redis {
 // limit's per-window keys (`<base>:<window index>`, appended by the script).
 std::string StateKey(std::string_view prefix, std::string_view limit_name, std::string_view key);
 
+// The scripts' binary encoding: little-endian IEEE doubles, as Lua's struct library packs
+// them with '<d' (lua/check.lua's header). A token bucket's state is one such double.
+// PutLittleEndianDouble writes 8 bytes at `out` and returns the end.
+char* PutLittleEndianDouble(char* out, double value);
+void AppendLittleEndianDouble(std::string& out, double value);
+double ReadLittleEndianDouble(const char* bytes);
+// A token bucket's stored empty-at time: 8 bytes, a binary double; any other value is
+// the decimal text that versions before the binary encoding wrote. nullopt: unreadable.
+std::optional<double> DecodeBucketState(std::string_view stored);
+
 // The script's answer for `items`, out of its reply. InternalError for a malformed reply.
 absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
                                                       const std::vector<CheckItem>& items,
@@ -47,7 +57,8 @@ class RedisStoreImpl final : public RedisStore {
   void CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                     CheckCallback done);
 
-  // The script's raw reply (now_micros first, then five integers per item).
+  // The script's raw reply (one string: now_micros, then four values per item; see
+  // ParseCheckReply).
   // REQUIRES: every item's key in one hash slot (or a store on one server).
   void EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                       ReplyCallback done);

@@ -7,8 +7,8 @@
 --
 -- KEYS[i]   the state key of item i, as in check.lua (<prefix><limit name>:{<key>}).
 -- ARGV[1]   "" in production: time comes from Redis TIME; tests may pin it (µs).
--- ARGV[2+5(i-1) .. 6+5(i-1)]  item i: algorithm, a, b, cost, age, where algorithm, a and b
---           are as in check.lua and age is how long ago (µs, >= 0) the consumption
+-- ARGV[1+i] item i, 33 bytes: struct '<Bdddd' = algorithm, a, b, cost, age, where the
+--           first four are as in check.lua and age is how long ago (µs, >= 0) the consumption
 --           happened, measured by the sender: at = now - age. An age rather than a time
 --           so the sender's and Redis' clocks need not agree.
 --
@@ -43,12 +43,8 @@ end
 
 local applied = 0
 for i = 1, #KEYS do
-  local base = 2 + 5 * (i - 1)
-  local algorithm = ARGV[base]
-  local a = tonumber(ARGV[base + 1])
-  local b = tonumber(ARGV[base + 2])
-  local cost = tonumber(ARGV[base + 3])
-  local age = tonumber(ARGV[base + 4])
+  local code, a, b, cost, age = struct.unpack('<Bdddd', ARGV[1 + i])
+  local algorithm = string.char(code)
   if age < 0 then age = 0 end
   local at = now - age
   local key = KEYS[i]
@@ -59,12 +55,16 @@ for i = 1, #KEYS do
       if cost > capacity then cost = capacity end
       local fill_time = capacity * 1e6 / rate
       local empty_at = at - fill_time
-      local state = tonumber(redis.call('GET', key) or '')
+      local raw = redis.call('GET', key)
+      local state  -- a binary double (or the decimal text of earlier versions), as in check.lua
+      if raw then
+        if #raw == 8 then state = struct.unpack('<d', raw) else state = tonumber(raw) end
+      end
       if state and state > empty_at then empty_at = state end
       empty_at = empty_at + cost * 1e6 / rate
       if empty_at > now - fill_time then
         local ttl = math.ceil((empty_at + fill_time - now) / 1000) + 1000
-        redis.call('SET', key, string.format('%.17g', empty_at), 'PX', ttl)
+        redis.call('SET', key, struct.pack('<d', empty_at), 'PX', ttl)
         applied = applied + 1
       end
 

@@ -5,12 +5,19 @@
 --           and so its cluster slot.
 -- ARGV[1]   "" in production: time comes from Redis TIME. Tests of the shared decision
 --           table pass integer microseconds here to pin the time.
--- ARGV[2+4(i-1) .. 5+4(i-1)]  limit i: algorithm, a, b, cost, where
---           algorithm "t" (token bucket): a = capacity, b = refill per second ("%.17g")
---           algorithm "f" (fixed window) or "s" (sliding window): a = limit, b = window µs
+-- ARGV[1+i] limit i, 25 bytes: struct '<Bddd' = algorithm, a, b, cost, where algorithm is
+--           the byte 't' (token bucket: a = capacity, b = refill per second), 'f' (fixed
+--           window) or 's' (sliding window: a = limit, b = window µs), and the numbers are
+--           little-endian IEEE doubles (exact for whole numbers up to 2^53).
 --
--- Returns { now_micros, then per limit: allowed (0/1), remaining, reset_after_micros,
--- retry_after_micros, reason (0 none, 1 over limit, 2 cost exceeds limit) }.
+-- Returns one string, struct '<d' + N × '<Bddd': now_micros, then per limit: flags
+-- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit), remaining,
+-- reset_after_micros, retry_after_micros.
+--
+-- Binary in, binary out, and a token bucket's state a binary double (8 bytes; a value of
+-- another length is read as the decimal text of earlier versions): Redis spends about a
+-- quarter less per call than with decimal arguments, a decimal state and an array reply
+-- (callgrind of redis-server, docs/redis.md "What a check costs Redis").
 --
 -- The arithmetic mirrors src/algorithm/*.h expression by expression (IEEE doubles on
 -- integer microseconds, same order), so both compute bit-identical decisions. Every
@@ -28,14 +35,16 @@ end
 -- One token bucket alone, the most common call: the same expressions as the token bucket
 -- branch of the general loop below, without its tables and closures, which cost Redis
 -- about a sixth of the script's time (callgrind: 87k -> 72k instructions per call).
-if #KEYS == 1 and ARGV[2] == 't' then
-  local capacity = tonumber(ARGV[3])
-  local rate = tonumber(ARGV[4])
-  local cost = tonumber(ARGV[5])
+if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
+  local capacity, rate, cost = struct.unpack('<ddd', ARGV[2], 2)
   local key = KEYS[1]
   local fill_time = capacity * 1e6 / rate
   local empty_at = now - fill_time
-  local state = tonumber(redis.call('GET', key) or '')
+  local raw = redis.call('GET', key)
+  local state
+  if raw then
+    if #raw == 8 then state = struct.unpack('<d', raw) else state = tonumber(raw) end
+  end
   if state and state > empty_at then empty_at = state end
   local allowed, retry_after, reason = 0, 0, 0
   if cost > capacity then
@@ -57,10 +66,9 @@ if #KEYS == 1 and ARGV[2] == 't' then
   local reset_after = empty_at + fill_time - now
   if reset_after > 0 then reset_after = math.ceil(reset_after) else reset_after = 0 end
   if allowed == 1 and cost > 0 then
-    redis.call('SET', key, string.format('%.17g', empty_at), 'PX',
-               math.ceil(reset_after / 1000) + 1000)
+    redis.call('SET', key, struct.pack('<d', empty_at), 'PX', math.ceil(reset_after / 1000) + 1000)
   end
-  return { now, allowed, tokens, reset_after, retry_after, reason }
+  return struct.pack('<dBddd', now, allowed + 2 * reason, tokens, reset_after, retry_after)
 end
 
 -- Ceiling of a non-negative double to whole microseconds (CeilMicros).
@@ -80,6 +88,7 @@ end
 -- State read so far in this call, including what earlier limits of the same call would
 -- consume, so that a key checked twice in one call sees its own first use.
 local pending = {}
+-- A window's counter (decimal, as INCRBY keeps it).
 local function read(key)
   local v = pending[key]
   if v == nil then
@@ -88,18 +97,25 @@ local function read(key)
   end
   return v
 end
+-- A token bucket's empty-at time: a binary double (or the decimal text of earlier versions).
+local function read_bucket(key)
+  local v = pending[key]
+  if v == nil then
+    local raw = redis.call('GET', key)
+    if raw and #raw == 8 then v = struct.unpack('<d', raw) else v = tonumber(raw or '') or false end
+    pending[key] = v
+  end
+  return v
+end
 
 local writes = {}  -- ordered list of { kind, key, value, ttl_ms }
-local out = { now }
+local out = { struct.pack('<d', now) }
 local all_allowed = true
 
 local n = #KEYS
 for i = 1, n do
-  local base = 2 + 4 * (i - 1)
-  local algorithm = ARGV[base]
-  local a = tonumber(ARGV[base + 1])
-  local b = tonumber(ARGV[base + 2])
-  local cost = tonumber(ARGV[base + 3])
+  local code, a, b, cost = struct.unpack('<Bddd', ARGV[1 + i])
+  local algorithm = string.char(code)
   local key = KEYS[i]
   local allowed, remaining, reset_after, retry_after, reason = 0, 0, 0, 0, 0
 
@@ -107,7 +123,7 @@ for i = 1, n do
     local capacity, rate = a, b
     local fill_time = capacity * 1e6 / rate
     local empty_at = now - fill_time
-    local state = read(key)
+    local state = read_bucket(key)
     if state and state > empty_at then empty_at = state end
     if cost > capacity then
       reason = 2
@@ -201,17 +217,13 @@ for i = 1, n do
   end
 
   if allowed == 0 then all_allowed = false end
-  out[#out + 1] = allowed
-  out[#out + 1] = remaining
-  out[#out + 1] = reset_after
-  out[#out + 1] = retry_after
-  out[#out + 1] = reason
+  out[#out + 1] = struct.pack('<Bddd', allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 
 if all_allowed then
   for _, w in ipairs(writes) do
     if w[1] == 't' then
-      redis.call('SET', w[2], string.format('%.17g', w[3]), 'PX', w[4])
+      redis.call('SET', w[2], struct.pack('<d', w[3]), 'PX', w[4])
     else
       redis.call('INCRBY', w[2], w[3])
       -- NX (Redis 7): the first write of a window sets its TTL; later ones keep it.
@@ -220,4 +232,4 @@ if all_allowed then
   end
 end
 
-return out
+return table.concat(out)

@@ -9,8 +9,8 @@
 --
 -- KEYS[i]   the state key of item i, as in check.lua.
 -- ARGV[1]   the `now` that check.lua call used (the first value of its reply), µs.
--- ARGV[2+5(i-1) .. 6+5(i-1)]  item i: algorithm, a, b, cost as in check.lua, and the
---           item's reset_after_micros from that check's reply.
+-- ARGV[1+i] item i, 33 bytes: struct '<Bdddd' = algorithm, a, b, cost as in check.lua,
+--           and the item's reset_after_micros from that check's reply.
 --
 -- The rule, per item (cost 0 consumed nothing):
 --   token bucket   the check wrote empty_at = e, with reset_after = ceil(e + fill - now).
@@ -35,12 +35,8 @@ end
 
 local refunded = 0
 for i = 1, #KEYS do
-  local base = 2 + 5 * (i - 1)
-  local algorithm = ARGV[base]
-  local a = tonumber(ARGV[base + 1])
-  local b = tonumber(ARGV[base + 2])
-  local cost = tonumber(ARGV[base + 3])
-  local reset_after = tonumber(ARGV[base + 4])
+  local code, a, b, cost, reset_after = struct.unpack('<Bdddd', ARGV[1 + i])
+  local algorithm = string.char(code)
   local key = KEYS[i]
   if cost > 0 then
     if algorithm == 't' then
@@ -48,11 +44,15 @@ for i = 1, #KEYS do
       local fill_time = capacity * 1e6 / rate
       local per_token = 1e6 / rate
       local written = now + reset_after - fill_time  -- e rounded up to a whole µs
-      local state = tonumber(redis.call('GET', key) or '')
+      local raw = redis.call('GET', key)
+      local state  -- a binary double (or the decimal text of earlier versions), as in check.lua
+      if raw then
+        if #raw == 8 then state = struct.unpack('<d', raw) else state = tonumber(raw) end
+      end
       -- Another consumption since would have moved the state by at least per_token; only
       -- tell them apart when that is well above the rounding of reset_after.
       if state and per_token > 4 and state > written - 1.5 and state <= written + 0.5 then
-        redis.call('SET', key, string.format('%.17g', state - cost * 1e6 / rate), 'KEEPTTL')
+        redis.call('SET', key, struct.pack('<d', state - cost * 1e6 / rate), 'KEEPTTL')
         refunded = refunded + 1
       end
     elseif algorithm == 'f' or algorithm == 's' then

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# What one check costs Redis itself: user-space instructions that redis-server executes per
+# script call, counted by valgrind's callgrind (deterministic, so unlike decisions per
+# second it does not move with the machine's load). The seed's token bucket script (sent by
+# redis-benchmark, as the ceiling of bench/compare.py) next to tollgate's check.lua for each
+# algorithm and for three limits in one call (sent by bench/compare_driver through the
+# library), and plain INCR for scale. Prints a Markdown table.
+#
+#   bench/script_cost.sh [BUILD_DIR]      (default: build; needs bench/compare_driver)
+#
+# Environment: CALLS=10000 measured calls per row (after 2,000 warm-up calls).
+# Needs valgrind (scripts/bootstrap installs it). Takes about 2 minutes: Redis runs about
+# 50 times slower under callgrind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+CALLS=${CALLS:-10000}
+WARMUP_CALLS=2000
+DRIVER="$BUILD/bench/compare_driver"
+[ -x "$DRIVER" ] || { echo "script_cost: $DRIVER not built (cmake --build $BUILD --target compare_driver)" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "script_cost: valgrind missing (scripts/bootstrap installs it)" >&2; exit 1; }
+
+WORK=$(mktemp -d)
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out.%p" \
+  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
+  --loglevel warning >"$WORK/valgrind.log" 2>&1 &
+REDIS_PID=$!
+cleanup() {
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$REDIS_PID" 2>/dev/null || true
+  wait "$REDIS_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
+redis-cli -p "$PORT" ping >/dev/null
+
+# The number of script calls and INCRs Redis has executed so far.
+executed() {
+  redis-cli -p "$PORT" INFO commandstats |
+    awk -F'[=,:]' '/^cmdstat_(evalsha|eval|incr):/ {n += $3} END {print n + 0}'
+}
+
+# Runs "$@" (the measured calls) with callgrind's counters zeroed before and dumped after;
+# prints instructions per call Redis executed (counted by Redis: a call the client gave up
+# on still counts if Redis ran it, and one it never sent does not).
+measure() {
+  local before after dump
+  before=$(executed)
+  callgrind_control -z "$REDIS_PID" >/dev/null 2>&1
+  "$@" >/dev/null
+  callgrind_control -d "$REDIS_PID" >/dev/null 2>&1
+  after=$(executed)
+  dump=$(ls -t "$WORK"/callgrind.out."$REDIS_PID".* | head -1)
+  awk -v n="$((after - before))" '/^(summary|totals):/ {printf "%.0f", $2 / n; exit}' "$dump"
+  rm -f "$dump"
+}
+
+SEED_SHA=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat bench/seed_token_bucket.lua)")
+seed() {
+  redis-benchmark -p "$PORT" -c 4 -P 32 -r 1000 -n "$1" EVALSHA "$SEED_SHA" 1 \
+    'seed:{__rand_int__}' 1000000000 1000000000
+}
+incr() { redis-benchmark -p "$PORT" -c 4 -P 32 -r 1000 -n "$1" INCR 'incr:{__rand_int__}'; }
+tollgate() {
+  local calls=$1
+  shift
+  "$DRIVER" --via library --redis "redis://127.0.0.1:$PORT" --callers 64 --keys 1000 \
+    --requests "$calls" "$@"
+}
+
+tollgate_tb() { tollgate "$1" --algorithm token_bucket; }
+tollgate_fw() { tollgate "$1" --algorithm fixed_window; }
+tollgate_sw() { tollgate "$1" --algorithm sliding_window; }
+tollgate_multi() { tollgate "$1" --mode multi; }
+
+# One row: `run CALLS` sends CALLS calls; warmed up, then measured.
+row() {
+  local name=$1 shown=$2 run=$3
+  "$run" "$WARMUP_CALLS" >/dev/null
+  echo "| $name | $(measure "$run" "$CALLS") | \`$shown\` |"
+}
+
+echo "Instructions redis-server executes per call (callgrind, $CALLS calls after $WARMUP_CALLS warm-up)."
+echo
+echo "| call | instructions per call | sent by |"
+echo "|---|---|---|"
+row "seed token bucket script, EVALSHA" \
+  "redis-benchmark -c 4 -P 32 -r 1000 EVALSHA <seed sha> 1 'seed:{__rand_int__}' 1000000000 1000000000" seed
+row "tollgate token bucket, check.lua" \
+  "compare_driver --via library --algorithm token_bucket --callers 64 --keys 1000" tollgate_tb
+row "tollgate fixed window, check.lua" \
+  "compare_driver --via library --algorithm fixed_window --callers 64 --keys 1000" tollgate_fw
+row "tollgate sliding window, check.lua" \
+  "compare_driver --via library --algorithm sliding_window --callers 64 --keys 1000" tollgate_sw
+row "tollgate 3 limits in one call (tb+fw+sw), check.lua" \
+  "compare_driver --via library --mode multi --callers 64 --keys 1000" tollgate_multi
+row "plain INCR" "redis-benchmark -c 4 -P 32 -r 1000 INCR 'incr:{__rand_int__}'" incr
