@@ -2,19 +2,23 @@
 # The service benchmark: decisions per second and per CPU-second of the `tollgate serve`
 # process, over gRPC (Envoy's rate-limit API, bench/grpc_load) and over HTTP (POST /v1/check,
 # wrk), with Redis and with the in-memory store. Starts its own redis-server and servers on
-# free loopback ports and stops them; prints a Markdown table (and writes it to $OUT).
+# free loopback ports and stops them (a fresh server for every row); prints a Markdown table
+# (and writes it to $OUT).
 #
 #   bench/service_bench.sh [BUILD_DIR]        (default: build; needs tollgate and bench/grpc_load)
 #
 # Environment:
 #   DURATION=10        seconds measured per run (after WARMUP=2 s for gRPC)
-#   CONCURRENCY="16 64" calls in flight (gRPC) / connections (wrk) per run
+#   CONCURRENCY="4 16 64" calls in flight (gRPC) / connections (wrk) per run; 4 is about
+#                      the most this 2-core VM serves with p99 <= 2 ms and every decision from
+#                      Redis (BENCHMARKS.md, Service)
 #   THREADS=2          tollgate serve --threads
 #   STORES="redis memory"  APIS="grpc http"
 #   KEYS=10000         distinct keys (one descriptor / check each)
 #   DESCRIPTORS="1"    descriptors per gRPC call, one row each (e.g. "1 8"; every descriptor
 #                      matches a rule, so each is a decision; the headline is 1)
 #   CLIENT_THREADS=2   bench/grpc_load's completion-queue threads
+#   CHANNELS=2         bench/grpc_load's HTTP/2 connections (Envoy keeps one per worker thread)
 #   RATE=""            gRPC calls per second (grpc_load --rate: paced, at most CONCURRENCY in
 #                      flight); empty: closed loop. Two builds compare fairly at one RATE
 #                      (the same calls per wake-up); closed loop favours the slower one.
@@ -24,18 +28,22 @@
 #   OUT=bench/out/service.md
 # CPU-seconds are utime + stime of the tollgate process over the measured window
 # (/proc/PID/stat); Redis and the load generator run on the same machine and are not counted.
+# "fallback" is the share of the run's decisions (warm-up included) that the resilience layer
+# answered locally instead of Redis (deadline missed, breaker open: the server's /metrics);
+# a Redis row with a large share measures the fallback, not Redis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
-CONCURRENCY=${CONCURRENCY:-"16 64"}
+CONCURRENCY=${CONCURRENCY:-"4 16 64"}
 THREADS=${THREADS:-2}
 STORES=${STORES:-"redis memory"}
 APIS=${APIS:-"grpc http"}
 KEYS=${KEYS:-10000}
 DESCRIPTORS=${DESCRIPTORS:-1}
 CLIENT_THREADS=${CLIENT_THREADS:-2}
+CHANNELS=${CHANNELS:-2}
 PERF_STAT=${PERF_STAT:-0}
 RATE=${RATE:-}
 OUT=${OUT:-bench/out/service.md}
@@ -144,6 +152,21 @@ to_micros() {  # wrk's "1.23ms" / "456.00us" / "1.01s" -> microseconds
     else printf "%s", v }'
 }
 
+# The server's decisions answered by Redis and by the fallback, "REDIS FALLBACK", from its
+# /metrics; "0 0" with the in-memory store (no resilience layer) or if /metrics fails.
+store_counts() {
+  { curl -fsS "http://127.0.0.1:$HTTP_PORT/metrics" || true; } | awk '
+    $1 == "tollgate_store_decisions_total" { store = $2 }
+    $1 == "tollgate_store_fallback_decisions_total" { fallback = $2 }
+    END { printf "%d %d", store, fallback }'
+}
+fallback_share() {  # $1, $2: store_counts before and after a run
+  awk -v before="$1" -v after="$2" 'BEGIN {
+    split(before, b, " "); split(after, a, " ")
+    store = a[1] - b[1]; fallback = a[2] - b[2]
+    if (store + fallback > 0) printf "%.1f%%", 100 * fallback / (store + fallback); else print "-" }'
+}
+
 ROWS=()
 PERF_ROWS=()
 # PERF_STAT: the server's count of perf event $3 per call, from perf stat's CSV ($1) and the
@@ -156,8 +179,9 @@ per_call() {
   awk -F, -v calls="$2" -v event="$3" '$3 == event { if (calls > 0) printf "%.2f", $1 / calls }' "$1"
 }
 run_grpc() {  # $1 store, $2 concurrency
-  local out descriptors label perf_pid perf_out
+  local out descriptors label perf_pid perf_out counts_before
   for descriptors in $DESCRIPTORS; do
+    counts_before=$(store_counts)
     perf_out="$WORK/perf-$1-$2-$descriptors.csv"
     if [ "$PERF_STAT" = 1 ]; then
       # The measured window: after the warm-up, for the duration.
@@ -166,7 +190,7 @@ run_grpc() {  # $1 store, $2 concurrency
       perf_pid=$!
     fi
     out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain bench --key user --keys "$KEYS" \
-      --concurrency "$2" --channels 2 --client-threads "$CLIENT_THREADS" \
+      --concurrency "$2" --channels "$CHANNELS" --client-threads "$CLIENT_THREADS" \
       --descriptors "$descriptors" ${RATE:+--rate "$RATE"} --duration "$DURATION" --warmup "$WARMUP" \
       --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
     echo "$out" >"$WORK/grpc-$1-$2-$descriptors.txt"
@@ -176,7 +200,7 @@ run_grpc() {  # $1 store, $2 concurrency
     label="gRPC"
     [ "$descriptors" != 1 ] && label="gRPC, **$descriptors descriptors per call**"
     [ -n "$RATE" ] && label="$label at $RATE calls/s"
-    ROWS+=("| $label | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(field errors) |")
+    ROWS+=("| $label | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(fallback_share "$counts_before" "$(store_counts)") | $(field errors) |")
     if [ "$PERF_STAT" = 1 ]; then
       wait "$perf_pid" || true
       local calls cells=""
@@ -189,7 +213,8 @@ run_grpc() {  # $1 store, $2 concurrency
   done
 }
 run_http() {  # $1 store, $2 connections
-  local before after out rps p50 p99 cpu per_cpu errors
+  local before after out rps p50 p99 cpu per_cpu errors counts_before
+  counts_before=$(store_counts)
   before=$(cpu_seconds "$SERVE_PID")
   out=$(wrk -t 1 -c "$2" -d "${DURATION}s" --latency -s "$WORK/check.lua" "http://127.0.0.1:$HTTP_PORT" 2>&1)
   after=$(cpu_seconds "$SERVE_PID")
@@ -203,24 +228,26 @@ run_http() {  # $1 store, $2 connections
   local requests
   requests=$(awk '/requests in/ { print $1 }' <<<"$out")
   per_cpu=$(awk -v r="$requests" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", r / c; else print 0 }')
-  ROWS+=("| HTTP /v1/check (wrk) | $1 | $2 | $rps | $cpu | $per_cpu | $p50 | $p99 | $errors |")
+  ROWS+=("| HTTP /v1/check (wrk) | $1 | $2 | $rps | $cpu | $per_cpu | $p50 | $p99 | $(fallback_share "$counts_before" "$(store_counts)") | $errors |")
 }
 
+# A fresh server per row: an earlier row's load must not leave the circuit breaker open (or
+# the fallback's counters full) for the next one.
 for store in $STORES; do
-  start_serve "$store"
   for concurrency in $CONCURRENCY; do
     for api in $APIS; do
+      start_serve "$store"
       "run_$api" "$store" "$concurrency"
+      stop_serve
     done
   done
-  stop_serve
 done
 
 {
-  echo "Service benchmark: ${DURATION}s per run, tollgate serve --threads $THREADS, $KEYS keys, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "Service benchmark: ${DURATION}s per run, tollgate serve --threads $THREADS, $KEYS keys, gRPC over $CHANNELS connections, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
-  echo "| API | store | in flight | decisions/s | server CPU s | decisions per CPU-second | p50 µs | p99 µs | errors |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| API | store | in flight | decisions/s | server CPU s | decisions per CPU-second | p50 µs | p99 µs | fallback | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${ROWS[@]}"
   if [ "${#PERF_ROWS[@]}" -gt 0 ]; then
     echo

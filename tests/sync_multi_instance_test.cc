@@ -135,8 +135,11 @@ TEST_F(SyncMultiInstanceTest, EightSkewedInstancesStayWithinTheDocumentedBound) 
   ASSERT_TRUE(client_->Command({"CONFIG", "RESETSTAT"}).ok());
 
   auto counter = [&](int64_t index) { return absl::StrCat("tollgate:partner:{hot}:", index); };
+  // A loaded machine can stretch the 3 s run by seconds: units admitted late land in later
+  // windows, which must be counted (and kept) too.
+  constexpr int kLateWindows = 8;
   std::vector<std::string> counters;
-  for (int64_t w = first_window - 1; w <= first_window + kWindows; ++w) {
+  for (int64_t w = first_window - 1; w <= first_window + kWindows + kLateWindows; ++w) {
     counters.push_back(counter(w));
   }
   CounterKeeper keeper(client_.get(), counters);
@@ -174,11 +177,9 @@ TEST_F(SyncMultiInstanceTest, EightSkewedInstancesStayWithinTheDocumentedBound) 
   // Every admitted unit reached Redis, in the window its instance counted it in.
   std::vector<int64_t> per_window(kWindows, 0);
   for (int k = 0; k < kWindows; ++k) per_window[k] = Get(counter(first_window + k));
+  // A run that ends after its last window counts some into the next ones.
   int64_t in_redis = 0;
-  for (int64_t count : per_window) in_redis += count;
-  // A run that ends a little after its last window counts a few into the next one.
-  in_redis += Get(counter(first_window + kWindows));
-  in_redis += Get(counter(first_window - 1));
+  for (const std::string& key : counters) in_redis += Get(key);
   EXPECT_EQ(in_redis, admitted.load());
   int64_t dropped = 0;
   for (auto& store : stores) dropped += store->stats().dropped_units;

@@ -26,19 +26,41 @@ DeadlineScheduler::~DeadlineScheduler() {
 }
 
 void DeadlineScheduler::Schedule(int64_t delay_micros, absl::AnyInvocable<void() &&> callback) {
+  Schedule(delay_micros, nullptr, std::move(callback));
+}
+
+void DeadlineScheduler::Schedule(int64_t delay_micros, const std::atomic<bool>* cancelled,
+                                 absl::AnyInvocable<void() &&> callback) {
   const int64_t due = MonotonicMicros() + delay_micros;
   absl::MutexLock lock(&mutex_);
+  // The thread sleeps until the front entry's deadline (or 100 ms when there is none).
   const bool earliest = queue_.empty() || due < queue_.top().due_micros;
-  queue_.push(Entry{due, next_sequence_++, std::move(callback)});
+  queue_.push(Entry{due, next_sequence_++, cancelled, std::move(callback)});
   if (earliest) wake_.Signal();
 }
 
 void DeadlineScheduler::Run() {
+  // Cancelled callbacks, destroyed outside the lock (they may own what calls Schedule).
+  std::vector<absl::AnyInvocable<void() &&>> dropped;
   absl::MutexLock lock(&mutex_);
   while (true) {
+    // Whatever their deadline, cancelled entries at the front go: with one timeout for all
+    // calls the queue is in deadline order, so one wake-up clears every call answered so far
+    // and the next sleep lasts until the oldest unanswered call's deadline.
+    while (!queue_.empty() && queue_.top().cancelled != nullptr &&
+           queue_.top().cancelled->load(std::memory_order_acquire)) {
+      dropped.push_back(std::move(queue_.top().callback));
+      queue_.pop();
+    }
+    if (!dropped.empty()) {
+      mutex_.Unlock();
+      dropped.clear();
+      mutex_.Lock();
+      continue;
+    }
     const int64_t now = MonotonicMicros();
     if (!queue_.empty() && (stopping_ || queue_.top().due_micros <= now)) {
-      absl::AnyInvocable<void() &&> callback = std::move(queue_.top().callback);
+      absl::AnyInvocable<void()&&> callback = std::move(queue_.top().callback);
       queue_.pop();
       mutex_.Unlock();
       std::move(callback)();

@@ -2,6 +2,7 @@
 #ifndef TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
 #define TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <queue>
 #include <thread>
@@ -15,13 +16,15 @@ namespace tollgate::resilience {
 
 // One thread that runs each scheduled callback once its deadline (monotonic time) passes.
 // Callbacks run on that thread and must be short (they answer a caller from a local
-// limiter). There is no cancellation: a callback whose work was already done checks that
-// itself and returns.
+// limiter). A callback may come with a cancellation flag: once the flag is true the callback
+// is dropped unrun, and the thread does not wake up for its deadline. A callback without one
+// whose work was already done checks that itself and returns.
 //
 // Deadlines are real (monotonic) time by nature: they bound how long a caller waits on a
 // real socket, so they do not use the injected limit Clock.
 //
-// Thread-safe. The destructor runs every callback still pending, at once, then joins.
+// Thread-safe. The destructor runs every callback still pending and not cancelled, at once,
+// then joins.
 class DeadlineScheduler {
  public:
   DeadlineScheduler();
@@ -32,6 +35,14 @@ class DeadlineScheduler {
   // Runs `callback` about `delay_micros` from now.
   void Schedule(int64_t delay_micros, absl::AnyInvocable<void() &&> callback);
 
+  // As above, unless `*cancelled` is true by then: a cancelled callback is destroyed without
+  // running, at its deadline or earlier (when it reaches the front of the queue), outside any
+  // lock. Meant for a deadline that is usually beaten: when the store answers first, the
+  // thread does not wake for that call (one wake-up per timeout period instead of one per
+  // call). REQUIRES: `*cancelled` lives as long as `callback` (e.g. both owned by it).
+  void Schedule(int64_t delay_micros, const std::atomic<bool>* cancelled,
+                absl::AnyInvocable<void() &&> callback);
+
   // Monotonic microseconds (steady_clock), for measuring waits.
   static int64_t MonotonicMicros();
 
@@ -39,6 +50,7 @@ class DeadlineScheduler {
   struct Entry {
     int64_t due_micros;
     uint64_t sequence;
+    const std::atomic<bool>* cancelled;  // may be null
     mutable absl::AnyInvocable<void() &&> callback;
     bool operator>(const Entry& other) const {
       return due_micros != other.due_micros ? due_micros > other.due_micros

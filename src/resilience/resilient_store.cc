@@ -302,7 +302,8 @@ class ResilientStoreImpl final : public ResilientStore {
 
     std::shared_ptr<Core> core = core_;
     const int64_t sent_micros = DeadlineScheduler::MonotonicMicros();
-    scheduler_.Schedule(timeout_micros, [core, call] {
+    // Cancelled by the answer: the scheduler wakes only for calls still unanswered.
+    scheduler_.Schedule(timeout_micros, &call->answered, [core, call] {
       if (call->answered.exchange(true)) return;
       core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
       core->breaker().RecordFailure(call->probe);
