@@ -189,6 +189,7 @@ TEST_F(RedisStoreTest, FixedWindowTableMatchesTheAlgorithm) {
   std::mt19937_64 random(7);
   const std::vector<int64_t> windows = {1, 7, 1000, 1'000'000, 600'000'000, 86'400'000'000};
   const std::vector<int64_t> limits = {1, 2, 3, 10, 100};
+  const Limit other = TokenBucket("other", 10, 1);
   for (int i = 0; i < 400; ++i) {
     const int64_t window = windows[random() % windows.size()];
     const int64_t max = limits[random() % limits.size()];
@@ -201,13 +202,21 @@ TEST_F(RedisStoreTest, FixedWindowTableMatchesTheAlgorithm) {
     if (random() % 4 != 0) {
       state = algorithm::FixedWindowState{index - static_cast<int64_t>(random() % 2),
                                           static_cast<int64_t>(random() % (max + 1))};
-      Redis({"SET", absl::StrCat(base, ":", state->window_index), absl::StrCat(state->count)});
+      // With a TTL, as every counter the scripts create has one (they set it at creation).
+      Redis({"SET", absl::StrCat(base, ":", state->window_index), absl::StrCat(state->count), "PX",
+             "600000"});
     }
     const auto expected = algorithm::FixedWindowCheck(state, now, {max, window}, cost);
-    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {{&limit, "k", cost}}, now);
+    // check.lua has a fast path for one window limit alone; every other case goes with a
+    // peek at a second limit, through the general loop, so both paths meet the table.
+    const bool alone = i % 2 == 0;
+    std::vector<CheckItem> items = {{&limit, "k", cost}};
+    if (!alone) items.push_back({&other, "k", 0});
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, std::move(items), now);
     ASSERT_TRUE(actual.ok()) << actual.status();
     const std::string what =
-        absl::StrCat("case ", i, ": limit ", max, " window ", window, " cost ", cost, " now ", now);
+        absl::StrCat("case ", i, alone ? " (alone)" : " (with another limit)", ": limit ", max,
+                     " window ", window, " cost ", cost, " now ", now);
     ExpectSameDecision(expected.decision, (*actual)[0], what);
     // Redis expires keys in real time while the script's time is pinned: a window key lives
     // only until its window ends, so only check what keys with a second or more left hold.
@@ -228,6 +237,7 @@ TEST_F(RedisStoreTest, SlidingWindowTableMatchesTheAlgorithm) {
   std::mt19937_64 random(11);
   const std::vector<int64_t> windows = {1, 7, 1000, 1'000'000, 600'000'000, 86'400'000'000};
   const std::vector<int64_t> limits = {1, 2, 3, 10, 100};
+  const Limit other = TokenBucket("other", 10, 1);
   for (int i = 0; i < 400; ++i) {
     const int64_t window = windows[random() % windows.size()];
     const int64_t max = limits[random() % limits.size()];
@@ -243,20 +253,26 @@ TEST_F(RedisStoreTest, SlidingWindowTableMatchesTheAlgorithm) {
       state = algorithm::SlidingWindowState{index - static_cast<int64_t>(random() % 3),
                                             static_cast<int64_t>(random() % (max + 1)),
                                             static_cast<int64_t>(random() % (max + 1))};
-      Redis({"SET", absl::StrCat(base, ":", state->window_index), absl::StrCat(state->current)});
-      Redis(
-          {"SET", absl::StrCat(base, ":", state->window_index - 1), absl::StrCat(state->previous)});
+      Redis({"SET", absl::StrCat(base, ":", state->window_index), absl::StrCat(state->current),
+             "PX", "600000"});
+      Redis({"SET", absl::StrCat(base, ":", state->window_index - 1), absl::StrCat(state->previous),
+             "PX", "600000"});
     }
     const auto expected = algorithm::SlidingWindowCheck(state, now, {max, window}, cost);
-    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {{&limit, "k", cost}}, now);
+    const bool alone = i % 2 == 0;  // the fast path and the general loop, as above
+    std::vector<CheckItem> items = {{&limit, "k", cost}};
+    if (!alone) items.push_back({&other, "k", 0});
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, std::move(items), now);
     ASSERT_TRUE(actual.ok()) << actual.status();
     const std::string what =
-        absl::StrCat("case ", i, ": limit ", max, " window ", window, " cost ", cost, " now ", now);
+        absl::StrCat("case ", i, alone ? " (alone)" : " (with another limit)", ": limit ", max,
+                     " window ", window, " cost ", cost, " now ", now);
     ExpectSameDecision(expected.decision, (*actual)[0], what);
     if (expected.changed && expected.expires_at_micros - now >= 1'000'000) {
       EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
                 absl::StrCat(expected.state.current))
           << what;
+      EXPECT_GT(Redis({"PTTL", absl::StrCat(base, ":", index)}).integer, 0) << what;
     }
   }
 }

@@ -21,8 +21,9 @@
 --
 -- The arithmetic mirrors src/algorithm/*.h expression by expression (IEEE doubles on
 -- integer microseconds, same order), so both compute bit-identical decisions. Every
--- decision is made first; state is written only if every limit passed, and every write
--- sets a TTL in this same atomic step.
+-- decision is made first; state is written only if every limit passed, and every key gets
+-- its TTL in the same atomic step that creates it (a token bucket's SET sets it on every
+-- write; a window counter's PEXPIRE comes with the INCRBY that creates it).
 
 local now
 if ARGV[1] ~= '' then
@@ -69,6 +70,88 @@ if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
     redis.call('SET', key, struct.pack('<d', empty_at), 'PX', math.ceil(reset_after / 1000) + 1000)
   end
   return struct.pack('<dBddd', now, allowed + 2 * reason, tokens, reset_after, retry_after)
+end
+
+-- One window limit alone: the expressions of the general loop's window branches, with
+-- fewer Redis calls. The TTL is set when a window's counter is created (its first write
+-- in the window, when GET found no key; see "every write sets a TTL" above), not on every
+-- write; the sliding window reads both counters with one MGET.
+local code = string.byte(ARGV[2])
+if #KEYS == 1 and code == 102 then  -- 'f'
+  local limit, window, cost = struct.unpack('<ddd', ARGV[2], 2)
+  local index = math.floor(now / window)  -- exactly, as window_index below
+  local r = now - index * window
+  if r < 0 then index = index - 1 elseif r >= window then index = index + 1 end
+  local wkey = KEYS[1] .. ':' .. string.format('%d', index)
+  local raw = redis.call('GET', wkey)
+  local count = tonumber(raw or '') or 0
+  local window_end = (index + 1) * window
+  local allowed, retry_after, reason = 0, 0, 0
+  local after = count
+  if cost > limit then
+    reason = 2
+  elseif count + cost <= limit then
+    allowed = 1
+    if cost > 0 then
+      after = count + cost
+      redis.call('INCRBY', wkey, cost)
+      if not raw then
+        redis.call('PEXPIRE', wkey, math.max(math.ceil((window_end - now) / 1000), 1))
+      end
+    end
+  else
+    reason = 1
+    retry_after = window_end - now
+  end
+  return struct.pack('<dBddd', now, allowed + 2 * reason, limit - after, window_end - now,
+                     retry_after)
+end
+if #KEYS == 1 and code == 115 then  -- 's'
+  local limit, window, cost = struct.unpack('<ddd', ARGV[2], 2)
+  local index = math.floor(now / window)
+  local r = now - index * window
+  if r < 0 then index = index - 1 elseif r >= window then index = index + 1 end
+  local ckey = KEYS[1] .. ':' .. string.format('%d', index)
+  local counts = redis.call('MGET', ckey, KEYS[1] .. ':' .. string.format('%d', index - 1))
+  local current = tonumber(counts[1] or '') or 0
+  local previous = tonumber(counts[2] or '') or 0
+  local elapsed = now - index * window
+  local weight = (window - elapsed) * (1 / window)
+  local w = window
+  local allowed, retry_after, reason = 0, 0, 0
+  if cost > limit then
+    reason = 2
+  elseif previous * weight + current + cost <= limit then
+    allowed = 1
+    if cost > 0 then
+      current = current + cost
+      redis.call('INCRBY', ckey, cost)
+      if not counts[1] then
+        -- The counter matters until the end of the next window.
+        redis.call('PEXPIRE', ckey, math.max(math.ceil(((index + 2) * window - now) / 1000), 1))
+      end
+    end
+  else
+    reason = 1
+    if current + cost <= limit then
+      local needed_elapsed = w - (limit - current - cost) * w / previous
+      local wait = needed_elapsed - elapsed
+      if wait > 0 then retry_after = math.ceil(wait) + 1 else retry_after = 1 end
+    else
+      local needed_elapsed = w - (limit - cost) * w / current
+      if needed_elapsed > 0 then needed_elapsed = math.ceil(needed_elapsed) else needed_elapsed = 0 end
+      retry_after = (window - elapsed) + needed_elapsed + 1
+    end
+  end
+  local remaining = math.floor(limit - (previous * weight + current) + 1e-6)
+  if remaining < 0 then remaining = 0 end
+  local reset_after = 0
+  if current > 0 then
+    reset_after = (index + 2) * window - now
+  elseif previous > 0 then
+    reset_after = (index + 1) * window - now
+  end
+  return struct.pack('<dBddd', now, allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 
 -- Ceiling of a non-negative double to whole microseconds (CeilMicros).
@@ -165,8 +248,11 @@ for i = 1, n do
       allowed = 1
       if cost > 0 then
         after = count + cost
+        -- The counter's TTL is set by the write that creates it (no key before this call,
+        -- nor an earlier write in it: pending[wkey] is still false); later writes keep it.
+        local ttl = pending[wkey] == false and math.ceil((window_end - now) / 1000)
         pending[wkey] = after
-        writes[#writes + 1] = { 'i', wkey, cost, math.ceil((window_end - now) / 1000) }
+        writes[#writes + 1] = { 'i', wkey, cost, ttl }
       end
     else
       reason = 1
@@ -190,9 +276,10 @@ for i = 1, n do
       allowed = 1
       if cost > 0 then
         current = current + cost
+        -- As for the fixed window; the counter matters until the end of the next window.
+        local ttl = pending[ckey] == false and math.ceil(((index + 2) * window - now) / 1000)
         pending[ckey] = current
-        -- The counter matters until the end of the next window.
-        writes[#writes + 1] = { 'i', ckey, cost, math.ceil(((index + 2) * window - now) / 1000) }
+        writes[#writes + 1] = { 'i', ckey, cost, ttl }
       end
     else
       reason = 1
@@ -226,8 +313,7 @@ if all_allowed then
       redis.call('SET', w[2], struct.pack('<d', w[3]), 'PX', w[4])
     else
       redis.call('INCRBY', w[2], w[3])
-      -- NX (Redis 7): the first write of a window sets its TTL; later ones keep it.
-      redis.call('PEXPIRE', w[2], math.max(w[4], 1), 'NX')
+      if w[4] then redis.call('PEXPIRE', w[2], math.max(w[4], 1)) end
     end
   end
 end
