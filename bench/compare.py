@@ -361,7 +361,7 @@ class Harness:
             lambda: self.run_json(base + flags + self.amount()))
 
     # ---- paired re-check ---------------------------------------------------------------
-    PAIR_ROUNDS = 3
+    PAIR_ROUNDS = 5
     PAIR_SECONDS = 3.0
     # The library's callers in each round: the headline's 64, and the ceiling's own 8 × 64.
     PAIR_CALLERS = (64, 512)
