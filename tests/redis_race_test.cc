@@ -46,8 +46,10 @@ std::unique_ptr<RedisClient> ConnectClient(const std::string& url, int connectio
   absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   if (!parsed.ok()) return nullptr;
-  absl::StatusOr<std::unique_ptr<RedisClient>> client =
-      RedisClient::Connect({.connection = {.url = *parsed}, .connections = connections});
+  redis::ClientOptions options;
+  options.connection.url = *parsed;
+  options.connections = connections;
+  absl::StatusOr<std::unique_ptr<RedisClient>> client = RedisClient::Connect(options);
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? *std::move(client) : nullptr;
 }
