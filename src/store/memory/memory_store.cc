@@ -1,7 +1,8 @@
 // Copyright tollgate authors.
 //
-// Layout: `shards` independent hash maps, each behind its own mutex. An entry holds one
-// algorithm state and the time it stops mattering. Each shard keeps a min-heap of
+// Layout: `shards` independent hash sets, each behind its own mutex. An entry (a Record, one
+// 64-byte cache line) holds the limit name and key, one algorithm state and the time it
+// stops mattering. Each shard keeps a min-heap of
 // (expires_at, key) with exactly one record per entry; a record's time may be older than
 // its entry's (an entry's expiry moves later as it is used, and rewriting the heap on every
 // check would cost O(log n)), so a popped record whose entry lives longer is pushed again
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -35,7 +38,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
@@ -60,69 +63,7 @@ constexpr int kMaxShards = 1 << 16;
 
 using AnyState = std::variant<TokenBucketState, FixedWindowState, SlidingWindowState>;
 
-struct Entry {
-  AnyState state;
-  int64_t expires_at_micros = 0;
-};
-
-// A stored key (limit name + '\0' + key) with its hash computed once: the shard, the map
-// and the heap all use it, so a check hashes its key bytes exactly once. Keys up to
-// kInlineBytes live inside the map slot itself, so finding an entry touches the slot's
-// cache lines only, not a separately allocated string (the difference between two and
-// three cache misses per check on a large store).
-class StoredKey {
- public:
-  static constexpr size_t kInlineBytes = 40;
-
-  // Stores `name` + '\0' + `key`.
-  StoredKey(std::string_view name, std::string_view key, size_t hash)
-      : hash_(hash), size_(name.size() + 1 + key.size()) {
-    char* data = Allocate();
-    std::memcpy(data, name.data(), name.size());
-    data[name.size()] = '\0';
-    std::memcpy(data + name.size() + 1, key.data(), key.size());
-  }
-  StoredKey(const StoredKey& other) : hash_(other.hash_), size_(other.size_) {
-    std::memcpy(Allocate(), other.bytes().data(), size_);
-  }
-  StoredKey(StoredKey&& other) noexcept : hash_(other.hash_), size_(other.size_) {
-    if (size_ > kInlineBytes) {
-      heap_ = other.heap_;
-      other.size_ = 0;  // other keeps nothing to free
-    } else {
-      std::memcpy(inline_, other.inline_, size_);
-    }
-  }
-  StoredKey& operator=(StoredKey&& other) noexcept {
-    if (this != &other) {
-      this->~StoredKey();
-      new (this) StoredKey(std::move(other));
-    }
-    return *this;
-  }
-  StoredKey& operator=(const StoredKey& other) {
-    if (this != &other) *this = StoredKey(other);
-    return *this;
-  }
-  ~StoredKey() {
-    if (size_ > kInlineBytes) delete[] heap_;
-  }
-
-  std::string_view bytes() const { return {size_ > kInlineBytes ? heap_ : inline_, size_}; }
-  size_t hash() const { return hash_; }
-
- private:
-  char* Allocate() { return size_ > kInlineBytes ? (heap_ = new char[size_]) : inline_; }
-
-  size_t hash_;
-  size_t size_;
-  union {
-    char inline_[kInlineBytes];
-    char* heap_;
-  };
-};
-
-// A key being looked up: a limit name and a key owned by the caller, and their HashKey().
+// A limit name and a key owned by someone else, and their HashKey(): what a check looks up.
 struct KeyView {
   std::string_view name;
   std::string_view key;
@@ -139,31 +80,305 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline size_t HashKey(uint64_t seed, std::string_vi
   return internal::HashBytes(internal::HashBytes(seed, name), key);
 }
 
-struct KeyHash {
+template <typename S>
+struct StateKindOf;
+template <>
+struct StateKindOf<TokenBucketState> : std::integral_constant<uint8_t, 1> {};
+template <>
+struct StateKindOf<FixedWindowState> : std::integral_constant<uint8_t, 2> {};
+template <>
+struct StateKindOf<SlidingWindowState> : std::integral_constant<uint8_t, 3> {};
+
+// One entry of a shard's map, in exactly one cache line (the map's slots are 64-byte
+// aligned). A check of a key that is not in the cache then waits for the map's control bytes
+// and this one line; the 96-byte slot this replaces (a std::variant of the states, and a
+// stored hash) spanned two lines, the second of them (holding the state) missed after the
+// first. The line holds, in this order:
+//
+//   - the name's size (6 bits) and the algorithm (2 bits) in one byte;
+//   - when the entry expires, in microseconds since the epoch, in 7 bytes (signed: years 828
+//     to 3112; one 8-byte load and a shift). A later expiry (a bucket that refills over
+//     centuries) is kept as the latest one, so such an entry may be swept in the year 3112;
+//     an earlier one, as the earliest;
+//   - the key's size in one byte;
+//   - the name's and the key's bytes, when they fit beside the state: up to 47 bytes together
+//     for a token bucket (an 8-byte state), 39 for a fixed window (16), 31 for a sliding
+//     window (24). Longer ones live on the heap, one more miss for them. An entry whose
+//     algorithm changes (its limit was redefined) to one with a larger state moves its key
+//     to the heap if it no longer fits;
+//   - the algorithm's state, in the line's last bytes.
+//
+// The set hashes and compares entries by their name and key alone, whose bytes never change
+// (only where they are kept); the line is `mutable`, so a check updates the set's (const)
+// element in place.
+class alignas(64) Record {
+ public:
+  // An entry for a state of algorithm `kind` (a StateKindOf<S>::value), to be set next.
+  Record(std::string_view name, std::string_view key, uint8_t kind) {
+    std::memset(line_, 0, kStart);
+    SetKind(kind);
+    if (name.size() + key.size() <= InlineBytes(kind)) {
+      SetSizes(name.size(), key.size());
+      std::memcpy(line_ + kStart, name.data(), name.size());
+      std::memcpy(line_ + kStart + name.size(), key.data(), key.size());
+    } else {
+      StoreOutside(name, key);
+    }
+  }
+  // Moves the key (a heap one by its pointer), the state and the expiry.
+  Record(Record&& other) noexcept {
+    std::memcpy(line_, other.line_, sizeof(line_));
+    other.SetSizes(0, 0);  // other keeps nothing to free
+  }
+  Record(const Record&) = delete;
+  Record& operator=(const Record&) = delete;
+  Record& operator=(Record&&) = delete;
+  ~Record() {
+    if (NameSize() == kOutside) delete[] outside().bytes;
+  }
+
+  // Inline, as every lookup compares once (out of line, the call and register moves cost as
+  // much as the comparison).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Is(const KeyView& key) const {
+    const size_t name_size = NameSize();
+    if (ABSL_PREDICT_TRUE(name_size != kOutside)) {
+      const char* bytes = Bytes();
+      return name_size == key.name.size() && KeySize() == key.key.size() &&
+             internal::BytesEqual(bytes, key.name.data(), name_size) &&
+             internal::BytesEqual(bytes + name_size, key.key.data(), key.key.size());
+    }
+    return name() == key.name && this->key() == key.key;
+  }
+  std::string_view name() const {
+    if (NameSize() != kOutside) return {Bytes(), NameSize()};
+    const Outside o = outside();
+    return {o.bytes, o.name_size};
+  }
+  std::string_view key() const {
+    if (NameSize() != kOutside) return {Bytes() + NameSize(), KeySize()};
+    const Outside o = outside();
+    return {o.bytes + o.name_size, o.key_size};
+  }
+
+  // Whether the state is one of algorithm S's.
+  template <typename S>
+  bool Holds() const {
+    return Kind() == StateKindOf<S>::value;
+  }
+  // REQUIRES: Holds<S>().
+  template <typename S>
+  S Get() const {
+    const unsigned char* at = line_ + sizeof(line_) - sizeof(S);
+    if constexpr (std::is_same_v<S, TokenBucketState>) {
+      return S{std::bit_cast<double>(Load(at))};
+    } else if constexpr (std::is_same_v<S, FixedWindowState>) {
+      return S{Load(at), Load(at + 8)};
+    } else {
+      return S{Load(at), Load(at + 8), Load(at + 16)};
+    }
+  }
+  template <typename S>
+  void Set(const S& state) const {
+    if (ABSL_PREDICT_FALSE(Kind() != StateKindOf<S>::value)) Rekind(StateKindOf<S>::value);
+    Replace(state);
+  }
+  // Set() for a state of the algorithm the entry already holds. REQUIRES: Holds<S>().
+  template <typename S>
+  void Replace(const S& state) const {
+    unsigned char* at = line_ + sizeof(line_) - sizeof(S);
+    if constexpr (std::is_same_v<S, TokenBucketState>) {
+      Store(at, std::bit_cast<int64_t>(state.empty_at_micros));
+    } else if constexpr (std::is_same_v<S, FixedWindowState>) {
+      Store(at, state.window_index);
+      Store(at + 8, state.count);
+    } else {
+      Store(at, state.window_index);
+      Store(at + 8, state.current);
+      Store(at + 16, state.previous);
+    }
+  }
+  AnyState GetAny() const {
+    switch (Kind()) {
+      case StateKindOf<FixedWindowState>::value:
+        return Get<FixedWindowState>();
+      case StateKindOf<SlidingWindowState>::value:
+        return Get<SlidingWindowState>();
+      default:
+        return Get<TokenBucketState>();
+    }
+  }
+  void SetAny(const AnyState& state) const {
+    std::visit([this](const auto& s) { Set(s); }, state);
+  }
+
+  // When the state stops mattering (see Outcome::expires_at_micros), within the range above.
+  int64_t expires_at_micros() const {
+    uint64_t word;
+    std::memcpy(&word, line_, sizeof(word));
+    return static_cast<int64_t>(word) >> 8;  // the high 56 bits, sign-extended
+  }
+  void set_expires_at_micros(int64_t micros) const {
+    if (ABSL_PREDICT_FALSE(static_cast<uint64_t>(micros) - static_cast<uint64_t>(kEarliest) >
+                           static_cast<uint64_t>(kLatest - kEarliest))) {
+      micros = micros < kEarliest ? kEarliest : kLatest;
+    }
+    const uint64_t word = static_cast<uint64_t>(micros) << 8 | line_[kNameSizeAndKind];
+    std::memcpy(line_, &word, sizeof(word));
+  }
+
+ private:
+  static constexpr int64_t kLatest = (int64_t{1} << 55) - 1;
+  static constexpr int64_t kEarliest = -(int64_t{1} << 55);
+  // Offsets in the line. The byte with the name's size and the algorithm is the low byte of
+  // the first 8, whose high 7 bytes are the expiry; then the key's size; then the bytes.
+  static constexpr size_t kNameSizeAndKind = 0;
+  static constexpr size_t kKeySize = 8;
+  static constexpr size_t kStart = 9;
+  static constexpr size_t kBytes = 64 - kStart;  // for the key and the state
+  // NameSize() of a key kept on the heap.
+  static constexpr size_t kOutside = 63;
+  // What the line holds at kStart for a key kept on the heap: name then key, and their sizes.
+  struct Outside {
+    char* bytes;
+    size_t name_size;
+    size_t key_size;
+  };
+
+  static size_t StateSize(uint8_t kind) {
+    switch (kind) {
+      case StateKindOf<FixedWindowState>::value:
+        return sizeof(FixedWindowState);
+      case StateKindOf<SlidingWindowState>::value:
+        return sizeof(SlidingWindowState);
+      default:
+        return sizeof(TokenBucketState);
+    }
+  }
+  // A state's fields are read and written one by one, as values: the state then stays in
+  // registers through the algorithm. (Copied whole with memcpy, the state went through
+  // memory, and the algorithm's Outcome with it, zeroed by a `rep stos` on every check.)
+  static int64_t Load(const unsigned char* at) {
+    int64_t field;
+    std::memcpy(&field, at, sizeof(field));
+    return field;
+  }
+  static void Store(unsigned char* at, int64_t field) { std::memcpy(at, &field, sizeof(field)); }
+
+  // How many name and key bytes fit beside a state of `kind`.
+  static size_t InlineBytes(uint8_t kind) { return kBytes - StateSize(kind); }
+
+  size_t NameSize() const { return line_[kNameSizeAndKind] & 63; }
+  size_t KeySize() const { return line_[kKeySize]; }
+  uint8_t Kind() const { return line_[kNameSizeAndKind] >> 6; }
+  const char* Bytes() const { return reinterpret_cast<const char*>(line_ + kStart); }
+  void SetSizes(size_t name_size, size_t key_size) const {
+    line_[kNameSizeAndKind] =
+        static_cast<unsigned char>((line_[kNameSizeAndKind] & ~63) | name_size);
+    line_[kKeySize] = static_cast<unsigned char>(key_size);
+  }
+  void SetKind(uint8_t kind) const {
+    line_[kNameSizeAndKind] =
+        static_cast<unsigned char>((line_[kNameSizeAndKind] & 63) | kind << 6);
+  }
+  Outside outside() const {
+    Outside o;
+    std::memcpy(&o, line_ + kStart, sizeof(o));
+    return o;
+  }
+  void StoreOutside(std::string_view name, std::string_view key) const {
+    const Outside o{new char[name.size() + key.size()], name.size(), key.size()};
+    std::memcpy(o.bytes, name.data(), name.size());
+    std::memcpy(o.bytes + name.size(), key.data(), key.size());
+    std::memcpy(line_ + kStart, &o, sizeof(o));
+    SetSizes(kOutside, 0);
+  }
+  // Makes room for a state of `kind`: the key moves to the heap if it no longer fits.
+  ABSL_ATTRIBUTE_NOINLINE void Rekind(uint8_t kind) const {
+    if (NameSize() != kOutside && NameSize() + KeySize() > InlineBytes(kind)) {
+      const std::string copy(Bytes(), NameSize() + KeySize());
+      StoreOutside(std::string_view(copy).substr(0, NameSize()),
+                   std::string_view(copy).substr(NameSize()));
+    }
+    SetKind(kind);
+  }
+
+  mutable unsigned char line_[64];
+};
+static_assert(sizeof(Record) == 64, "one entry, one cache line");
+static_assert(sizeof(SlidingWindowState) >= sizeof(FixedWindowState) &&
+              sizeof(SlidingWindowState) >= sizeof(TokenBucketState));
+
+// Hashes an entry as its KeyView is hashed (the map recomputes entries' hashes only when
+// it grows). Stateful: it holds the store's seed.
+struct RecordHash {
   using is_transparent = void;
-  size_t operator()(const StoredKey& key) const { return key.hash(); }
+  uint64_t seed = 0;
+  size_t operator()(const Record& record) const {
+    return HashKey(seed, record.name(), record.key());
+  }
   size_t operator()(const KeyView& key) const { return key.hash; }
 };
 
-struct KeyEq {
+struct RecordEq {
   using is_transparent = void;
-  bool operator()(const StoredKey& a, const StoredKey& b) const {
-    const std::string_view x = a.bytes();
-    const std::string_view y = b.bytes();
-    return a.hash() == b.hash() && x.size() == y.size() &&
-           internal::BytesEqual(x.data(), y.data(), x.size());
+  bool operator()(const Record& a, const Record& b) const {
+    return a.name() == b.name() && a.key() == b.key();
   }
-  // Inline: every lookup runs it once (and out of line it costs a call and register moves
-  // as much as the comparison itself).
-  ABSL_ATTRIBUTE_ALWAYS_INLINE bool operator()(const StoredKey& a, const KeyView& b) const {
-    const std::string_view bytes = a.bytes();
-    const size_t name_size = b.name.size();
-    return a.hash() == b.hash && bytes.size() == name_size + 1 + b.key.size() &&
-           internal::BytesEqual(bytes.data(), b.name.data(), name_size) &&
-           bytes[name_size] == '\0' &&
-           internal::BytesEqual(bytes.data() + name_size + 1, b.key.data(), b.key.size());
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool operator()(const Record& a, const KeyView& b) const {
+    return a.Is(b);
   }
-  bool operator()(const KeyView& a, const StoredKey& b) const { return (*this)(b, a); }
+  bool operator()(const KeyView& a, const Record& b) const { return b.Is(a); }
+};
+
+// A copy of a stored key for the expiry heap, with its hash: finding its entry again costs
+// no hashing. Keys up to kInlineBytes live inside the record.
+class StoredKey {
+ public:
+  static constexpr size_t kInlineBytes = 32;
+
+  explicit StoredKey(const KeyView& key)
+      : hash_(key.hash), name_size_(key.name.size()), key_size_(key.key.size()) {
+    char* data = Allocate();
+    std::memcpy(data, key.name.data(), name_size_);
+    std::memcpy(data + name_size_, key.key.data(), key_size_);
+  }
+  StoredKey(const StoredKey& other) = delete;
+  StoredKey(StoredKey&& other) noexcept
+      : hash_(other.hash_), name_size_(other.name_size_), key_size_(other.key_size_) {
+    if (size() > kInlineBytes) {
+      heap_ = other.heap_;
+      other.name_size_ = other.key_size_ = 0;  // other keeps nothing to free
+    } else {
+      std::memcpy(inline_, other.inline_, size());
+    }
+  }
+  StoredKey& operator=(StoredKey&& other) noexcept {
+    if (this != &other) {
+      this->~StoredKey();
+      new (this) StoredKey(std::move(other));
+    }
+    return *this;
+  }
+  ~StoredKey() {
+    if (size() > kInlineBytes) delete[] heap_;
+  }
+
+  KeyView view() const {
+    const char* data = size() > kInlineBytes ? heap_ : inline_;
+    return KeyView{{data, name_size_}, {data + name_size_, key_size_}, hash_};
+  }
+
+ private:
+  size_t size() const { return name_size_ + key_size_; }
+  char* Allocate() { return size() > kInlineBytes ? (heap_ = new char[size()]) : inline_; }
+
+  size_t hash_;
+  size_t name_size_;
+  size_t key_size_;
+  union {
+    char inline_[kInlineBytes];
+    char* heap_;
+  };
 };
 
 struct HeapRecord {
@@ -185,6 +400,9 @@ struct LaterExpiry {
 template <typename T>
 struct HugePageAllocator {
   using value_type = T;
+  // Stateless: a map moves its array with it (its elements need not be copyable).
+  using is_always_equal = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
   static constexpr size_t kHugePage = size_t{2} << 20;
 
   HugePageAllocator() = default;
@@ -214,8 +432,7 @@ struct HugePageAllocator {
   }
 };
 
-using EntryMap = absl::flat_hash_map<StoredKey, Entry, KeyHash, KeyEq,
-                                     HugePageAllocator<std::pair<const StoredKey, Entry>>>;
+using EntryMap = absl::flat_hash_set<Record, RecordHash, RecordEq, HugePageAllocator<Record>>;
 
 // Cache-line aligned so two shards' mutexes never share a line.
 struct alignas(64) Shard {
@@ -319,7 +536,9 @@ class MemoryStoreImpl final : public MemoryStore {
         shards_(std::make_unique<Shard[]>(shards)),
         shard_mask_(shards - 1) {
     for (int i = 0; i < shards; ++i) {
+      absl::MutexLock lock(&shards_[i].mu);
       shards_[i].capacity = max_keys / shards + (i < max_keys % shards ? 1 : 0);
+      shards_[i].entries = EntryMap(0, RecordHash{seed_});
     }
   }
 
@@ -405,7 +624,7 @@ class MemoryStoreImpl final : public MemoryStore {
     const int64_t now = Now();
     if (HasExpired(shard, now)) SweepExpired(shard, now, kSweepPerCheck);
     auto it = shard.entries.find(key);
-    Entry* entry = it == shard.entries.end() ? nullptr : &it->second;
+    const Record* entry = it == shard.entries.end() ? nullptr : &*it;
     const LimitNumbers& n = limit.numbers;
     switch (n.algorithm) {
       case Algorithm::kTokenBucket: {
@@ -430,16 +649,16 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   template <typename S, typename AlgorithmStep>
-  void Apply(Shard& shard, const KeyView& key, Entry* entry, int64_t now, Decision& out,
+  void Apply(Shard& shard, const KeyView& key, const Record* entry, int64_t now, Decision& out,
              AlgorithmStep step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-    S* stored = entry != nullptr ? std::get_if<S>(&entry->state) : nullptr;
+    const bool held = entry != nullptr && entry->Holds<S>();
     algorithm::Outcome<S> outcome =
-        step(stored != nullptr ? std::optional<S>(*stored) : std::optional<S>());
+        step(held ? std::optional<S>(entry->Get<S>()) : std::optional<S>());
     if (outcome.decision.allowed && outcome.changed) {
-      if (stored != nullptr) {
+      if (held) {
         // Its heap record stays; it is pushed again with this time when it comes up.
-        *stored = outcome.state;
-        entry->expires_at_micros = outcome.expires_at_micros;
+        entry->Replace(outcome.state);
+        entry->set_expires_at_micros(outcome.expires_at_micros);
       } else {
         Commit(shard, key, entry, AnyState(outcome.state), outcome.expires_at_micros, now);
       }
@@ -493,9 +712,13 @@ class MemoryStoreImpl final : public MemoryStore {
           break;
         }
       }
+      AnyState stored;
       if (state == nullptr) {
         auto it = p.shard->entries.find(p.key);
-        if (it != p.shard->entries.end()) state = &it->second.state;
+        if (it != p.shard->entries.end()) {
+          stored = it->GetAny();
+          state = &stored;
+        }
       }
       p.step = Compute(items[i].limit->numbers, state, now, items[i].cost);
       all_allowed = all_allowed && p.step.decision.allowed;
@@ -507,7 +730,7 @@ class MemoryStoreImpl final : public MemoryStore {
         if (!p.step.changed) continue;
         // Looked up again: an earlier commit may have inserted into (and rehashed) the map.
         auto it = p.shard->entries.find(p.key);
-        Entry* entry = it == p.shard->entries.end() ? nullptr : &it->second;
+        const Record* entry = it == p.shard->entries.end() ? nullptr : &*it;
         Commit(*p.shard, p.key, entry, p.step.state, p.step.expires_at_micros, now);
       }
     }
@@ -515,12 +738,12 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   // Stores a consumed state. `entry` is the key's current entry or nullptr.
-  void Commit(Shard& shard, const KeyView& key, Entry* entry, AnyState state,
+  void Commit(Shard& shard, const KeyView& key, const Record* entry, const AnyState& state,
               int64_t expires_at_micros, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     if (entry != nullptr) {
       // Its heap record stays; it is pushed again with this time when it comes up.
-      entry->state = state;
-      entry->expires_at_micros = expires_at_micros;
+      entry->SetAny(state);
+      entry->set_expires_at_micros(expires_at_micros);
       return;
     }
     // A state that already means "missing" (a full bucket) is not worth an entry.
@@ -529,20 +752,24 @@ class MemoryStoreImpl final : public MemoryStore {
       SweepExpired(shard, now, -1);
       if (static_cast<int64_t>(shard.entries.size()) >= shard.capacity) EvictSoonest(shard);
     }
-    StoredKey stored(key.name, key.key, key.hash);
-    shard.heap.push_back(HeapRecord{expires_at_micros, stored});
+    shard.heap.push_back(HeapRecord{expires_at_micros, StoredKey(key)});
     std::push_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
-    shard.entries.emplace(std::move(stored), Entry{state, expires_at_micros});
+    const uint8_t kind = std::visit(
+        [](const auto& s) { return StateKindOf<std::decay_t<decltype(s)>>::value; }, state);
+    auto it = shard.entries.lazy_emplace(
+        key, [&key, kind](const auto& construct) { construct(key.name, key.key, kind); });
+    it->SetAny(state);
+    it->set_expires_at_micros(expires_at_micros);
   }
 
   // Pops the top heap record. Returns its entry's real expiry and leaves the record popped
   // (at heap.back()) for the caller to drop or push again.
-  static std::pair<HeapRecord*, Entry*> PopTop(Shard& shard)
+  static std::pair<HeapRecord*, const Record*> PopTop(Shard& shard)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     std::pop_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
     HeapRecord& record = shard.heap.back();
-    auto it = shard.entries.find(record.key);
-    return {&record, it == shard.entries.end() ? nullptr : &it->second};
+    auto it = shard.entries.find(record.key.view());
+    return {&record, it == shard.entries.end() ? nullptr : &*it};
   }
 
   // Puts the popped record back with its entry's real expiry.
@@ -554,7 +781,7 @@ class MemoryStoreImpl final : public MemoryStore {
 
   static void DropTop(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     HeapRecord& record = shard.heap.back();
-    shard.entries.erase(record.key);
+    shard.entries.erase(record.key.view());
     shard.heap.pop_back();
   }
 
@@ -571,8 +798,8 @@ class MemoryStoreImpl final : public MemoryStore {
     while (budget != 0 && !shard.heap.empty() && shard.heap.front().expires_at_micros <= now) {
       if (budget > 0) --budget;
       auto [record, entry] = PopTop(shard);
-      if (entry != nullptr && entry->expires_at_micros > now) {
-        Repush(shard, entry->expires_at_micros);
+      if (entry != nullptr && entry->expires_at_micros() > now) {
+        Repush(shard, entry->expires_at_micros());
         continue;
       }
       DropTop(shard);
@@ -585,8 +812,8 @@ class MemoryStoreImpl final : public MemoryStore {
   void EvictSoonest(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     while (!shard.heap.empty()) {
       auto [record, entry] = PopTop(shard);
-      if (entry != nullptr && entry->expires_at_micros > record->expires_at_micros) {
-        Repush(shard, entry->expires_at_micros);  // used since; not as soon as it says
+      if (entry != nullptr && entry->expires_at_micros() > record->expires_at_micros) {
+        Repush(shard, entry->expires_at_micros());  // used since; not as soon as it says
         continue;
       }
       DropTop(shard);

@@ -612,5 +612,44 @@ TEST(MemoryStoreTest, TimeGoingBackwardsAddsNothing) {
   }
 }
 
+// An entry keeps its name and key beside the state when they fit, and fewer bytes fit beside
+// a larger state: a limit redefined with another algorithm (the same name, another state
+// size) must find the same entry, start it afresh, and keep the new algorithm's state, for
+// keys on either side of each size boundary.
+TEST(MemoryStoreTest, ALimitRedefinedWithAnotherAlgorithmStartsAfresh) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock, /*shards=*/2);
+  const Limit bucket = TokenBucket("redefined", 5, 1);
+  const Limit fixed = Window("redefined", Algorithm::kFixedWindow, 5, kSecond);
+  const Limit sliding = Window("redefined", Algorithm::kSlidingWindow, 5, kSecond);
+  std::vector<std::string> keys;
+  for (size_t size = 18; size <= 42; ++size) keys.push_back(std::string(size, 'a' + size % 26));
+  for (const Limit* limit : {&bucket, &fixed, &sliding, &bucket, &sliding, &fixed, &bucket}) {
+    for (const std::string& key : keys) {
+      EXPECT_EQ(CheckOne(*store, *limit, key, 2).remaining, 3) << limit->name << key.size();
+      EXPECT_EQ(CheckOne(*store, *limit, key, 0).remaining, 3) << limit->name << key.size();
+      absl::StatusOr<Decision> one = store->CheckOne(*limit, key, 1);
+      ASSERT_TRUE(one.ok()) << one.status();
+      EXPECT_EQ(one->remaining, 2) << key.size();
+    }
+    EXPECT_EQ(store->Size(), static_cast<int64_t>(keys.size()));
+  }
+}
+
+// Expiries far beyond any clock are kept as the latest one the store holds, never as an
+// earlier time: an entry whose window ends in 73,000 years keeps its state when its first,
+// short expiry comes up in the sweep.
+TEST(MemoryStoreTest, AnEntryThatExpiresInTheFarFutureKeepsItsState) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit quick = TokenBucket("far", 10, 10);  // full again 0.1 s after a check
+  const Limit far = Window("far", Algorithm::kFixedWindow, 5, int64_t{1} << 61);
+  ASSERT_TRUE(CheckOne(*store, quick, "k").allowed);
+  ASSERT_TRUE(CheckOne(*store, far, "k").allowed);
+  clock.AdvanceMicros(int64_t{1000} * 365 * 24 * 3600 * kSecond);  // a thousand years
+  EXPECT_EQ(store->Sweep(), 0);
+  EXPECT_EQ(CheckOne(*store, far, "k", 0).remaining, 4);
+}
+
 }  // namespace
 }  // namespace tollgate
