@@ -72,88 +72,6 @@ if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
   return struct.pack('<dBddd', now, allowed + 2 * reason, tokens, reset_after, retry_after)
 end
 
--- One window limit alone: the expressions of the general loop's window branches, with
--- fewer Redis calls. The TTL is set when a window's counter is created (its first write
--- in the window, when GET found no key; see "every write sets a TTL" above), not on every
--- write; the sliding window reads both counters with one MGET.
-local code = string.byte(ARGV[2])
-if #KEYS == 1 and code == 102 then  -- 'f'
-  local limit, window, cost = struct.unpack('<ddd', ARGV[2], 2)
-  local index = math.floor(now / window)  -- exactly, as window_index below
-  local r = now - index * window
-  if r < 0 then index = index - 1 elseif r >= window then index = index + 1 end
-  local wkey = KEYS[1] .. ':' .. string.format('%d', index)
-  local raw = redis.call('GET', wkey)
-  local count = tonumber(raw or '') or 0
-  local window_end = (index + 1) * window
-  local allowed, retry_after, reason = 0, 0, 0
-  local after = count
-  if cost > limit then
-    reason = 2
-  elseif count + cost <= limit then
-    allowed = 1
-    if cost > 0 then
-      after = count + cost
-      redis.call('INCRBY', wkey, cost)
-      if not raw then
-        redis.call('PEXPIRE', wkey, math.max(math.ceil((window_end - now) / 1000), 1))
-      end
-    end
-  else
-    reason = 1
-    retry_after = window_end - now
-  end
-  return struct.pack('<dBddd', now, allowed + 2 * reason, limit - after, window_end - now,
-                     retry_after)
-end
-if #KEYS == 1 and code == 115 then  -- 's'
-  local limit, window, cost = struct.unpack('<ddd', ARGV[2], 2)
-  local index = math.floor(now / window)
-  local r = now - index * window
-  if r < 0 then index = index - 1 elseif r >= window then index = index + 1 end
-  local ckey = KEYS[1] .. ':' .. string.format('%d', index)
-  local counts = redis.call('MGET', ckey, KEYS[1] .. ':' .. string.format('%d', index - 1))
-  local current = tonumber(counts[1] or '') or 0
-  local previous = tonumber(counts[2] or '') or 0
-  local elapsed = now - index * window
-  local weight = (window - elapsed) * (1 / window)
-  local w = window
-  local allowed, retry_after, reason = 0, 0, 0
-  if cost > limit then
-    reason = 2
-  elseif previous * weight + current + cost <= limit then
-    allowed = 1
-    if cost > 0 then
-      current = current + cost
-      redis.call('INCRBY', ckey, cost)
-      if not counts[1] then
-        -- The counter matters until the end of the next window.
-        redis.call('PEXPIRE', ckey, math.max(math.ceil(((index + 2) * window - now) / 1000), 1))
-      end
-    end
-  else
-    reason = 1
-    if current + cost <= limit then
-      local needed_elapsed = w - (limit - current - cost) * w / previous
-      local wait = needed_elapsed - elapsed
-      if wait > 0 then retry_after = math.ceil(wait) + 1 else retry_after = 1 end
-    else
-      local needed_elapsed = w - (limit - cost) * w / current
-      if needed_elapsed > 0 then needed_elapsed = math.ceil(needed_elapsed) else needed_elapsed = 0 end
-      retry_after = (window - elapsed) + needed_elapsed + 1
-    end
-  end
-  local remaining = math.floor(limit - (previous * weight + current) + 1e-6)
-  if remaining < 0 then remaining = 0 end
-  local reset_after = 0
-  if current > 0 then
-    reset_after = (index + 2) * window - now
-  elseif previous > 0 then
-    reset_after = (index + 1) * window - now
-  end
-  return struct.pack('<dBddd', now, allowed + 2 * reason, remaining, reset_after, retry_after)
-end
-
 -- Ceiling of a non-negative double to whole microseconds (CeilMicros).
 local function ceil_micros(x)
   if not (x > 0) then return 0 end
@@ -166,6 +84,82 @@ local function window_index(t, window)
   local r = t - q * window
   if r < 0 then q = q - 1 elseif r >= window then q = q + 1 end
   return q
+end
+
+-- The fixed window's decision on a window holding `count`, `until_end` µs before it ends
+-- (FixedWindowCheck). Returns allowed, reason, the count after, retry_after.
+local function fixed_window(count, cost, limit, until_end)
+  if cost > limit then return 0, 2, count, 0 end
+  if count + cost <= limit then return 1, 0, count + cost, 0 end
+  return 0, 1, count, until_end  -- the next window starts empty and cost <= limit
+end
+
+-- The sliding window's decision in window `index` whose counter holds `current`, the one
+-- before `previous` (SlidingWindowCheck). Returns allowed, reason, the current count after,
+-- remaining, reset_after, retry_after.
+local function sliding_window(previous, current, cost, limit, window, index)
+  local elapsed = now - index * window
+  local weight = (window - elapsed) * (1 / window)
+  local w = window
+  local allowed, reason, retry_after = 0, 0, 0
+  if cost > limit then
+    reason = 2
+  elseif previous * weight + current + cost <= limit then
+    allowed = 1
+    current = current + cost
+  else
+    reason = 1
+    if current + cost <= limit then
+      local needed_elapsed = w - (limit - current - cost) * w / previous
+      retry_after = ceil_micros(needed_elapsed - elapsed) + 1
+    else
+      local needed_elapsed = w - (limit - cost) * w / current
+      retry_after = (window - elapsed) + ceil_micros(needed_elapsed) + 1
+    end
+  end
+  local remaining = math.floor(limit - (previous * weight + current) + 1e-6)
+  if remaining < 0 then remaining = 0 end
+  local reset_after = 0
+  if current > 0 then
+    reset_after = (index + 2) * window - now
+  elseif previous > 0 then
+    reset_after = (index + 1) * window - now
+  end
+  return allowed, reason, current, remaining, reset_after, retry_after
+end
+
+-- One window limit alone: the general loop's decisions (the functions above), without its
+-- tables and with fewer Redis calls: a counter's TTL is set by the write that creates it
+-- (GET found no key), not on every write, and a sliding window reads both counters with
+-- one MGET.
+local code = #KEYS == 1 and string.byte(ARGV[2])
+if code == 102 or code == 115 then  -- one limit alone, 'f' or 's'
+  local limit, window, cost = struct.unpack('<ddd', ARGV[2], 2)
+  local index = window_index(now, window)
+  local ckey = KEYS[1] .. ':' .. string.format('%d', index)
+  local allowed, reason, after, remaining, reset_after, retry_after, created, ttl_end
+  if code == 102 then
+    local raw = redis.call('GET', ckey)
+    local count = tonumber(raw or '') or 0
+    local window_end = (index + 1) * window
+    allowed, reason, after, retry_after = fixed_window(count, cost, limit, window_end - now)
+    remaining, reset_after = limit - after, window_end - now
+    created, ttl_end = not raw, window_end
+  else
+    local counts = redis.call('MGET', ckey, KEYS[1] .. ':' .. string.format('%d', index - 1))
+    allowed, reason, after, remaining, reset_after, retry_after =
+      sliding_window(tonumber(counts[2] or '') or 0, tonumber(counts[1] or '') or 0, cost,
+                     limit, window, index)
+    -- The counter matters until the end of the next window.
+    created, ttl_end = not counts[1], (index + 2) * window
+  end
+  if allowed == 1 and cost > 0 then
+    redis.call('INCRBY', ckey, cost)
+    if created then
+      redis.call('PEXPIRE', ckey, math.max(math.ceil((ttl_end - now) / 1000), 1))
+    end
+  end
+  return struct.pack('<dBddd', now, allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 
 -- State read so far in this call, including what earlier limits of the same call would
@@ -240,25 +234,16 @@ for i = 1, n do
     local wkey = key .. ':' .. string.format('%d', index)
     local count = read(wkey) or 0
     local window_end = (index + 1) * window
-    reset_after = window_end - now
-    local after = count
-    if cost > limit then
-      reason = 2
-    elseif count + cost <= limit then
-      allowed = 1
-      if cost > 0 then
-        after = count + cost
-        -- The counter's TTL is set by the write that creates it (no key before this call,
-        -- nor an earlier write in it: pending[wkey] is still false); later writes keep it.
-        local ttl = pending[wkey] == false and math.ceil((window_end - now) / 1000)
-        pending[wkey] = after
-        writes[#writes + 1] = { 'i', wkey, cost, ttl }
-      end
-    else
-      reason = 1
-      retry_after = window_end - now
+    local after
+    allowed, reason, after, retry_after = fixed_window(count, cost, limit, window_end - now)
+    remaining, reset_after = limit - after, window_end - now
+    if allowed == 1 and cost > 0 then
+      -- The counter's TTL is set by the write that creates it (no key before this call,
+      -- nor an earlier write in it: pending[wkey] is still false); later writes keep it.
+      local ttl = pending[wkey] == false and math.ceil((window_end - now) / 1000)
+      pending[wkey] = after
+      writes[#writes + 1] = { 'i', wkey, cost, ttl }
     end
-    remaining = limit - after
 
   elseif algorithm == 's' then
     local limit, window = a, b
@@ -267,36 +252,14 @@ for i = 1, n do
     local pkey = key .. ':' .. string.format('%d', index - 1)
     local current = read(ckey) or 0
     local previous = read(pkey) or 0
-    local elapsed = now - index * window
-    local weight = (window - elapsed) * (1 / window)
-    local w = window
-    if cost > limit then
-      reason = 2
-    elseif previous * weight + current + cost <= limit then
-      allowed = 1
-      if cost > 0 then
-        current = current + cost
-        -- As for the fixed window; the counter matters until the end of the next window.
-        local ttl = pending[ckey] == false and math.ceil(((index + 2) * window - now) / 1000)
-        pending[ckey] = current
-        writes[#writes + 1] = { 'i', ckey, cost, ttl }
-      end
-    else
-      reason = 1
-      if current + cost <= limit then
-        local needed_elapsed = w - (limit - current - cost) * w / previous
-        retry_after = ceil_micros(needed_elapsed - elapsed) + 1
-      else
-        local needed_elapsed = w - (limit - cost) * w / current
-        retry_after = (window - elapsed) + ceil_micros(needed_elapsed) + 1
-      end
-    end
-    local left = math.floor(limit - (previous * weight + current) + 1e-6)
-    if left > 0 then remaining = left else remaining = 0 end
-    if current > 0 then
-      reset_after = (index + 2) * window - now
-    elseif previous > 0 then
-      reset_after = (index + 1) * window - now
+    local after
+    allowed, reason, after, remaining, reset_after, retry_after =
+      sliding_window(previous, current, cost, limit, window, index)
+    if allowed == 1 and cost > 0 then
+      -- As for the fixed window; the counter matters until the end of the next window.
+      local ttl = pending[ckey] == false and math.ceil(((index + 2) * window - now) / 1000)
+      pending[ckey] = after
+      writes[#writes + 1] = { 'i', ckey, cost, ttl }
     end
 
   else
