@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "src/store/redis/lua_scripts.h"
@@ -201,23 +200,10 @@ char* PutLittleEndianDouble(char* out, double value) {
   return out;
 }
 
-void AppendLittleEndianDouble(std::string& out, double value) {
-  char bytes[8];
-  PutLittleEndianDouble(bytes, value);
-  out.append(bytes, sizeof(bytes));
-}
-
 double ReadLittleEndianDouble(const char* bytes) {
   uint64_t bits = 0;
   for (int i = 7; i >= 0; --i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
   return std::bit_cast<double>(bits);
-}
-
-std::optional<double> DecodeBucketState(std::string_view stored) {
-  if (stored.size() == 8) return ReadLittleEndianDouble(stored.data());
-  double value = 0;
-  if (absl::SimpleAtod(absl::string_view(stored.data(), stored.size()), &value)) return value;
-  return std::nullopt;
 }
 
 absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,

@@ -21,13 +21,10 @@ std::string StateKey(std::string_view prefix, std::string_view limit_name, std::
 
 // The scripts' binary encoding: little-endian IEEE doubles, as Lua's struct library packs
 // them with '<d' (lua/check.lua's header). A token bucket's state is one such double.
-// PutLittleEndianDouble writes 8 bytes at `out` and returns the end.
+// PutLittleEndianDouble writes 8 bytes at `out` and returns the end; ReadLittleEndianDouble
+// reads 8.
 char* PutLittleEndianDouble(char* out, double value);
-void AppendLittleEndianDouble(std::string& out, double value);
 double ReadLittleEndianDouble(const char* bytes);
-// A token bucket's stored empty-at time: 8 bytes, a binary double; any other value is
-// the decimal text that versions before the binary encoding wrote. nullopt: unreadable.
-std::optional<double> DecodeBucketState(std::string_view stored);
 
 // The script's answer for `items`, out of its reply. InternalError for a malformed reply.
 absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,

@@ -4,7 +4,6 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
-#include <bit>
 #include <cassert>
 #include <charconv>
 #include <cstring>
@@ -138,24 +137,6 @@ void CommandWriter::AddInteger(int64_t value) {
   char text[24];
   const char* end = std::to_chars(text, text + sizeof(text), value).ptr;
   Add(std::string_view(text, static_cast<size_t>(end - text)));
-}
-
-void CommandWriter::AddDouble(double value) {
-  // The same few rates are sent again and again, and shortest round-trip formatting costs
-  // about 500 instructions: the last one is kept per thread.
-  struct Memo {
-    uint64_t bits = 0;
-    size_t size = 0;
-    char text[32];
-  };
-  thread_local Memo memo;
-  const uint64_t bits = std::bit_cast<uint64_t>(value);
-  if (memo.size == 0 || memo.bits != bits) {
-    memo.bits = bits;
-    memo.size = static_cast<size_t>(
-        std::to_chars(memo.text, memo.text + sizeof(memo.text), value).ptr - memo.text);
-  }
-  Add(std::string_view(memo.text, memo.size));
 }
 
 void CommandWriter::AddConcatenation(std::initializer_list<std::string_view> pieces) {

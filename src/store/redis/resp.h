@@ -57,8 +57,6 @@ class CommandWriter {
 
   void Add(std::string_view arg);
   void AddInteger(int64_t value);
-  // The shortest decimal that parses back to exactly `value` (std::to_chars).
-  void AddDouble(double value);
   // One argument made of `pieces` concatenated, without building it first.
   void AddConcatenation(std::initializer_list<std::string_view> pieces);
 
