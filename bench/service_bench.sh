@@ -169,12 +169,13 @@ fallback_share() {  # $1, $2: store_counts before and after a run
 
 ROWS=()
 PERF_ROWS=()
-# PERF_STAT: the server's count of perf event $3 per call, from perf stat's CSV ($1) and the
-# number of calls ($2).
-# The events counted, in the order of the second table's columns.
+# PERF_STAT: the events counted, in the order of the second table's columns (named there
+# without the "syscalls:sys_enter_" prefix).
 PERF_EVENTS=(context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_wait
   syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write
   syscalls:sys_enter_read)
+# The server's count of perf event $3 per call, from perf stat's CSV ($1) and the number of
+# calls ($2).
 per_call() {
   awk -F, -v calls="$2" -v event="$3" '$3 == event { if (calls > 0) printf "%.2f", $1 / calls }' "$1"
 }
@@ -253,8 +254,13 @@ done
     echo
     echo "Per gRPC call, in the server (perf stat -p over the measured window):"
     echo
-    echo "| API | store | in flight | context switches | futex | epoll_wait | sendmsg | recvmsg | write | read |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    header="| API | store | in flight |" rule="|---|---|---|"
+    for event in "${PERF_EVENTS[@]}"; do
+      header+=" ${event#syscalls:sys_enter_} |"
+      rule+="---|"
+    done
+    echo "$header"
+    echo "$rule"
     printf '%s\n' "${PERF_ROWS[@]}"
   fi
 } | tee "$WORK/table.md"
