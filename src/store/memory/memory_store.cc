@@ -1,13 +1,12 @@
 // Copyright tollgate authors.
 //
-// Layout: `shards` independent hash sets, each behind its own mutex. An entry (a Record, one
-// 64-byte cache line) holds the limit name and key, one algorithm state and the time it
-// stops mattering. Each shard keeps a min-heap of
-// (expires_at, key) with exactly one record per entry; a record's time may be older than
-// its entry's (an entry's expiry moves later as it is used, and rewriting the heap on every
-// check would cost O(log n)), so a popped record whose entry lives longer is pushed again
-// with the real time. A key that is used keeps one heap record and costs one re-push per
-// lifetime extension at most.
+// Layout: `shards` independent hash sets, each behind its own SpinLock. An entry (a Record,
+// one 64-byte cache line) holds the limit name and key, one algorithm state and the time it
+// stops mattering. Each shard keeps a min-heap of (expires_at, key) with exactly one record per
+// entry; a record's time may be older than its entry's (an entry's expiry moves later as it is
+// used, and rewriting the heap on every check would cost O(log n)), so a popped record whose entry
+// lives longer is pushed again with the real time. A key that is used keeps one heap record and
+// costs one re-push per lifetime extension at most.
 //
 // Bound: shard i may hold cap_i entries, where the caps add up to exactly `max_keys`
 // (the shard count is lowered to at most max_keys so every cap is >= 1). A new key in a full
@@ -43,11 +42,11 @@
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
 #include "src/core/bytes_hash.h"
+#include "src/core/spin_lock.h"
 #include "src/core/wall_clock.h"
 
 namespace tollgate {
@@ -434,9 +433,9 @@ struct HugePageAllocator {
 
 using EntryMap = absl::flat_hash_set<Record, RecordHash, RecordEq, HugePageAllocator<Record>>;
 
-// Cache-line aligned so two shards' mutexes never share a line.
+// Cache-line aligned so two shards' locks never share a line.
 struct alignas(64) Shard {
-  absl::Mutex mu;
+  internal::SpinLock mu;
   EntryMap entries ABSL_GUARDED_BY(mu);
   std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
   int64_t capacity = 1;  // set once before the store is shared
@@ -536,7 +535,7 @@ class MemoryStoreImpl final : public MemoryStore {
         shards_(std::make_unique<Shard[]>(shards)),
         shard_mask_(shards - 1) {
     for (int i = 0; i < shards; ++i) {
-      absl::MutexLock lock(&shards_[i].mu);
+      internal::SpinLockHolder lock(shards_[i].mu);
       shards_[i].capacity = max_keys / shards + (i < max_keys % shards ? 1 : 0);
       shards_[i].entries = EntryMap(0, RecordHash{seed_});
     }
@@ -582,7 +581,7 @@ class MemoryStoreImpl final : public MemoryStore {
   int64_t Size() const override {
     int64_t size = 0;
     for (int i = 0; i <= shard_mask_; ++i) {
-      absl::MutexLock lock(&shards_[i].mu);
+      internal::SpinLockHolder lock(shards_[i].mu);
       size += static_cast<int64_t>(shards_[i].entries.size());
     }
     return size;
@@ -592,7 +591,7 @@ class MemoryStoreImpl final : public MemoryStore {
     const int64_t now = clock_->NowMicros();
     int64_t removed = 0;
     for (int i = 0; i <= shard_mask_; ++i) {
-      absl::MutexLock lock(&shards_[i].mu);
+      internal::SpinLockHolder lock(shards_[i].mu);
       removed += SweepExpired(shards_[i], now, -1);
     }
     return removed;
@@ -619,7 +618,7 @@ class MemoryStoreImpl final : public MemoryStore {
   void CheckSingle(const Limit& limit, std::string_view key_bytes, int64_t cost, Decision& out) {
     const KeyView key{limit.name, key_bytes, HashKey(seed_, limit.name, key_bytes)};
     Shard& shard = ShardFor(key.hash);
-    absl::MutexLock lock(&shard.mu);
+    internal::SpinLockHolder lock(shard.mu);
     shard.entries.prefetch(key);
     const int64_t now = Now();
     if (HasExpired(shard, now)) SweepExpired(shard, now, kSweepPerCheck);
