@@ -37,7 +37,6 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
@@ -48,6 +47,7 @@
 #include "src/core/bytes_hash.h"
 #include "src/core/spin_lock.h"
 #include "src/core/wall_clock.h"
+#include "src/store/memory/line_table.h"
 
 namespace tollgate {
 namespace {
@@ -88,11 +88,11 @@ struct StateKindOf<FixedWindowState> : std::integral_constant<uint8_t, 2> {};
 template <>
 struct StateKindOf<SlidingWindowState> : std::integral_constant<uint8_t, 3> {};
 
-// One entry of a shard's map, in exactly one cache line (the map's slots are 64-byte
-// aligned). A check of a key that is not in the cache then waits for the map's control bytes
-// and this one line; the 96-byte slot this replaces (a std::variant of the states, and a
-// stored hash) spanned two lines, the second of them (holding the state) missed after the
-// first. The line holds, in this order:
+// One entry of a shard's table (a LineTable), in exactly one cache line. A check of a key
+// that is not in the cache then waits for this one line; the 96-byte slot of an
+// absl::flat_hash_set this replaces (a std::variant of the states, and a stored hash)
+// spanned two lines, the second of them (holding the state) missed after the first, and
+// both after the set's control bytes. The line holds, in this order:
 //
 //   - the name's size (6 bits) and the algorithm (2 bits) in one byte;
 //   - when the entry expires, in microseconds since the epoch, in 7 bytes (signed: years 828
@@ -107,9 +107,8 @@ struct StateKindOf<SlidingWindowState> : std::integral_constant<uint8_t, 3> {};
 //     to the heap if it no longer fits;
 //   - the algorithm's state, in the line's last bytes.
 //
-// The set hashes and compares entries by their name and key alone, whose bytes never change
-// (only where they are kept); the line is `mutable`, so a check updates the set's (const)
-// element in place.
+// The table hashes and compares entries by their name and key alone, whose bytes never
+// change (only where they are kept). All-zero bytes (algorithm 0) are a vacant line.
 class alignas(64) Record {
  public:
   // An entry for a state of algorithm `kind` (a StateKindOf<S>::value), to be set next.
@@ -135,6 +134,8 @@ class alignas(64) Record {
   ~Record() {
     if (NameSize() == kOutside) delete[] outside().bytes;
   }
+  // Whether `line` holds no entry (LineTable's contract): every entry's algorithm is 1 to 3.
+  static bool Vacant(const Record& line) { return line.Kind() == 0; }
 
   // Inline, as every lookup compares once (out of line, the call and register moves cost as
   // much as the comparison).
@@ -307,8 +308,8 @@ static_assert(sizeof(Record) == 64, "one entry, one cache line");
 static_assert(sizeof(SlidingWindowState) >= sizeof(FixedWindowState) &&
               sizeof(SlidingWindowState) >= sizeof(TokenBucketState));
 
-// Hashes an entry as its KeyView is hashed (the map recomputes entries' hashes only when
-// it grows). Stateful: it holds the store's seed.
+// Hashes an entry as its KeyView is hashed (the table recomputes entries' hashes only when
+// it grows, shrinks or shifts an entry back). Stateful: it holds the store's seed.
 struct RecordHash {
   using is_transparent = void;
   uint64_t seed = 0;
@@ -392,46 +393,7 @@ struct LaterExpiry {
   }
 };
 
-// Allocates the hash maps' arrays (megabytes each in a large store) on transparent huge
-// pages, which the kernel gives only on request in its default "madvise" mode: with 4 KiB
-// pages a lookup in a large store misses the TLB on nearly every check, and the page walk
-// is one more cache miss. Small arrays come from the ordinary allocator.
-template <typename T>
-struct HugePageAllocator {
-  using value_type = T;
-  // Stateless: a map moves its array with it (its elements need not be copyable).
-  using is_always_equal = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  static constexpr size_t kHugePage = size_t{2} << 20;
-
-  HugePageAllocator() = default;
-  template <typename U>
-  HugePageAllocator(const HugePageAllocator<U>& /*other*/) {}  // NOLINT: rebinding is implicit
-
-  static size_t Bytes(size_t n) { return n * sizeof(T); }
-  static size_t Rounded(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
-
-  T* allocate(size_t n) {
-    if (Bytes(n) < kHugePage) return std::allocator<T>().allocate(n);
-    void* memory = std::aligned_alloc(kHugePage, Rounded(Bytes(n)));
-    if (memory == nullptr) throw std::bad_alloc();      // as std::allocator does
-    madvise(memory, Rounded(Bytes(n)), MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages
-    return static_cast<T*>(memory);
-  }
-  void deallocate(T* memory, size_t n) {
-    if (Bytes(n) < kHugePage) {
-      std::allocator<T>().deallocate(memory, n);
-    } else {
-      std::free(memory);
-    }
-  }
-  template <typename U>
-  bool operator==(const HugePageAllocator<U>& /*other*/) const {
-    return true;
-  }
-};
-
-using EntryMap = absl::flat_hash_set<Record, RecordHash, RecordEq, HugePageAllocator<Record>>;
+using EntryMap = internal::LineTable<Record, RecordHash, RecordEq>;
 
 // Cache-line aligned so two shards' locks never share a line.
 struct alignas(64) Shard {
@@ -537,7 +499,7 @@ class MemoryStoreImpl final : public MemoryStore {
     for (int i = 0; i < shards; ++i) {
       internal::SpinLockHolder lock(shards_[i].mu);
       shards_[i].capacity = max_keys / shards + (i < max_keys % shards ? 1 : 0);
-      shards_[i].entries = EntryMap(0, RecordHash{seed_});
+      shards_[i].entries.set_hash(RecordHash{seed_});
     }
   }
 
@@ -622,8 +584,7 @@ class MemoryStoreImpl final : public MemoryStore {
     shard.entries.prefetch(key);
     const int64_t now = Now();
     if (HasExpired(shard, now)) SweepExpired(shard, now, kSweepPerCheck);
-    auto it = shard.entries.find(key);
-    const Record* entry = it == shard.entries.end() ? nullptr : &*it;
+    const Record* entry = shard.entries.find(key);
     const LimitNumbers& n = limit.numbers;
     switch (n.algorithm) {
       case Algorithm::kTokenBucket: {
@@ -713,9 +674,8 @@ class MemoryStoreImpl final : public MemoryStore {
       }
       AnyState stored;
       if (state == nullptr) {
-        auto it = p.shard->entries.find(p.key);
-        if (it != p.shard->entries.end()) {
-          stored = it->GetAny();
+        if (const Record* entry = p.shard->entries.find(p.key); entry != nullptr) {
+          stored = entry->GetAny();
           state = &stored;
         }
       }
@@ -727,9 +687,8 @@ class MemoryStoreImpl final : public MemoryStore {
     if (all_allowed) {
       for (Pending& p : pending) {
         if (!p.step.changed) continue;
-        // Looked up again: an earlier commit may have inserted into (and rehashed) the map.
-        auto it = p.shard->entries.find(p.key);
-        const Record* entry = it == p.shard->entries.end() ? nullptr : &*it;
+        // Looked up again: an earlier commit may have inserted into (and rehashed) the table.
+        const Record* entry = p.shard->entries.find(p.key);
         Commit(*p.shard, p.key, entry, p.step.state, p.step.expires_at_micros, now);
       }
     }
@@ -755,10 +714,10 @@ class MemoryStoreImpl final : public MemoryStore {
     std::push_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
     const uint8_t kind = std::visit(
         [](const auto& s) { return StateKindOf<std::decay_t<decltype(s)>>::value; }, state);
-    auto it = shard.entries.lazy_emplace(
-        key, [&key, kind](const auto& construct) { construct(key.name, key.key, kind); });
-    it->SetAny(state);
-    it->set_expires_at_micros(expires_at_micros);
+    Record* added = shard.entries.insert_new(
+        key, [&key, kind](void* line) { new (line) Record(key.name, key.key, kind); });
+    added->SetAny(state);
+    added->set_expires_at_micros(expires_at_micros);
   }
 
   // Pops the top heap record. Returns its entry's real expiry and leaves the record popped
@@ -767,8 +726,7 @@ class MemoryStoreImpl final : public MemoryStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     std::pop_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
     HeapRecord& record = shard.heap.back();
-    auto it = shard.entries.find(record.key.view());
-    return {&record, it == shard.entries.end() ? nullptr : &*it};
+    return {&record, shard.entries.find(record.key.view())};
   }
 
   // Puts the popped record back with its entry's real expiry.
