@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "tollgate/clock.h"
 #include "tollgate/store.h"
 
@@ -30,6 +31,17 @@ struct MemoryStoreOptions {
 class MemoryStore : public Store {
  public:
   static absl::StatusOr<std::unique_ptr<MemoryStore>> Create(MemoryStoreOptions options = {});
+
+  // Decides each item on its own, exactly as CheckOne(*item.limit, item.key, item.cost) for
+  // each in turn would: not all or nothing (use CheckAsync for that), and a key named twice
+  // sees its earlier item's consumption. decisions[i] gets item i's decision, or its error
+  // (invalid numbers, empty key, negative cost). For batches of independent requests, such
+  // as the requests an event loop found ready together: in a store larger than the caches,
+  // every item's entry is fetched from memory before the first item is decided, so their
+  // cache misses overlap instead of following each other.
+  // REQUIRES: decisions.size() == items.size().
+  virtual void CheckEach(absl::Span<const CheckItem> items,
+                         absl::Span<absl::StatusOr<Decision>> decisions) = 0;
 
   // Live entries, including expired ones not yet swept.
   virtual int64_t Size() const = 0;

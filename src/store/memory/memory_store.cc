@@ -480,6 +480,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumbersValid(const LimitNumbers& n) {
   return false;
 }
 
+// Whether Validate() would pass, inline (the single-item paths run it on every check).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Valid(const Limit* limit, std::string_view key,
+                                               int64_t cost) {
+  return limit != nullptr && !key.empty() && cost >= 0 && NumbersValid(limit->numbers);
+}
+
 absl::Status Validate(const Limit* limit, std::string_view key, int64_t cost) {
   if (limit == nullptr) return absl::InvalidArgumentError("check item without a limit");
   if (key.empty()) return absl::InvalidArgumentError("empty key");
@@ -516,7 +522,10 @@ class MemoryStoreImpl final : public MemoryStore {
     }
     std::vector<Decision> decisions(items.size());
     if (items.size() == 1) {
-      CheckSingle(*items[0].limit, items[0].key, items[0].cost, decisions[0]);
+      const Limit& limit = *items[0].limit;
+      CheckSingle(limit,
+                  KeyView{limit.name, items[0].key, HashKey(seed_, limit.name, items[0].key)},
+                  items[0].cost, decisions[0]);
     } else {
       // One clock read per batch: every item is decided at the same instant.
       CheckMany(items, clock_->NowMicros(), decisions);
@@ -530,12 +539,41 @@ class MemoryStoreImpl final : public MemoryStore {
     // not copied): a copy would load whole 16 bytes of fields just stored one by one, and
     // each such load waits until the stores retire, a large share of a hot-key check.
     absl::StatusOr<Decision> result(absl::in_place);
-    if (ABSL_PREDICT_FALSE(key.empty() || cost < 0 || !NumbersValid(limit.numbers))) {
+    if (ABSL_PREDICT_FALSE(!Valid(&limit, key, cost))) {
       result = Validate(&limit, key, cost);
     } else {
-      CheckSingle(limit, key, cost, *result);
+      CheckSingle(limit, KeyView{limit.name, key, HashKey(seed_, limit.name, key)}, cost, *result);
     }
     return result;
+  }
+
+  void CheckEach(absl::Span<const CheckItem> items,
+                 absl::Span<absl::StatusOr<Decision>> decisions) override {
+    // Groups small enough that a group's lines stay cached until used.
+    constexpr size_t kGroup = 16;
+    size_t hashes[kGroup];
+    for (size_t start = 0; start < items.size(); start += kGroup) {
+      const size_t end = std::min(items.size(), start + kGroup);
+      for (size_t i = start; i < end; ++i) {
+        const CheckItem& item = items[i];
+        if (!Valid(item.limit, item.key, item.cost)) continue;
+        const KeyView key{item.limit->name, item.key, HashKey(seed_, item.limit->name, item.key)};
+        hashes[i - start] = key.hash;
+        Shard& shard = ShardFor(key.hash);
+        internal::SpinLockHolder lock(shard.mu);  // the table's layout, not the entry
+        shard.entries.prefetch(key);
+      }
+      for (size_t i = start; i < end; ++i) {
+        const CheckItem& item = items[i];
+        if (!Valid(item.limit, item.key, item.cost)) {
+          decisions[i] = Validate(item.limit, item.key, item.cost);
+          continue;
+        }
+        decisions[i].emplace();
+        CheckSingle(*item.limit, KeyView{item.limit->name, item.key, hashes[i - start]}, item.cost,
+                    *decisions[i]);
+      }
+    }
   }
 
   std::string_view Name() const override { return "memory"; }
@@ -572,13 +610,12 @@ class MemoryStoreImpl final : public MemoryStore {
   // its two parts, never composed unless it is new), and the algorithm's state read and
   // written in place.
   //
-  // The clock is read under the shard lock, after the key's slot has been prefetched: on a
-  // large store finding the slot costs two cache misses, which then overlap with each other
-  // and with the clock read instead of following one another. And decisions on a key then
-  // carry times in the order they were made, so a thread delayed between reading the clock
-  // and taking the lock cannot decide with a time older than a decision already made.
-  void CheckSingle(const Limit& limit, std::string_view key_bytes, int64_t cost, Decision& out) {
-    const KeyView key{limit.name, key_bytes, HashKey(seed_, limit.name, key_bytes)};
+  // The clock is read under the shard lock, after the key's first line has been prefetched:
+  // on a large store that line is a cache miss, which then overlaps with the clock read
+  // instead of following it. And decisions on a key then carry times in the order they were
+  // made, so a thread delayed between reading the clock and taking the lock cannot decide
+  // with a time older than a decision already made.
+  void CheckSingle(const Limit& limit, const KeyView& key, int64_t cost, Decision& out) {
     Shard& shard = ShardFor(key.hash);
     internal::SpinLockHolder lock(shard.mu);
     shard.entries.prefetch(key);

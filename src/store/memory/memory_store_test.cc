@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "src/algorithm/token_bucket.h"
 #include "tests/support/limits.h"
@@ -236,6 +237,57 @@ TEST(MemoryStoreTest, CheckOneAgreesWithTheBatchPathOnRandomSequences) {
   batch->Sweep();
   EXPECT_GT(single->Size(), 0);
   EXPECT_EQ(single->Size(), batch->Size());
+}
+
+// CheckEach decides a batch item by item, as CheckOne would one call at a time: batches of
+// 1 to 40 random items (more than one prefetch group, keys repeated within a batch, now and
+// then an invalid item) against the same sequence through CheckOne on a second store.
+TEST(MemoryStoreTest, CheckEachDecidesLikeCheckOneInTurn) {
+  SimulatedClock clock(1'700'000'000'123'456);
+  auto each = NewStore(&clock);
+  auto one_by_one = NewStore(&clock);
+  const std::vector<Limit> limits = {TokenBucket("bucket", 5, 2.5),
+                                     Window("fixed", Algorithm::kFixedWindow, 5, kSecond),
+                                     Window("sliding", Algorithm::kSlidingWindow, 5, kSecond)};
+  std::mt19937 random(20261202);
+  std::uniform_int_distribution<int> pick_size(1, 40);
+  std::uniform_int_distribution<int> pick_limit(0, 2);
+  std::uniform_int_distribution<int> pick_key(0, 9);
+  std::uniform_int_distribution<int64_t> pick_cost(-1, 4);  // -1: an invalid item
+  std::uniform_int_distribution<int64_t> pick_advance(0, 600'000);
+  int64_t allowed = 0;
+  int64_t refused = 0;
+  int64_t invalid = 0;
+  for (int batch = 0; batch < 400; ++batch) {
+    clock.AdvanceMicros(pick_advance(random));
+    std::vector<CheckItem> items;
+    for (int i = pick_size(random); i > 0; --i) {
+      items.push_back(CheckItem{&limits[pick_limit(random)], absl::StrCat("k", pick_key(random)),
+                                pick_cost(random)});
+    }
+    std::vector<absl::StatusOr<Decision>> decisions(items.size());
+    each->CheckEach(items, absl::MakeSpan(decisions));
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string context =
+          absl::StrCat("batch ", batch, " item ", i, " ", items[i].limit->name, " ", items[i].key);
+      absl::StatusOr<Decision> expected =
+          one_by_one->CheckOne(*items[i].limit, items[i].key, items[i].cost);
+      ASSERT_EQ(decisions[i].status(), expected.status()) << context;
+      if (!expected.ok()) {
+        ++invalid;
+        continue;
+      }
+      ExpectSameDecision(*expected, *decisions[i], context);
+      (expected->allowed ? allowed : refused) += 1;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(allowed, 500);
+  EXPECT_GT(refused, 500);
+  EXPECT_GT(invalid, 100);
+  each->Sweep();
+  one_by_one->Sweep();
+  EXPECT_EQ(each->Size(), one_by_one->Size());
 }
 
 // A shard keeps the durations (fill time, time per token) of the last token bucket numbers
