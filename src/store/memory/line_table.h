@@ -24,6 +24,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -59,10 +60,19 @@ class LineTable {
   // Lines allocated (a power of two, or 0).
   size_t capacity() const { return capacity_; }
 
-  // Starts loading the line a lookup of `key` begins at.
-  template <typename K>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE void prefetch(const K& key) const {
-    if (ABSL_PREDICT_TRUE(capacity_ != 0)) __builtin_prefetch(&lines_[key.hash & mask_], 1);
+  // Starts loading the line a lookup of a key with this hash begins at, and the next (where
+  // an entry pushed from its line usually is). The one member that may be called without
+  // the caller's lock (to prefetch for several keys before locking anything): it reads the
+  // table's address and mask atomically, and a stale pair (the table was moved meanwhile)
+  // only prefetches useless lines; a prefetch never faults.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void prefetch(size_t hash) const {
+    const T* lines = std::atomic_ref<T*>(const_cast<T*&>(lines_)).load(std::memory_order_relaxed);
+    const size_t mask =
+        std::atomic_ref<size_t>(const_cast<size_t&>(mask_)).load(std::memory_order_relaxed);
+    if (ABSL_PREDICT_TRUE(lines != nullptr)) {
+      __builtin_prefetch(lines + (hash & mask), 1);
+      __builtin_prefetch(lines + ((hash + 1) & mask), 1);
+    }
   }
 
   // The entry equal to `key`, or nullptr. Valid until the next insert or erase.
@@ -118,9 +128,10 @@ class LineTable {
   void Rehash(size_t capacity) {
     T* old_lines = lines_;
     const size_t old_capacity = capacity_;
-    lines_ = Allocate(capacity);
+    // Atomic stores, for prefetch() in other threads (every other access holds the lock).
+    std::atomic_ref<T*>(lines_).store(Allocate(capacity), std::memory_order_relaxed);
+    std::atomic_ref<size_t>(mask_).store(capacity - 1, std::memory_order_relaxed);
     capacity_ = capacity;
-    mask_ = capacity - 1;
     for (size_t i = 0; i < old_capacity; ++i) {
       if (T::Vacant(old_lines[i])) continue;
       size_t j = hash_(old_lines[i]) & mask_;
