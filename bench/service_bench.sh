@@ -25,6 +25,10 @@
 #   PERF_STAT=0        1: also count, with `perf stat -p` on the server over each gRPC run's
 #                      measured window, context switches and syscalls per call (a second
 #                      table: where the kernel's share of a call goes)
+#   FLOOR=1            1: also gRPC rows for a domain no config defines (answered OK with no
+#                      status, as envoyproxy/ratelimit does, before any store or descriptor
+#                      work): what a call costs the server in gRPC itself, the floor under
+#                      every gRPC row
 #   OUT=bench/out/service.md
 # CPU-seconds are utime + stime of the tollgate process over the measured window
 # (/proc/PID/stat); Redis and the load generator run on the same machine and are not counted.
@@ -46,6 +50,7 @@ CLIENT_THREADS=${CLIENT_THREADS:-2}
 CHANNELS=${CHANNELS:-2}
 PERF_STAT=${PERF_STAT:-0}
 RATE=${RATE:-}
+FLOOR=${FLOOR:-1}
 OUT=${OUT:-bench/out/service.md}
 
 TOLLGATE="$BUILD/tollgate"
@@ -179,7 +184,7 @@ PERF_EVENTS=(context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_
 per_call() {
   awk -F, -v calls="$2" -v event="$3" '$3 == event { if (calls > 0) printf "%.2f", $1 / calls }' "$1"
 }
-run_grpc() {  # $1 store, $2 concurrency
+run_grpc() {  # $1 store, $2 concurrency; GRPC_DOMAIN (default bench): the calls' domain
   local out descriptors label perf_pid perf_out counts_before
   for descriptors in $DESCRIPTORS; do
     counts_before=$(store_counts)
@@ -190,7 +195,7 @@ run_grpc() {  # $1 store, $2 concurrency
         -- sleep "$DURATION" >/dev/null 2>&1) &
       perf_pid=$!
     fi
-    out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain bench --key user --keys "$KEYS" \
+    out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain "${GRPC_DOMAIN:-bench}" --key user --keys "$KEYS" \
       --concurrency "$2" --channels "$CHANNELS" --client-threads "$CLIENT_THREADS" \
       --descriptors "$descriptors" ${RATE:+--rate "$RATE"} --duration "$DURATION" --warmup "$WARMUP" \
       --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
@@ -201,6 +206,7 @@ run_grpc() {  # $1 store, $2 concurrency
     label="gRPC"
     [ "$descriptors" != 1 ] && label="gRPC, **$descriptors descriptors per call**"
     [ -n "$RATE" ] && label="$label at $RATE calls/s"
+    [ -n "${GRPC_DOMAIN:-}" ] && label="$label, **unknown domain: no decision, calls/s**"
     ROWS+=("| $label | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(fallback_share "$counts_before" "$(store_counts)") | $(field errors) |")
     if [ "$PERF_STAT" = 1 ]; then
       wait "$perf_pid" || true
@@ -243,6 +249,15 @@ for store in $STORES; do
     done
   done
 done
+
+# The floor: calls answered before any store work (a fresh in-memory server per row).
+if [ "$FLOOR" = 1 ] && [[ " $APIS " == *" grpc "* ]]; then
+  for concurrency in $CONCURRENCY; do
+    start_serve memory
+    GRPC_DOMAIN=no_such_domain run_grpc none "$concurrency"
+    stop_serve
+  done
+fi
 
 {
   echo "Service benchmark: ${DURATION}s per run, tollgate serve --threads $THREADS, $KEYS keys, gRPC over $CHANNELS connections, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
