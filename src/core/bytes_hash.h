@@ -37,21 +37,24 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t Fold(uint64_t a, uint64_t b) {
 
 // Hashes `bytes` into `state` (start from a seed): one multiplication per 16 bytes. The
 // state enters both factors of every multiplication, so colliding keys cannot be chosen
-// without knowing the seed.
+// without knowing the seed. A string longer than 16 bytes ends with its last 16 bytes,
+// read whole (overlapping the block before), not assembled from its tail.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t HashBytes(uint64_t state, std::string_view bytes) {
   constexpr uint64_t kOdd0 = 0x9e3779b97f4a7c15;  // 2^64 / golden ratio
   constexpr uint64_t kOdd1 = 0xc2b2ae3d27d4eb4f;
   const char* p = bytes.data();
-  size_t n = bytes.size();
+  const size_t n = bytes.size();
   state ^= n * kOdd0;
-  while (n > 16) {
-    state = Fold(Load64(p) ^ kOdd0 ^ state, Load64(p + 8) ^ kOdd1 ^ state);
-    p += 16;
-    n -= 16;
-  }
   uint64_t a = 0;
   uint64_t b = 0;
-  if (n >= 8) {  // two 8-byte reads, overlapping when n < 16
+  if (n > 16) {
+    const char* last = p + n - 16;
+    for (; p < last; p += 16) {
+      state = Fold(Load64(p) ^ kOdd0 ^ state, Load64(p + 8) ^ kOdd1 ^ state);
+    }
+    a = Load64(last);
+    b = Load64(last + 8);
+  } else if (n >= 8) {  // two 8-byte reads, overlapping when n < 16
     a = Load64(p);
     b = Load64(p + n - 8);
   } else if (n >= 4) {
@@ -72,11 +75,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool BytesEqual(const char* a, const char* b
     }
     return Load64(a + n - 8) == Load64(b + n - 8);
   }
-  if (n >= 4) return Load32(a) == Load32(b) && Load32(a + n - 4) == Load32(b + n - 4);
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
+  if (n >= 4) return ((Load32(a) ^ Load32(b)) | (Load32(a + n - 4) ^ Load32(b + n - 4))) == 0;
+  if (n == 0) return true;
+  // Bytes 0, n / 2 and n - 1 are every byte of a string of 1 to 3 bytes.
+  return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
 }
 
 }  // namespace tollgate::internal
