@@ -31,12 +31,12 @@ struct LimiterOptions {
   // The limits this limiter knows, by unique name.
   std::vector<Limit> limits;
   // Where state lives. nullptr means a fresh in-memory store using `clock`.
-  std::shared_ptr<Store> store;
+  std::shared_ptr<Store> store = nullptr;
   // Where limits with `mode: sync` live (a SyncStore: local counts synced with Redis).
   // nullptr: they are checked exactly in `store` like every other limit. A request that
   // mixes sync and exact limits is refused with InvalidArgument: all-or-nothing across a
   // local and a shared store cannot be kept.
-  std::shared_ptr<Store> sync_store;
+  std::shared_ptr<Store> sync_store = nullptr;
   // Time source for the in-memory store. nullptr means SystemClock().
   // REQUIRES: outlives the limiter.
   Clock* clock = nullptr;

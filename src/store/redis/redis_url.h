@@ -15,11 +15,11 @@ namespace tollgate::redis {
 struct TlsOptions {
   // PEM file of the certificate authorities that sign Redis' certificate. Empty: the
   // system's default trust store.
-  std::string ca_file;
+  std::string ca_file = "";
   // Client certificate and private key (PEM), for a Redis that requires them
   // (`tls-auth-clients yes`, Redis' default). Both or neither.
-  std::string cert_file;
-  std::string key_file;
+  std::string cert_file = "";
+  std::string key_file = "";
   // Verify Redis' certificate chain and that it names the host of the URL. Turn off only
   // for tests against a self-signed certificate with no CA at hand.
   bool verify_peer = true;
