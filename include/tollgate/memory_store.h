@@ -39,7 +39,8 @@ class MemoryStore : public Store {
   // as the requests an event loop found ready together: in a store larger than the caches,
   // every item's entry is fetched from memory before the first item is decided, so their
   // cache misses overlap instead of following each other.
-  // REQUIRES: decisions.size() == items.size().
+  // If decisions.size() != items.size(), nothing is checked and every decision is an
+  // InvalidArgument error.
   virtual void CheckEach(absl::Span<const CheckItem> items,
                          absl::Span<absl::StatusOr<Decision>> decisions) = 0;
 

@@ -1,6 +1,6 @@
 // Copyright tollgate authors.
 //
-// Layout: `shards` independent hash sets, each behind its own SpinLock. An entry (a Record,
+// Layout: `shards` independent hash tables, each behind its own SpinLock. An entry (a Record,
 // one 64-byte cache line) holds the limit name and key, one algorithm state and the time it
 // stops mattering. Each shard keeps a min-heap of (expires_at, key) with exactly one record per
 // entry; a record's time may be older than its entry's (an entry's expiry moves later as it is
@@ -15,8 +15,6 @@
 // active use has its expiry pushed later with every consuming check, so it is evicted only
 // after every idler key of its shard.
 #include "tollgate/memory_store.h"
-
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -549,6 +547,12 @@ class MemoryStoreImpl final : public MemoryStore {
 
   void CheckEach(absl::Span<const CheckItem> items,
                  absl::Span<absl::StatusOr<Decision>> decisions) override {
+    if (ABSL_PREDICT_FALSE(decisions.size() != items.size())) {
+      const absl::Status mismatch = absl::InvalidArgumentError(absl::StrCat(
+          "CheckEach: ", items.size(), " items but room for ", decisions.size(), " decisions"));
+      for (absl::StatusOr<Decision>& decision : decisions) decision = mismatch;
+      return;
+    }
     // Groups small enough that a group's lines stay cached until used.
     constexpr size_t kGroup = 16;
     size_t hashes[kGroup];

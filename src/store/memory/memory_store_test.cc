@@ -288,6 +288,15 @@ TEST(MemoryStoreTest, CheckEachDecidesLikeCheckOneInTurn) {
   each->Sweep();
   one_by_one->Sweep();
   EXPECT_EQ(each->Size(), one_by_one->Size());
+
+  // Room for fewer decisions than items: nothing is checked, every decision says why.
+  const int64_t size_before = each->Size();
+  const std::vector<CheckItem> two = {CheckItem{&limits[0], "new1", 1},
+                                      CheckItem{&limits[0], "new2", 1}};
+  std::vector<absl::StatusOr<Decision>> one(1);
+  each->CheckEach(two, absl::MakeSpan(one));
+  EXPECT_EQ(one[0].status().code(), absl::StatusCode::kInvalidArgument) << one[0].status();
+  EXPECT_EQ(each->Size(), size_before);
 }
 
 // A shard keeps the durations (fill time, time per token) of the last token bucket numbers
