@@ -127,6 +127,7 @@ start_serve() {  # $1: store (redis | memory)
   local args=(serve --config "$WORK/envoy.yaml" --config "$WORK/limits.yaml"
     --http 127.0.0.1:0 --grpc 127.0.0.1:0 --threads "$THREADS" --log-level info)
   [ "$1" = redis ] && args+=(--redis "$REDIS_URL" --instances 1)
+  : >"$WORK/serve-$1.log"  # exists before the server writes it: the polling below reads it
   "$TOLLGATE" "${args[@]}" >"$WORK/serve-$1.log" 2>&1 &
   SERVE_PID=$!
   PIDS+=("$SERVE_PID")

@@ -19,6 +19,16 @@ if(NOT TOLLGATE_BUILD_BENCH)
   return()
 endif()
 
+# A minimal ShouldRateLimit server per gRPC server API (callback, async, sync) that answers OK
+# at once: gRPC's own cost per call, for bench/grpc_floor.sh.
+add_executable(grpc_floor_server ${CMAKE_SOURCE_DIR}/bench/grpc_floor_server.cc)
+target_link_libraries(grpc_floor_server PRIVATE tollgate_grpc absl::synchronization)
+if(TARGET PkgConfig::TOLLGATE_MALLOC_LIB)  # the malloc of `tollgate serve`, for a fair floor
+  target_link_libraries(grpc_floor_server PRIVATE PkgConfig::TOLLGATE_MALLOC_LIB)
+endif()
+set_target_properties(grpc_floor_server PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
 # Google Benchmark targets: bench/<name>.cc -> build/bench/<name>. Those without a main() of
 # their own (BENCHMARK_MAIN or a plain one) get bench/benchmark_main.cc.
 file(GLOB bench_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/*_bench.cc)
