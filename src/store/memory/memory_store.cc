@@ -396,6 +396,9 @@ using EntryMap = internal::LineTable<Record, RecordHash, RecordEq>;
 // Cache-line aligned so two shards' locks never share a line.
 struct alignas(64) Shard {
   internal::SpinLock mu;
+  // The latest time a single-item check of this shard decided at (microseconds; beside the
+  // lock, in its cache line).
+  int64_t latest_micros ABSL_GUARDED_BY(mu) = 0;
   EntryMap entries ABSL_GUARDED_BY(mu);
   std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
   int64_t capacity = 1;  // set once before the store is shared
@@ -618,16 +621,20 @@ class MemoryStoreImpl final : public MemoryStore {
   // its two parts, never composed unless it is new), and the algorithm's state read and
   // written in place.
   //
-  // The clock is read under the shard lock, after the key's first line has been prefetched:
-  // on a large store that line is a cache miss, which then overlaps with the clock read
-  // instead of following it. And decisions on a key then carry times in the order they were
-  // made, so a thread delayed between reading the clock and taking the lock cannot decide
-  // with a time older than a decision already made.
+  // The key's first line is prefetched and the clock read before the lock is taken: on a
+  // large store that line is a cache miss, and the counter read has tens of cycles of
+  // latency, on which the whole algorithm depends; both then overlap with taking the lock.
+  // Decisions in a shard still carry times in the order they were made: under the lock, a
+  // check decides at the later of its own read and the shard's latest decision, so a thread
+  // delayed between reading the clock and taking the lock cannot decide with a time older
+  // than a decision already made.
   void CheckSingle(const Limit& limit, const KeyView& key, int64_t cost, Decision& out) {
     Shard& shard = ShardFor(key.hash);
+    PrefetchUnlocked(shard, key.hash);
+    const int64_t read = Now();
     internal::SpinLockHolder lock(shard.mu);
-    shard.entries.prefetch(key.hash);
-    const int64_t now = Now();
+    const int64_t now = read > shard.latest_micros ? read : shard.latest_micros;
+    shard.latest_micros = now;
     if (HasExpired(shard, now)) SweepExpired(shard, now, kSweepPerCheck);
     const Record* entry = shard.entries.find(key);
     const LimitNumbers& n = limit.numbers;
@@ -697,6 +704,8 @@ class MemoryStoreImpl final : public MemoryStore {
       pending[i].shard = &ShardFor(pending[i].key.hash);
       locked.push_back(pending[i].shard);
     }
+    // Every item's line is on its way before the first lock: their misses overlap.
+    for (const Pending& p : pending) PrefetchUnlocked(*p.shard, p.key.hash);
     // Ascending address order = ascending shard order: every caller locks in the same order,
     // so two batches sharing shards cannot deadlock.
     std::sort(locked.begin(), locked.end());
