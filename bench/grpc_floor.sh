@@ -74,13 +74,6 @@ descriptors:
   - key: user
     rate_limit: {unit: second, requests_per_unit: 1000000000}
 EOF
-cat >"$WORK/limits.yaml" <<'EOF'
-limits:
-  bench:
-    algorithm: token_bucket
-    capacity: 1000000000
-    refill_per_second: 1000000000
-EOF
 
 SERVER_PORT=""
 SERVERS_STARTED=0
@@ -92,7 +85,7 @@ start_server() {
   # Created here: the server's redirection happens in the child, maybe after the first sed.
   : >"$log"
   if [ "$1" = serve ]; then
-    "$TOLLGATE" serve --config "$WORK/envoy.yaml" --config "$WORK/limits.yaml" \
+    "$TOLLGATE" serve --config "$WORK/envoy.yaml" \
       --http 127.0.0.1:0 --grpc 127.0.0.1:0 --threads "$SERVE_THREADS" --log-level info >"$log" 2>&1 &
   else
     "$FLOOR_SERVER" --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
