@@ -426,7 +426,9 @@ TEST(ServeWithRedisTest, EightServersSharingOneRedisAdmitOneLimit) {
           answered += 2;
           if (api->result_int() == 200) ++api_allowed;
           if (orders->result_int() == 200) ++orders_allowed;
-          if (api->result_int() == 200) EXPECT_EQ(Json(*api)["source"], "redis");
+          if (api->result_int() == 200) {
+            EXPECT_EQ(Json(*api)["source"], "redis");
+          }
         }
       }
     });
