@@ -104,10 +104,12 @@ void Prefill(MemoryStore& store, const Limit& limit, int64_t algorithm_index) {
   });
 }
 
-void Record(benchmark::State& state, int64_t allowed) {
-  state.SetItemsProcessed(state.iterations());
+// `per_iteration`: decisions per loop iteration (a batch's size).
+void Record(benchmark::State& state, int64_t allowed, int64_t per_iteration = 1) {
+  const int64_t decisions = state.iterations() * per_iteration;
+  state.SetItemsProcessed(decisions);
   state.counters["allowed_fraction"] =
-      benchmark::Counter(static_cast<double>(allowed) / static_cast<double>(state.iterations()),
+      benchmark::Counter(static_cast<double>(allowed) / static_cast<double>(decisions),
                          benchmark::Counter::kAvgThreads);
 }
 
@@ -192,10 +194,7 @@ void BM_MemoryStoreCheckEachDistinctKeys(benchmark::State& state) {
       allowed += decision.ok() && decision->allowed;
     }
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch));
-  state.counters["allowed_fraction"] = benchmark::Counter(
-      static_cast<double>(allowed) / static_cast<double>(state.iterations() * batch),
-      benchmark::Counter::kAvgThreads);
+  Record(state, allowed, static_cast<int64_t>(batch));
 }
 BENCHMARK(BM_MemoryStoreCheckEachDistinctKeys)
     ->ArgsProduct({{0, 1, 2}, {16}})

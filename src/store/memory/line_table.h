@@ -16,8 +16,8 @@
 //
 // T: a 64-byte, 64-byte-aligned type whose all-zero bytes mean "no entry" (T::Vacant tells
 // a line apart), move-constructible (the table moves an entry by constructing it in its new
-// line and destroying the old one). Hash(t) gives
-// an entry's hash; a lookup key K carries its hash in `key.hash`; Eq(t, key) compares.
+// line and destroying the old one). Hash(t) gives an entry's hash; a lookup key K carries
+// its hash in `key.hash`; Eq(t, key) compares.
 // Not thread-safe: the caller locks.
 #ifndef TOLLGATE_SRC_STORE_MEMORY_LINE_TABLE_H_
 #define TOLLGATE_SRC_STORE_MEMORY_LINE_TABLE_H_
@@ -50,7 +50,7 @@ class LineTable {
     for (size_t i = 0; i < capacity_; ++i) {
       if (!T::Vacant(lines_[i])) lines_[i].~T();
     }
-    Free(lines_, capacity_);
+    std::free(lines_);
   }
 
   // Replaces the hash function. REQUIRES: the table is empty.
@@ -138,7 +138,7 @@ class LineTable {
       while (!T::Vacant(lines_[j])) j = (j + 1) & mask_;
       Move(&old_lines[i], &lines_[j]);
     }
-    Free(old_lines, old_capacity);
+    std::free(old_lines);  // Allocate's aligned_alloc
   }
 
   // Moves an entry into a vacant line; `from` is left destroyed (not yet vacant).
@@ -163,7 +163,6 @@ class LineTable {
     std::memset(memory, 0, bytes);
     return static_cast<T*>(memory);
   }
-  static void Free(T* lines, size_t /*capacity*/) { std::free(lines); }
 
   Hash hash_;
   Eq eq_;

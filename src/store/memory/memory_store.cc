@@ -524,9 +524,7 @@ class MemoryStoreImpl final : public MemoryStore {
     std::vector<Decision> decisions(items.size());
     if (items.size() == 1) {
       const Limit& limit = *items[0].limit;
-      CheckSingle(limit,
-                  KeyView{limit.name, items[0].key, HashKey(seed_, limit.name, items[0].key)},
-                  items[0].cost, decisions[0]);
+      CheckSingle(limit, KeyOf(limit, items[0].key), items[0].cost, decisions[0]);
     } else {
       // One clock read per batch: every item is decided at the same instant.
       CheckMany(items, clock_->NowMicros(), decisions);
@@ -543,7 +541,7 @@ class MemoryStoreImpl final : public MemoryStore {
     if (ABSL_PREDICT_FALSE(!Valid(&limit, key, cost))) {
       result = Validate(&limit, key, cost);
     } else {
-      CheckSingle(limit, KeyView{limit.name, key, HashKey(seed_, limit.name, key)}, cost, *result);
+      CheckSingle(limit, KeyOf(limit, key), cost, *result);
     }
     return result;
   }
@@ -558,20 +556,20 @@ class MemoryStoreImpl final : public MemoryStore {
     }
     // Groups small enough that a group's lines stay cached until used.
     constexpr size_t kGroup = 16;
-    size_t hashes[kGroup];
+    KeyView keys[kGroup];
     bool valid[kGroup];
     for (size_t start = 0; start < items.size(); start += kGroup) {
       const size_t count = std::min(items.size() - start, kGroup);
       const CheckItem* group = &items[start];
       for (size_t i = 0; i < count; ++i) {
         valid[i] = Valid(group[i].limit, group[i].key, group[i].cost);
-        if (valid[i]) hashes[i] = HashKey(seed_, group[i].limit->name, group[i].key);
+        if (valid[i]) keys[i] = KeyOf(*group[i].limit, group[i].key);
       }
       // The prefetches back to back, after all the hashing: on the development VM's CPU a
       // prefetch that misses holds up retirement like a load, so prefetches spread between
       // other work would be only a few at a time in flight.
       for (size_t i = 0; i < count; ++i) {
-        if (valid[i]) PrefetchUnlocked(ShardFor(hashes[i]), hashes[i]);
+        if (valid[i]) PrefetchUnlocked(ShardFor(keys[i].hash), keys[i].hash);
       }
       for (size_t i = 0; i < count; ++i) {
         const CheckItem& item = group[i];
@@ -581,8 +579,7 @@ class MemoryStoreImpl final : public MemoryStore {
           continue;
         }
         decision.emplace();
-        CheckSingle(*item.limit, KeyView{item.limit->name, item.key, hashes[i]}, item.cost,
-                    *decision);
+        CheckSingle(*item.limit, keys[i], item.cost, *decision);
       }
     }
   }
@@ -611,6 +608,11 @@ class MemoryStoreImpl final : public MemoryStore {
   int64_t Evictions() const override { return evictions_.load(std::memory_order_relaxed); }
 
  private:
+  // What a check of `key` under `limit` looks up: the two parts where they lie, and their hash.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE KeyView KeyOf(const Limit& limit, std::string_view key) const {
+    return KeyView{limit.name, key, HashKey(seed_, limit.name, key)};
+  }
+
   Shard& ShardFor(size_t hash) const {
     // The map uses the hash's low bits (slot and control byte); the shard takes high bits so
     // the keys within one shard still spread over the whole hash.
@@ -699,8 +701,7 @@ class MemoryStoreImpl final : public MemoryStore {
     absl::InlinedVector<Pending, 4> pending(items.size());
     absl::InlinedVector<Shard*, 4> locked;
     for (size_t i = 0; i < items.size(); ++i) {
-      const std::string& name = items[i].limit->name;
-      pending[i].key = KeyView{name, items[i].key, HashKey(seed_, name, items[i].key)};
+      pending[i].key = KeyOf(*items[i].limit, items[i].key);
       pending[i].shard = &ShardFor(pending[i].key.hash);
       locked.push_back(pending[i].shard);
     }
