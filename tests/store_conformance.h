@@ -247,8 +247,9 @@ TEST_P(StoreConformanceTest, SingleItemPathAgreesWithTheBatchPath) {
       }
     }
   }
-  const Limit& limit = SlowLimits(5).front();
-  EXPECT_EQ(store().CheckOne(limit, "", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<Limit> limits = SlowLimits(5);
+  EXPECT_EQ(store().CheckOne(limits.front(), "", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(StoreConformanceTest, ConcurrentSingleItemChecksNeverOverAdmit) {

@@ -396,8 +396,8 @@ using EntryMap = internal::LineTable<Record, RecordHash, RecordEq>;
 // Cache-line aligned so two shards' locks never share a line.
 struct alignas(64) Shard {
   internal::SpinLock mu;
-  // The latest time a single-item check of this shard decided at (microseconds; beside the
-  // lock, in its cache line).
+  // The latest time a check of this shard decided at (microseconds; beside the lock, in its
+  // cache line).
   int64_t latest_micros ABSL_GUARDED_BY(mu) = 0;
   EntryMap entries ABSL_GUARDED_BY(mu);
   std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
@@ -469,14 +469,23 @@ Step Compute(const LimitNumbers& numbers, const AnyState* state, int64_t now_mic
 
 // The algorithms' preconditions; a violation would be undefined behaviour (division by zero,
 // infinities cast to integers), so it is an error here, not a crash.
-// Inline: CheckOne runs it on every check.
+// Inline: CheckOne runs it on every check, for the algorithm it dispatched on.
+template <typename S>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumbersValidAs(const LimitNumbers& n) {
+  if constexpr (std::is_same_v<S, TokenBucketState>) {
+    return n.capacity >= 1 && n.refill_per_second > 0 && n.refill_per_second < 1e300;
+  } else {
+    return n.limit >= 1 && n.window_micros >= 1;
+  }
+}
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumbersValid(const LimitNumbers& n) {
   switch (n.algorithm) {
     case Algorithm::kTokenBucket:
-      return n.capacity >= 1 && n.refill_per_second > 0 && n.refill_per_second < 1e300;
+      return NumbersValidAs<TokenBucketState>(n);
     case Algorithm::kFixedWindow:
+      return NumbersValidAs<FixedWindowState>(n);
     case Algorithm::kSlidingWindow:
-      return n.limit >= 1 && n.window_micros >= 1;
+      return NumbersValidAs<SlidingWindowState>(n);
   }
   return false;
 }
@@ -527,23 +536,22 @@ class MemoryStoreImpl final : public MemoryStore {
       CheckSingle(limit, KeyOf(limit, items[0].key), items[0].cost, decisions[0]);
     } else {
       // One clock read per batch: every item is decided at the same instant.
-      CheckMany(items, clock_->NowMicros(), decisions);
+      CheckMany(items, Now(), decisions);
     }
     std::move(done)(std::move(decisions));
   }
 
   absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key,
                                     int64_t cost) override {
-    // The decision is written straight into the returned object (one named result, so it is
-    // not copied): a copy would load whole 16 bytes of fields just stored one by one, and
-    // each such load waits until the stores retire, a large share of a hot-key check.
-    absl::StatusOr<Decision> result(absl::in_place);
-    if (ABSL_PREDICT_FALSE(!Valid(&limit, key, cost))) {
-      result = Validate(&limit, key, cost);
-    } else {
-      CheckSingle(limit, KeyOf(limit, key), cost, *result);
+    switch (limit.numbers.algorithm) {
+      case Algorithm::kTokenBucket:
+        return CheckOneAs<TokenBucketState>(limit, key, cost);
+      case Algorithm::kFixedWindow:
+        return CheckOneAs<FixedWindowState>(limit, key, cost);
+      case Algorithm::kSlidingWindow:
+        return CheckOneAs<SlidingWindowState>(limit, key, cost);
     }
-    return result;
+    return Validate(&limit, key, cost);
   }
 
   void CheckEach(absl::Span<const CheckItem> items,
@@ -619,10 +627,37 @@ class MemoryStoreImpl final : public MemoryStore {
     return shards_[static_cast<int>((hash >> 48) & static_cast<size_t>(shard_mask_))];
   }
 
-  // The fast path: one item, one shard, no temporaries (the key is hashed and compared in
-  // its two parts, never composed unless it is new), and the algorithm's state read and
-  // written in place.
-  //
+  // CheckOne() for a limit of algorithm S: one function from the arguments to the result,
+  // with the single-item path inlined, so there is one set of saved registers, not two, the
+  // key's parts stay in registers, and the decision is built in registers and stored once,
+  // into the returned object (constructed in place, it was zeroed first and then stored field
+  // by field). A hot-key token bucket check went from 45 stores to memory to 37, and from 380
+  // instructions to 360 (callgrind).
+  template <typename S>
+  ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<Decision> CheckOneAs(const Limit& limit,
+                                                              std::string_view key, int64_t cost) {
+    if (ABSL_PREDICT_FALSE(key.empty() || cost < 0 || !NumbersValidAs<S>(limit.numbers))) {
+      return Validate(&limit, key, cost);
+    }
+    Decision decision;
+    CheckSingleAs<S>(limit.numbers, KeyOf(limit, key), cost, decision);
+    return decision;
+  }
+
+  // The fast path of every single-item check: one item, one shard, no temporaries (the key is
+  // hashed and compared in its two parts, never composed unless it is new), and the
+  // algorithm's state read and written in place. REQUIRES: Valid(&limit, key.key, cost).
+  void CheckSingle(const Limit& limit, const KeyView& key, int64_t cost, Decision& out) {
+    switch (limit.numbers.algorithm) {
+      case Algorithm::kTokenBucket:
+        return CheckSingleAs<TokenBucketState>(limit.numbers, key, cost, out);
+      case Algorithm::kFixedWindow:
+        return CheckSingleAs<FixedWindowState>(limit.numbers, key, cost, out);
+      case Algorithm::kSlidingWindow:
+        return CheckSingleAs<SlidingWindowState>(limit.numbers, key, cost, out);
+    }
+  }
+
   // The key's first line is prefetched and the clock read before the lock is taken: on a
   // large store that line is a cache miss, and the counter read has tens of cycles of
   // latency, on which the whole algorithm depends; both then overlap with taking the lock.
@@ -630,41 +665,40 @@ class MemoryStoreImpl final : public MemoryStore {
   // check decides at the later of its own read and the shard's latest decision, so a thread
   // delayed between reading the clock and taking the lock cannot decide with a time older
   // than a decision already made.
-  void CheckSingle(const Limit& limit, const KeyView& key, int64_t cost, Decision& out) {
+  template <typename S>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void CheckSingleAs(const LimitNumbers& n, const KeyView& key,
+                                                  int64_t cost, Decision& out) {
     Shard& shard = ShardFor(key.hash);
     PrefetchUnlocked(shard, key.hash);
     const int64_t read = Now();
     internal::SpinLockHolder lock(shard.mu);
     const int64_t now = read > shard.latest_micros ? read : shard.latest_micros;
     shard.latest_micros = now;
-    if (HasExpired(shard, now)) SweepExpired(shard, now, kSweepPerCheck);
+    if (ABSL_PREDICT_FALSE(HasExpired(shard, now))) SweepExpired(shard, now, kSweepPerCheck);
     const Record* entry = shard.entries.find(key);
-    const LimitNumbers& n = limit.numbers;
-    switch (n.algorithm) {
-      case Algorithm::kTokenBucket: {
-        const algorithm::TokenBucketParams params{n.capacity, n.refill_per_second};
-        const algorithm::TokenBucketTimes& times = TimesFor(shard, params);
-        return Apply<TokenBucketState>(shard, key, entry, now, out, [&](const auto& state) {
-          return algorithm::TokenBucketCheck(state, now, params, times, cost);
-        });
-      }
-      case Algorithm::kFixedWindow:
-        return Apply<FixedWindowState>(shard, key, entry, now, out, [&](const auto& state) {
-          return algorithm::FixedWindowCheck(
-              state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
-        });
-      case Algorithm::kSlidingWindow:
-        return Apply<SlidingWindowState>(shard, key, entry, now, out, [&](const auto& state) {
-          return algorithm::SlidingWindowCheck(
-              state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
-        });
+    if constexpr (std::is_same_v<S, TokenBucketState>) {
+      const algorithm::TokenBucketParams params{n.capacity, n.refill_per_second};
+      const algorithm::TokenBucketTimes& times = TimesFor(shard, params);
+      Apply<S>(shard, key, entry, now, out, [&](const auto& state) ABSL_ATTRIBUTE_ALWAYS_INLINE {
+        return algorithm::TokenBucketCheck(state, now, params, times, cost);
+      });
+    } else if constexpr (std::is_same_v<S, FixedWindowState>) {
+      Apply<S>(shard, key, entry, now, out, [&](const auto& state) ABSL_ATTRIBUTE_ALWAYS_INLINE {
+        return algorithm::FixedWindowCheck(state, now,
+                                           algorithm::WindowParams{n.limit, n.window_micros}, cost);
+      });
+    } else {
+      Apply<S>(shard, key, entry, now, out, [&](const auto& state) ABSL_ATTRIBUTE_ALWAYS_INLINE {
+        return algorithm::SlidingWindowCheck(
+            state, now, algorithm::WindowParams{n.limit, n.window_micros}, cost);
+      });
     }
-    out = Decision{};  // unreachable: Validate() rejects unknown algorithms
   }
 
   template <typename S, typename AlgorithmStep>
-  void Apply(Shard& shard, const KeyView& key, const Record* entry, int64_t now, Decision& out,
-             AlgorithmStep step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Apply(Shard& shard, const KeyView& key, const Record* entry,
+                                          int64_t now, Decision& out, AlgorithmStep step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     const bool held = entry != nullptr && entry->Holds<S>();
     algorithm::Outcome<S> outcome =
         step(held ? std::optional<S>(entry->Get<S>()) : std::optional<S>());
@@ -677,8 +711,9 @@ class MemoryStoreImpl final : public MemoryStore {
         Commit(shard, key, entry, AnyState(outcome.state), outcome.expires_at_micros, now);
       }
     }
-    // Field by field, for the same reason as in CheckOne (a struct copy loads 16 bytes of
-    // fields just stored one by one).
+    // Field by field: a struct copy would load 16 bytes at a time of fields just stored one
+    // by one (each such load waits until those stores retire), and `out` may be in memory
+    // (CheckEach's decisions).
     const Decision& decision = outcome.decision;
     out.allowed = decision.allowed;
     out.limit = decision.limit;
@@ -691,7 +726,10 @@ class MemoryStoreImpl final : public MemoryStore {
 
   // All or nothing over several items, possibly in several shards and possibly naming the
   // same (limit, key) more than once.
-  void CheckMany(const std::vector<CheckItem>& items, int64_t now,
+  // `read`: the clock, read before locking. Like a single-item check, the batch decides at
+  // the later of that and the latest decision time of the shards it locks, and that becomes
+  // their latest: decisions in a shard keep the order they were made in.
+  void CheckMany(const std::vector<CheckItem>& items, int64_t read,
                  std::vector<Decision>& decisions) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     struct Pending {
       KeyView key;
@@ -711,8 +749,13 @@ class MemoryStoreImpl final : public MemoryStore {
     // so two batches sharing shards cannot deadlock.
     std::sort(locked.begin(), locked.end());
     locked.erase(std::unique(locked.begin(), locked.end()), locked.end());
+    int64_t now = read;
     for (Shard* shard : locked) {
       shard->mu.Lock();
+      if (shard->latest_micros > now) now = shard->latest_micros;
+    }
+    for (Shard* shard : locked) {
+      shard->latest_micros = now;
       if (HasExpired(*shard, now)) SweepExpired(*shard, now, kSweepPerCheck);
     }
 
@@ -750,9 +793,11 @@ class MemoryStoreImpl final : public MemoryStore {
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
   }
 
-  // Stores a consumed state. `entry` is the key's current entry or nullptr.
-  void Commit(Shard& shard, const KeyView& key, const Record* entry, const AnyState& state,
-              int64_t expires_at_micros, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  // Stores a consumed state. `entry` is the key's current entry or nullptr. Out of line,
+  // taking the key by value: the fast path's key then need not be kept in memory.
+  ABSL_ATTRIBUTE_NOINLINE void Commit(Shard& shard, KeyView key, const Record* entry,
+                                      const AnyState& state, int64_t expires_at_micros, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     if (entry != nullptr) {
       // Its heap record stays; it is pushed again with this time when it comes up.
       entry->SetAny(state);
@@ -811,7 +856,7 @@ class MemoryStoreImpl final : public MemoryStore {
 
   // Removes entries expired at `now`, at most `budget` heap records handled (-1: no limit).
   // Returns how many entries were removed.
-  static int64_t SweepExpired(Shard& shard, int64_t now, int budget)
+  ABSL_ATTRIBUTE_NOINLINE static int64_t SweepExpired(Shard& shard, int64_t now, int budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     int64_t removed = 0;
     while (budget != 0 && !shard.heap.empty() && shard.heap.front().expires_at_micros <= now) {

@@ -673,6 +673,40 @@ TEST(MemoryStoreTest, TimeGoingBackwardsAddsNothing) {
   }
 }
 
+// A clock stepped back (an NTP correction) between checks of two keys in one shard: the
+// second key is decided at the shard's latest decision time, not at its own earlier reading,
+// through each path a check can take (CheckOne, a one-item batch, an all-or-nothing batch).
+// It is then counted in the first key's window, and checked again once the clock is back, it
+// is refused. Decided at its earlier reading, it would have been counted in a window six
+// seconds back and allowed a second time within one window.
+TEST(MemoryStoreTest, DecisionTimesInAShardNeverGoBack) {
+  constexpr int64_t kStart = 1'700'000'000'000'000 + 300'000;  // 0.3 s into a window
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 1, kSecond);
+  for (int path = 0; path < 3; ++path) {
+    SimulatedClock clock(kStart);
+    auto store = NewStore(&clock, /*shards=*/1);
+    EXPECT_TRUE(CheckOne(*store, fixed, "a").allowed);
+    clock.AdvanceMicros(-5'500'000);
+    Decision second;
+    if (path == 0) {
+      absl::StatusOr<Decision> one = store->CheckOne(fixed, "b", 1);
+      ASSERT_TRUE(one.ok()) << one.status();
+      second = *one;
+    } else if (path == 1) {
+      second = CheckOne(*store, fixed, "b");
+    } else {
+      auto both = store->Check({CheckItem{&fixed, "b", 1}, CheckItem{&fixed, "c", 1}});
+      ASSERT_TRUE(both.ok()) << both.status();
+      second = both->at(0);
+    }
+    EXPECT_TRUE(second.allowed) << path;
+    // Decided 0.3 s into the first key's window, it resets 0.7 s later (0.2 s at its reading).
+    EXPECT_EQ(second.reset_after_micros, 700'000) << path;
+    clock.AdvanceMicros(5'500'000);
+    EXPECT_FALSE(CheckOne(*store, fixed, "b").allowed) << path;
+  }
+}
+
 // An entry keeps its name and key beside the state when they fit, and fewer bytes fit beside
 // a larger state: a limit redefined with another algorithm (the same name, another state
 // size) must find the same entry, start it afresh, and keep the new algorithm's state, for
