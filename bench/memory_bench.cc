@@ -128,6 +128,15 @@ void Prefill(MemoryStore& store, const Limit& limit) {
   }
 }
 
+// How many of a CheckEach call's decisions allowed their check.
+int64_t CountAllowed(absl::Span<const absl::StatusOr<Decision>> decisions) {
+  int64_t allowed = 0;
+  for (const absl::StatusOr<Decision>& decision : decisions) {
+    allowed += decision.ok() && decision->allowed;
+  }
+  return allowed;
+}
+
 // `per_iteration`: decisions per loop iteration (a batch's size).
 void Record(benchmark::State& state, int64_t allowed, int64_t per_iteration = 1) {
   const int64_t decisions = state.iterations() * per_iteration;
@@ -214,9 +223,7 @@ void BM_MemoryStoreCheckEachDistinctKeys(benchmark::State& state) {
   for (auto _ : state) {
     for (CheckItem& item : items) item.key = cursor.Next();
     store.CheckEach(items, absl::MakeSpan(decisions));
-    for (const absl::StatusOr<Decision>& decision : decisions) {
-      allowed += decision.ok() && decision->allowed;
-    }
+    allowed += CountAllowed(decisions);
   }
   Record(state, allowed, static_cast<int64_t>(batch));
 }
@@ -239,9 +246,7 @@ void BM_MemoryStoreCheckEachHotKey(benchmark::State& state) {
   int64_t allowed = 0;
   for (auto _ : state) {
     store.CheckEach(items, absl::MakeSpan(decisions));
-    for (const absl::StatusOr<Decision>& decision : decisions) {
-      allowed += decision.ok() && decision->allowed;
-    }
+    allowed += CountAllowed(decisions);
   }
   Record(state, allowed, static_cast<int64_t>(batch));
 }
