@@ -720,7 +720,7 @@ class MemoryStoreImpl final : public MemoryStore {
         entry->Replace(outcome.state);
         entry->set_expires_at_micros(outcome.expires_at_micros);
       } else {
-        Commit(shard, key, entry, AnyState(outcome.state), outcome.expires_at_micros, now);
+        Commit(shard, key, AnyState(outcome.state), outcome.expires_at_micros, now);
       }
     }
     // Field by field: a struct copy would load 16 bytes at a time of fields just stored one
@@ -797,19 +797,21 @@ class MemoryStoreImpl final : public MemoryStore {
     if (all_allowed) {
       for (Pending& p : pending) {
         if (!p.step.changed) continue;
-        // Looked up again: an earlier commit may have inserted into (and rehashed) the table.
-        const Record* entry = p.shard->entries.find(p.key);
-        Commit(*p.shard, p.key, entry, p.step.state, p.step.expires_at_micros, now);
+        Commit(*p.shard, p.key, p.step.state, p.step.expires_at_micros, now);
       }
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
   }
 
-  // Stores a consumed state. `entry` is the key's current entry or nullptr. Out of line: a
-  // check of a key whose entry holds its algorithm's state never calls it.
-  ABSL_ATTRIBUTE_NOINLINE void Commit(Shard& shard, KeyView key, const Record* entry,
-                                      const AnyState& state, int64_t expires_at_micros, int64_t now)
+  // Stores a consumed state for `key`, in its entry or a new one. Out of line: a check of a
+  // key whose entry holds its algorithm's state never calls it.
+  ABSL_ATTRIBUTE_NOINLINE void Commit(Shard& shard, const KeyView& key, const AnyState& state,
+                                      int64_t expires_at_micros, int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    // Looked up here, not passed in: an earlier commit of the same batch may have inserted
+    // into (and rehashed) the table, and six arguments pass in registers (a seventh on the
+    // stack made the fast path that calls this keep a frame pointer, one register fewer).
+    const Record* entry = shard.entries.find(key);
     if (entry != nullptr) {
       // Its heap record stays; it is pushed again with this time when it comes up.
       entry->SetAny(state);
