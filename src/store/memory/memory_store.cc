@@ -677,10 +677,11 @@ class MemoryStoreImpl final : public MemoryStore {
   // check decides at the later of its own read and the shard's latest decision, so a thread
   // delayed between reading the clock and taking the lock cannot decide with a time older
   // than a decision already made.
+  // `key` by value: a local copy GCC allocates better than a reference to the caller's
+  // (window checks: 4 of 80 and 3 of 90 loads, 2 and 4 stores fewer; callgrind_check.sh).
   template <typename S, typename ReadClock>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE void CheckSingleAs(const LimitNumbers& n, const KeyView& key,
-                                                  int64_t cost, Decision& out,
-                                                  ReadClock read_clock) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void CheckSingleAs(const LimitNumbers& n, KeyView key, int64_t cost,
+                                                  Decision& out, ReadClock read_clock) {
     Shard& shard = ShardFor(key.hash);
     PrefetchUnlocked(shard, key.hash);
     const int64_t read = read_clock();
