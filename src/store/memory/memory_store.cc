@@ -628,8 +628,8 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   Shard& ShardFor(size_t hash) const {
-    // The map uses the hash's low bits (slot and control byte); the shard takes high bits so
-    // the keys within one shard still spread over the whole hash.
+    // The table uses the hash's low bits (the line a probe starts at); the shard takes high
+    // bits, so the keys within one shard still spread over the whole hash.
     return shards_[static_cast<int>((hash >> 48) & static_cast<size_t>(shard_mask_))];
   }
 
