@@ -30,7 +30,8 @@ for _ in $(seq "$rounds"); do
     [ "$build" = after ] && binary=$after
     "$binary" "$@" 2>/dev/null | awk -v build="$build" '
       /^BM_/ { for (i = 1; i <= NF; i++) if ($i ~ /^items_per_second=/) {
-                 split($i, kv, "="); print build, $1, kv[2] } }' >>"$samples"
+                 # Not a repeated row'"'"'s coefficient of variation (a percentage).
+                 split($i, kv, "="); if (kv[2] !~ /%$/) print build, $1, kv[2] } }' >>"$samples"
   done
 done
 python3 - "$samples" "$rounds" <<'PY'

@@ -6,24 +6,27 @@
 #
 #   bench/callgrind_check.sh MEMORY_BENCH_BINARY [ALGORITHM...]
 #
-# ALGORITHM: 0 token bucket, 1 fixed window, 2 sliding window (default: all three). Needs
-# valgrind (scripts/bootstrap installs it with the benchmark tools).
+# ALGORITHM: 0 token bucket, 1 fixed window, 2 sliding window (default: all three).
+# PREPARED=1: the checks through a PreparedLimit (BM_MemoryStoreCheckOnePreparedHotKey), not
+# through a Limit. Needs valgrind (scripts/bootstrap installs it with the benchmark tools).
 set -euo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,10p' "$0" >&2
+  sed -n '2,11p' "$0" >&2
   exit 2
 fi
 binary=$1
 shift
 algorithms=("$@")
 [ ${#algorithms[@]} -gt 0 ] || algorithms=(0 1 2)
+row=
+[ "${PREPARED:-0}" = 1 ] && row=Prepared
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for algorithm in "${algorithms[@]}"; do
-  valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$out" "$binary" \
-    --benchmark_filter="BM_MemoryStoreCheckOneHotKey/$algorithm/real_time/threads:1\$" \
+  TOLLGATE_BENCH_QUICK=1 valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$out" \
+    "$binary" --benchmark_filter="BM_MemoryStoreCheckOne${row}HotKey/$algorithm/.*threads:1\$" \
     --benchmark_min_time=0.05 >/dev/null 2>&1
-  python3 - "$out" "$algorithm" <<'PY'
+  python3 - "$out" "$algorithm" "$row" <<'PY'
 import re, sys
 names, events, cost, calls = {}, None, None, 0
 in_bench = to_check_one = False
@@ -39,7 +42,7 @@ while i < len(lines):
         if name:
             names[ident] = name
         if kind == "fn":
-            in_bench = "BM_MemoryStoreCheckOneHotKey(" in names.get(ident, "")
+            in_bench = f"BM_MemoryStoreCheckOne{sys.argv[3]}HotKey(" in names.get(ident, "")
         else:
             to_check_one = "MemoryStoreImpl::CheckOne(" in names.get(ident, "")
     elif line.startswith("calls=") and in_bench and to_check_one:

@@ -184,6 +184,34 @@ BENCHMARK(BM_MemoryStoreCheckOneHotKey)
     ->Repetitions(bench::GoalRepetitions())
     ->ReportAggregatesOnly(true);
 
+// The same through a PreparedLimit (MemoryStore::Prepare): the name hashed, the numbers
+// checked and the token bucket's durations computed once, not on every check.
+const PreparedLimit& PreparedFor(MemoryStore& store, int64_t algorithm_index) {
+  static const auto* prepared = new std::vector<PreparedLimit>{store.Prepare(LimitFor(0)).value(),
+                                                               store.Prepare(LimitFor(1)).value(),
+                                                               store.Prepare(LimitFor(2)).value()};
+  return (*prepared)[algorithm_index];
+}
+
+void BM_MemoryStoreCheckOnePreparedHotKey(benchmark::State& state) {
+  MemoryStore& store = SharedStore();
+  const PreparedLimit& limit = PreparedFor(store, state.range(0));
+  int64_t allowed = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Decision> decision = store.CheckOne(limit, "hot", 1);
+    allowed += decision.ok() && decision->allowed;
+  }
+  Record(state, allowed);
+}
+BENCHMARK(BM_MemoryStoreCheckOnePreparedHotKey)
+    ->DenseRange(0, 2)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime()
+    ->MinTime(bench::MinTimeSeconds(0.3))
+    ->Repetitions(bench::GoalRepetitions())
+    ->ReportAggregatesOnly(true);
+
 // The same on a simulated clock (one atomic load instead of a system clock read): what the
 // store itself costs per decision.
 void BM_MemoryStoreCheckOneHotKeyNoClock(benchmark::State& state) {
@@ -209,12 +237,14 @@ BENCHMARK(BM_MemoryStoreCheckOneHotKeyNoClock)->DenseRange(0, 2)->Threads(1)->Us
 //     check costs, less at the mercy of the machine's speed than a time;
 //   core_ops_per_ns: the core's IntegerOps throughput during the run (median over rounds).
 // A check's decisions per second at a given core speed are core_ops_per_ns x 1e9 / <alg>_ops.
-// items_per_second counts every algorithm's checks over all rounds.
+// items_per_second counts every algorithm's checks over all rounds. range(0): 0 checks by
+// Limit, 1 through a PreparedLimit.
 void BM_MemoryStoreCheckOneHotKeyPaired(benchmark::State& state) {
   constexpr int kChecksPerRound = 20'000;  // per algorithm
   constexpr int64_t kOpsIterationsPerRound = 2'000;
   constexpr int kAlgorithms = 3;
   MemoryStore& store = SharedStore();
+  const bool prepared = state.range(0) == 1;
   int64_t allowed = 0;
   std::vector<double> ops_per_check[kAlgorithms];
   std::vector<double> ops_per_ns;
@@ -226,9 +256,11 @@ void BM_MemoryStoreCheckOneHotKeyPaired(benchmark::State& state) {
     double check_ns[kAlgorithms];
     for (int a = 0; a < kAlgorithms; ++a) {
       const Limit& limit = LimitFor(a);
+      const PreparedLimit& prepared_limit = PreparedFor(store, a);
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < kChecksPerRound; ++i) {
-        absl::StatusOr<Decision> decision = store.CheckOne(limit, "hot", 1);
+        absl::StatusOr<Decision> decision =
+            prepared ? store.CheckOne(prepared_limit, "hot", 1) : store.CheckOne(limit, "hot", 1);
         allowed += decision.ok() && decision->allowed;
       }
       check_ns[a] = elapsed_ns(start);
@@ -254,7 +286,10 @@ void BM_MemoryStoreCheckOneHotKeyPaired(benchmark::State& state) {
   state.counters["sw_ops"] = median(ops_per_check[2]);
   state.counters["core_ops_per_ns"] = median(ops_per_ns);
 }
-BENCHMARK(BM_MemoryStoreCheckOneHotKeyPaired)->UseManualTime()->MinTime(bench::MinTimeSeconds(3.0));
+BENCHMARK(BM_MemoryStoreCheckOneHotKeyPaired)
+    ->DenseRange(0, 1)
+    ->UseManualTime()
+    ->MinTime(bench::MinTimeSeconds(3.0));
 
 // Through the batch API: a one-item vector in, a vector of decisions out, a callback.
 void BM_MemoryStoreHotKey(benchmark::State& state) {

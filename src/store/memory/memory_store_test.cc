@@ -142,7 +142,8 @@ TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsOnOneKeyAdmitExactlyCapacity) {
   }
 }
 
-// The same through the single-item path (Store::CheckOne), which takes no batch route.
+// The same through the single-item paths (CheckOne by Limit and by PreparedLimit, every
+// thread taking each in turn), which take no batch route: both paths share the key's entry.
 TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsThroughCheckOneAdmitExactlyCapacity) {
   constexpr int kThreads = 16;
   constexpr int kChecksPerThread = 250;
@@ -152,6 +153,8 @@ TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsThroughCheckOneAdmitExactlyCapa
   const Limit limit = GetParam() == Algorithm::kTokenBucket
                           ? TokenBucket("hot", kCapacity, 1)
                           : Window("hot", GetParam(), kCapacity, 60 * kSecond);
+  const absl::StatusOr<PreparedLimit> prepared = store->Prepare(limit);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
   for (int round = 0; round < 3; ++round) {
     std::atomic<int64_t> allowed{0};
     std::atomic<int64_t> errors{0};
@@ -161,7 +164,8 @@ TEST_P(MemoryStoreConcurrencyTest, SixteenThreadsThroughCheckOneAdmitExactlyCapa
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&] {
         for (int i = 0; i < kChecksPerThread; ++i) {
-          absl::StatusOr<Decision> decision = store->CheckOne(limit, key, 1);
+          absl::StatusOr<Decision> decision =
+              i % 2 == 0 ? store->CheckOne(limit, key, 1) : store->CheckOne(*prepared, key, 1);
           if (!decision.ok()) {
             errors.fetch_add(1);
           } else if (decision->allowed) {
@@ -237,6 +241,118 @@ TEST(MemoryStoreTest, CheckOneAgreesWithTheBatchPathOnRandomSequences) {
   batch->Sweep();
   EXPECT_GT(single->Size(), 0);
   EXPECT_EQ(single->Size(), batch->Size());
+}
+
+// A PreparedLimit decides as its Limit does, on the same entries: one store checks each step
+// through the prepared limit or the Limit at random, a second store always through the
+// Limit. Were the prepared path to hash the key differently, the two paths would keep the
+// key's state in two entries and the first store would admit more.
+TEST(MemoryStoreTest, APreparedLimitDecidesAsItsLimitOnTheSameEntries) {
+  SimulatedClock clock(1'700'000'000'123'456);
+  auto mixed = NewStore(&clock);
+  auto reference = NewStore(&clock);
+  const std::vector<Limit> limits = {
+      TokenBucket("bucket", 5, 2.5), Window("fixed", Algorithm::kFixedWindow, 5, kSecond),
+      Window("sliding", Algorithm::kSlidingWindow, 5, kSecond), TokenBucket("slow", 3, 0.5)};
+  std::vector<PreparedLimit> prepared;
+  for (const Limit& limit : limits) {
+    absl::StatusOr<PreparedLimit> p = mixed->Prepare(limit);
+    ASSERT_TRUE(p.ok()) << p.status();
+    prepared.push_back(*std::move(p));
+  }
+  std::mt19937 random(20261203);
+  std::uniform_int_distribution<size_t> pick_limit(0, limits.size() - 1);
+  std::uniform_int_distribution<int> pick_key(0, 3);
+  std::uniform_int_distribution<int64_t> pick_cost(0, 6);
+  std::uniform_int_distribution<int64_t> pick_advance(0, 400'000);
+  std::bernoulli_distribution pick_prepared(0.5);
+  int64_t allowed = 0;
+  int64_t refused = 0;
+  for (int step = 0; step < 5000; ++step) {
+    if (step % 3 == 0) clock.AdvanceMicros(pick_advance(random));
+    const size_t index = pick_limit(random);
+    const std::string key = absl::StrCat("k", pick_key(random));
+    const int64_t cost = pick_cost(random);
+    const bool use_prepared = pick_prepared(random);
+    const std::string context = absl::StrCat("step ", step, " ", limits[index].name, " ", key,
+                                             " cost ", cost, use_prepared ? " prepared" : "");
+    absl::StatusOr<Decision> got = use_prepared ? mixed->CheckOne(prepared[index], key, cost)
+                                                : mixed->CheckOne(limits[index], key, cost);
+    ASSERT_TRUE(got.ok()) << got.status() << " " << context;
+    absl::StatusOr<Decision> expected = reference->CheckOne(limits[index], key, cost);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ExpectSameDecision(*expected, *got, context);
+    (expected->allowed ? allowed : refused) += 1;
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(allowed, 500);
+  EXPECT_GT(refused, 500);
+  mixed->Sweep();
+  reference->Sweep();
+  EXPECT_EQ(mixed->Size(), reference->Size());
+}
+
+// A PreparedLimit is a copy: changing the Limit afterwards changes nothing it decides.
+TEST(MemoryStoreTest, APreparedLimitIsASnapshot) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  Limit limit = TokenBucket("api", 2, 1);
+  const absl::StatusOr<PreparedLimit> prepared = store->Prepare(limit);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  limit.numbers.capacity = 100;
+  EXPECT_EQ(prepared->limit().numbers.capacity, 2);
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<Decision> decision = store->CheckOne(*prepared, "user", 1);
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    EXPECT_TRUE(decision->allowed) << i;
+    EXPECT_EQ(decision->limit, 2);
+  }
+  absl::StatusOr<Decision> third = store->CheckOne(*prepared, "user", 1);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_FALSE(third->allowed);
+  // The changed Limit, checked by itself, decides with its new numbers on the same entry:
+  // the bucket the prepared limit emptied (a larger capacity adds no tokens at once).
+  absl::StatusOr<Decision> by_limit = store->CheckOne(limit, "user", 1);
+  ASSERT_TRUE(by_limit.ok()) << by_limit.status();
+  EXPECT_FALSE(by_limit->allowed);
+  EXPECT_EQ(by_limit->limit, 100);
+  EXPECT_EQ(by_limit->remaining, 0);
+}
+
+TEST(MemoryStoreTest, PreparedLimitsRejectWhatTheirChecksCannotDecide) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  auto other = NewStore(&clock);
+
+  Limit broken = TokenBucket("broken", 5, 1);
+  broken.numbers.refill_per_second = 0;
+  const absl::StatusOr<PreparedLimit> invalid = store->Prepare(broken);
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument) << invalid.status();
+  EXPECT_NE(invalid.status().message().find("\"broken\""), std::string::npos) << invalid.status();
+  Limit empty_window = Window("empty", Algorithm::kSlidingWindow, 5, kSecond);
+  empty_window.numbers.window_micros = 0;
+  EXPECT_EQ(store->Prepare(empty_window).status().code(), absl::StatusCode::kInvalidArgument);
+
+  const Limit limit = Window("fixed", Algorithm::kFixedWindow, 5, kSecond);
+  const absl::StatusOr<PreparedLimit> prepared = store->Prepare(limit);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(store->CheckOne(*prepared, "", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->CheckOne(*prepared, "user", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Another store's prepared limit, and one never prepared: refused, nothing stored.
+  const absl::StatusOr<Decision> elsewhere = other->CheckOne(*prepared, "user", 1);
+  EXPECT_EQ(elsewhere.status().code(), absl::StatusCode::kInvalidArgument) << elsewhere.status();
+  EXPECT_NE(elsewhere.status().message().find("another store"), std::string::npos)
+      << elsewhere.status();
+  EXPECT_EQ(store->CheckOne(PreparedLimit(), "user", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(other->Size(), 0);
+  EXPECT_EQ(store->Size(), 0);
+  // And the store keeps deciding.
+  absl::StatusOr<Decision> decision = store->CheckOne(*prepared, "user", 1);
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  EXPECT_TRUE(decision->allowed);
+  EXPECT_EQ(decision->remaining, 4);
 }
 
 // CheckEach decides a batch item by item, as CheckOne would one call at a time: batches of
