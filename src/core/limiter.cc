@@ -2,6 +2,7 @@
 #include "tollgate/limiter.h"
 
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -72,10 +73,16 @@ struct NameHash {
 
 struct Limiter::State {
   std::vector<Limit> limits;
-  // Keys view the names in `limits`, which never change after Create().
-  absl::flat_hash_map<std::string_view, const Limit*, NameHash> by_name;
+  // Each limit's index in `limits`. Keys view the names in `limits`, which never change
+  // after Create().
+  absl::flat_hash_map<std::string_view, size_t, NameHash> by_name;
   std::shared_ptr<Store> store;
   std::shared_ptr<Store> sync_store;
+  // `store`, when it is a MemoryStore, and every limit prepared for it (parallel to
+  // `limits`; empty where Prepare refused the numbers, whose checks then answer why):
+  // Check() then skips what depends on the limit alone.
+  MemoryStore* memory_store = nullptr;
+  std::vector<std::optional<PreparedLimit>> prepared;
 };
 
 absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options) {
@@ -95,7 +102,7 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
         return status;
       }
     }
-    if (!state->by_name.emplace(limit.name, &limit).second) {
+    if (!state->by_name.emplace(limit.name, state->by_name.size()).second) {
       return absl::InvalidArgumentError(absl::StrCat("two limits are named ", limit.name));
     }
   }
@@ -108,6 +115,14 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
     if (!store.ok()) return store.status();
     state->store = std::move(*store);
   }
+  state->memory_store = dynamic_cast<MemoryStore*>(state->store.get());
+  state->prepared.resize(state->limits.size());
+  if (state->memory_store != nullptr) {
+    for (size_t i = 0; i < state->limits.size(); ++i) {
+      absl::StatusOr<PreparedLimit> prepared = state->memory_store->Prepare(state->limits[i]);
+      if (prepared.ok()) state->prepared[i] = *std::move(prepared);
+    }
+  }
   return std::unique_ptr<Limiter>(new Limiter(std::move(state)));
 }
 
@@ -117,7 +132,7 @@ Limiter::~Limiter() = default;
 
 const Limit* Limiter::FindLimit(std::string_view name) const {
   auto it = state_->by_name.find(name);
-  return it == state_->by_name.end() ? nullptr : it->second;
+  return it == state_->by_name.end() ? nullptr : &state_->limits[it->second];
 }
 
 const std::vector<Limit>& Limiter::limits() const { return state_->limits; }
@@ -195,14 +210,20 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view
                                         int64_t cost) {
   // The single-item path: no request vector, no MultiDecision, no callback; the memory store
   // answers it without allocating.
-  const Limit* found = FindLimit(limit);
-  if (found == nullptr) return UnknownLimit(limit);
+  auto it = state_->by_name.find(limit);
+  if (it == state_->by_name.end()) return UnknownLimit(limit);
   if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
     return ValidateRequest(limit, key, cost);
   }
-  Store& store = found->mode == Mode::kSync && state_->sync_store != nullptr ? *state_->sync_store
-                                                                             : *state_->store;
-  return store.CheckOne(*found, key, cost);
+  const Limit& found = state_->limits[it->second];
+  if (found.mode == Mode::kSync && state_->sync_store != nullptr) {
+    return state_->sync_store->CheckOne(found, key, cost);
+  }
+  if (const std::optional<PreparedLimit>& prepared = state_->prepared[it->second];
+      prepared.has_value()) {
+    return state_->memory_store->CheckOne(*prepared, key, cost);
+  }
+  return state_->store->CheckOne(found, key, cost);
 }
 
 }  // namespace tollgate

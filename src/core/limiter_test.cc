@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -129,6 +130,30 @@ TEST_F(LimiterTest, ManyThreadsOnOneKeyGetExactlyTheCapacity) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(allowed.load(), 100);
+}
+
+// On a memory store, Check() goes through limits the limiter prepared for it; CheckAll and
+// the store's own CheckOne go by Limit. All three spend one bucket per key.
+TEST(LimiterStoreTest, CheckAndTheByLimitPathsSpendTheSameBucket) {
+  SimulatedClock clock;
+  std::shared_ptr<MemoryStore> store = *MemoryStore::Create({.clock = &clock});
+  auto limiter = Limiter::Create(
+      {.limits = {TokenBucket("api", 4, 1), FixedWindow("otp", 3, 600'000'000)}, .store = store});
+  ASSERT_TRUE(limiter.ok()) << limiter.status();
+  for (const char* name : {"api", "otp"}) {
+    EXPECT_TRUE((*limiter)->Check(name, "u")->allowed) << name;
+    absl::StatusOr<MultiDecision> both = (*limiter)->CheckAll({{name, "u", 1}});
+    ASSERT_TRUE(both.ok()) << both.status();
+    EXPECT_TRUE(both->allowed) << name;
+    absl::StatusOr<Decision> direct = store->CheckOne(*(*limiter)->FindLimit(name), "u", 1);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    EXPECT_EQ(direct->remaining, (*limiter)->FindLimit(name)->numbers.MaxCost() - 3) << name;
+    absl::StatusOr<Decision> last = (*limiter)->Check(name, "u", 1);
+    ASSERT_TRUE(last.ok()) << last.status();
+    EXPECT_EQ(last->allowed, std::string_view(name) == "api") << name;
+    EXPECT_EQ(last->remaining, 0) << name;
+  }
+  EXPECT_EQ(store->Size(), 2);
 }
 
 TEST(LimiterRoutingTest, SyncModeLimitsGoToTheSyncStoreAndAreNotMixedWithExactOnes) {
