@@ -25,9 +25,11 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -164,25 +166,41 @@ uint64_t IntegerOps(int64_t iterations) {
   return a ^ b ^ c ^ d ^ e ^ f ^ g ^ h;
 }
 
-// range(0): 0 token bucket, 1 fixed window, 2 sliding window.
-void BM_MemoryStoreCheckOneHotKey(benchmark::State& state) {
-  MemoryStore& store = SharedStore();
-  const Limit& limit = LimitFor(state.range(0));
+// Checks `limit` (a Limit or a PreparedLimit) for next_key() once per iteration. Inlined
+// into each row, so each row's loop is its own function (bench/callgrind_check.sh counts
+// the CheckOne calls of one row's function).
+template <typename AnyLimit, typename NextKey>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CheckOneLoop(benchmark::State& state, MemoryStore& store,
+                                                      const AnyLimit& limit, NextKey next_key) {
   int64_t allowed = 0;
   for (auto _ : state) {
-    absl::StatusOr<Decision> decision = store.CheckOne(limit, "hot", 1);
+    absl::StatusOr<Decision> decision = store.CheckOne(limit, next_key(), 1);
     allowed += decision.ok() && decision->allowed;
   }
   Record(state, allowed);
 }
-BENCHMARK(BM_MemoryStoreCheckOneHotKey)
-    ->DenseRange(0, 2)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime()
-    ->MinTime(bench::MinTimeSeconds(0.3))
-    ->Repetitions(bench::GoalRepetitions())
-    ->ReportAggregatesOnly(true);
+
+std::string_view HotKey() { return "hot"; }
+
+// The registration of the rows a goal is judged on: every algorithm, one and two threads,
+// each run bench::GoalRepetitions() times (`min_time` seconds each), the median reported.
+void GoalRows(benchmark::internal::Benchmark* rows, double min_time) {
+  rows->DenseRange(0, 2)
+      ->Threads(1)
+      ->Threads(2)
+      ->UseRealTime()
+      ->MinTime(bench::MinTimeSeconds(min_time))
+      ->Repetitions(bench::GoalRepetitions())
+      ->ReportAggregatesOnly(true);
+}
+void HotKeyGoalRows(benchmark::internal::Benchmark* rows) { GoalRows(rows, 0.3); }
+void DistinctKeysGoalRows(benchmark::internal::Benchmark* rows) { GoalRows(rows, 0.5); }
+
+// range(0): 0 token bucket, 1 fixed window, 2 sliding window.
+void BM_MemoryStoreCheckOneHotKey(benchmark::State& state) {
+  CheckOneLoop(state, SharedStore(), LimitFor(state.range(0)), HotKey);
+}
+BENCHMARK(BM_MemoryStoreCheckOneHotKey)->Apply(HotKeyGoalRows);
 
 // The same through a PreparedLimit (MemoryStore::Prepare): the name hashed, the numbers
 // checked and the token bucket's durations computed once, not on every check.
@@ -194,36 +212,16 @@ const PreparedLimit& PreparedFor(MemoryStore& store, int64_t algorithm_index) {
 }
 
 void BM_MemoryStoreCheckOnePreparedHotKey(benchmark::State& state) {
-  MemoryStore& store = SharedStore();
-  const PreparedLimit& limit = PreparedFor(store, state.range(0));
-  int64_t allowed = 0;
-  for (auto _ : state) {
-    absl::StatusOr<Decision> decision = store.CheckOne(limit, "hot", 1);
-    allowed += decision.ok() && decision->allowed;
-  }
-  Record(state, allowed);
+  CheckOneLoop(state, SharedStore(), PreparedFor(SharedStore(), state.range(0)), HotKey);
 }
-BENCHMARK(BM_MemoryStoreCheckOnePreparedHotKey)
-    ->DenseRange(0, 2)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime()
-    ->MinTime(bench::MinTimeSeconds(0.3))
-    ->Repetitions(bench::GoalRepetitions())
-    ->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemoryStoreCheckOnePreparedHotKey)->Apply(HotKeyGoalRows);
 
 // The same on a simulated clock (one atomic load instead of a system clock read): what the
 // store itself costs per decision.
 void BM_MemoryStoreCheckOneHotKeyNoClock(benchmark::State& state) {
   static SimulatedClock* clock = new SimulatedClock();
   static MemoryStore* store = MemoryStore::Create({.clock = clock}).value().release();
-  const Limit& limit = LimitFor(state.range(0));
-  int64_t allowed = 0;
-  for (auto _ : state) {
-    absl::StatusOr<Decision> decision = store->CheckOne(limit, "hot", 1);
-    allowed += decision.ok() && decision->allowed;
-  }
-  Record(state, allowed);
+  CheckOneLoop(state, *store, LimitFor(state.range(0)), HotKey);
 }
 BENCHMARK(BM_MemoryStoreCheckOneHotKeyNoClock)->DenseRange(0, 2)->Threads(1)->UseRealTime();
 
@@ -311,21 +309,9 @@ void BM_MemoryStoreCheckOneDistinctKeys(benchmark::State& state) {
   const Limit& limit = LimitFor(state.range(0));
   Prefill(store, limit);
   KeyCursor cursor(state.thread_index());
-  int64_t allowed = 0;
-  for (auto _ : state) {
-    absl::StatusOr<Decision> decision = store.CheckOne(limit, cursor.Next(), 1);
-    allowed += decision.ok() && decision->allowed;
-  }
-  Record(state, allowed);
+  CheckOneLoop(state, store, limit, [&cursor] { return cursor.Next(); });
 }
-BENCHMARK(BM_MemoryStoreCheckOneDistinctKeys)
-    ->DenseRange(0, 2)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime()
-    ->MinTime(bench::MinTimeSeconds(0.5))
-    ->Repetitions(bench::GoalRepetitions())
-    ->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemoryStoreCheckOneDistinctKeys)->Apply(DistinctKeysGoalRows);
 
 // The same decisions through MemoryStore::CheckEach, `range(1)` independent checks per call
 // (the requests an event loop found ready together): the batch's entries are fetched before
