@@ -743,7 +743,7 @@ class MemoryStoreImpl final : public MemoryStore {
   // than a decision already made.
   // `key` by value: a local copy GCC allocates better than a reference to the caller's
   // (window checks: 4 of 80 and 3 of 90 loads, 2 and 4 stores fewer; callgrind_check.sh).
-  // `times(shard, params)`: the token bucket's durations for `n` (unused by the windows).
+  // `times_for(shard, params)`: the token bucket's durations for `n` (unused by the windows).
   template <typename S, typename ReadClock, typename Times>
   ABSL_ATTRIBUTE_ALWAYS_INLINE void CheckSingleAs(const LimitNumbers& n, KeyView key, int64_t cost,
                                                   Decision& out, ReadClock read_clock,
