@@ -132,15 +132,6 @@ void Prefill(MemoryStore& store, const Limit& limit) {
   }
 }
 
-// How many of a CheckEach call's decisions allowed their check.
-int64_t CountAllowed(absl::Span<const absl::StatusOr<Decision>> decisions) {
-  int64_t allowed = 0;
-  for (const absl::StatusOr<Decision>& decision : decisions) {
-    allowed += decision.ok() && decision->allowed;
-  }
-  return allowed;
-}
-
 // `per_iteration`: decisions per loop iteration (a batch's size).
 void Record(benchmark::State& state, int64_t allowed, int64_t per_iteration = 1) {
   const int64_t decisions = state.iterations() * per_iteration;
@@ -180,6 +171,23 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CheckOneLoop(benchmark::State& state, M
   Record(state, allowed);
 }
 
+// Checks `items` through CheckEach once per iteration, after next_keys(items) has set the
+// iteration's keys (or left them as they are).
+template <typename NextKeys>
+void CheckEachLoop(benchmark::State& state, MemoryStore& store, std::vector<CheckItem>& items,
+                   NextKeys next_keys) {
+  std::vector<absl::StatusOr<Decision>> decisions(items.size());
+  int64_t allowed = 0;
+  for (auto _ : state) {
+    next_keys(items);
+    store.CheckEach(items, absl::MakeSpan(decisions));
+    for (const absl::StatusOr<Decision>& decision : decisions) {
+      allowed += decision.ok() && decision->allowed;
+    }
+  }
+  Record(state, allowed, static_cast<int64_t>(items.size()));
+}
+
 std::string_view HotKey() { return "hot"; }
 
 // The registration of the rows a goal is judged on: every algorithm, one and two threads,
@@ -204,15 +212,19 @@ BENCHMARK(BM_MemoryStoreCheckOneHotKey)->Apply(HotKeyGoalRows);
 
 // The same through a PreparedLimit (MemoryStore::Prepare): the name hashed, the numbers
 // checked and the token bucket's durations computed once, not on every check.
-const PreparedLimit& PreparedFor(MemoryStore& store, int64_t algorithm_index) {
-  static const auto* prepared = new std::vector<PreparedLimit>{store.Prepare(LimitFor(0)).value(),
-                                                               store.Prepare(LimitFor(1)).value(),
-                                                               store.Prepare(LimitFor(2)).value()};
+// LimitFor(algorithm_index), prepared for SharedStore() (the only store it is valid with).
+const PreparedLimit& PreparedFor(int64_t algorithm_index) {
+  static const auto* prepared = [] {
+    MemoryStore& store = SharedStore();
+    return new std::vector<PreparedLimit>{store.Prepare(LimitFor(0)).value(),
+                                          store.Prepare(LimitFor(1)).value(),
+                                          store.Prepare(LimitFor(2)).value()};
+  }();
   return (*prepared)[algorithm_index];
 }
 
 void BM_MemoryStoreCheckOnePreparedHotKey(benchmark::State& state) {
-  CheckOneLoop(state, SharedStore(), PreparedFor(SharedStore(), state.range(0)), HotKey);
+  CheckOneLoop(state, SharedStore(), PreparedFor(state.range(0)), HotKey);
 }
 BENCHMARK(BM_MemoryStoreCheckOnePreparedHotKey)->Apply(HotKeyGoalRows);
 
@@ -254,7 +266,7 @@ void BM_MemoryStoreCheckOneHotKeyPaired(benchmark::State& state) {
     double check_ns[kAlgorithms];
     for (int a = 0; a < kAlgorithms; ++a) {
       const Limit& limit = LimitFor(a);
-      const PreparedLimit& prepared_limit = PreparedFor(store, a);
+      const PreparedLimit& prepared_limit = PreparedFor(a);
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < kChecksPerRound; ++i) {
         absl::StatusOr<Decision> decision =
@@ -321,16 +333,10 @@ void BM_MemoryStoreCheckEachDistinctKeys(benchmark::State& state) {
   const Limit& limit = LimitFor(state.range(0));
   Prefill(store, limit);
   KeyCursor cursor(state.thread_index());
-  const auto batch = static_cast<size_t>(state.range(1));
-  std::vector<CheckItem> items(batch, CheckItem{&limit, "", 1});
-  std::vector<absl::StatusOr<Decision>> decisions(batch);
-  int64_t allowed = 0;
-  for (auto _ : state) {
-    for (CheckItem& item : items) item.key = cursor.Next();
-    store.CheckEach(items, absl::MakeSpan(decisions));
-    allowed += CountAllowed(decisions);
-  }
-  Record(state, allowed, static_cast<int64_t>(batch));
+  std::vector<CheckItem> items(static_cast<size_t>(state.range(1)), CheckItem{&limit, "", 1});
+  CheckEachLoop(state, store, items, [&cursor](std::vector<CheckItem>& batch) {
+    for (CheckItem& item : batch) item.key = cursor.Next();
+  });
 }
 BENCHMARK(BM_MemoryStoreCheckEachDistinctKeys)
     ->ArgsProduct({{0, 1, 2}, {16}})
@@ -343,17 +349,9 @@ BENCHMARK(BM_MemoryStoreCheckEachDistinctKeys)
 // event loop found that many requests for one user ready together). Each is decided as
 // CheckOne would, but the clock is read once per call's group of 16, not once per check.
 void BM_MemoryStoreCheckEachHotKey(benchmark::State& state) {
-  MemoryStore& store = SharedStore();
-  const Limit& limit = LimitFor(state.range(0));
-  const auto batch = static_cast<size_t>(state.range(1));
-  const std::vector<CheckItem> items(batch, CheckItem{&limit, "hot", 1});
-  std::vector<absl::StatusOr<Decision>> decisions(batch);
-  int64_t allowed = 0;
-  for (auto _ : state) {
-    store.CheckEach(items, absl::MakeSpan(decisions));
-    allowed += CountAllowed(decisions);
-  }
-  Record(state, allowed, static_cast<int64_t>(batch));
+  std::vector<CheckItem> items(static_cast<size_t>(state.range(1)),
+                               CheckItem{&LimitFor(state.range(0)), "hot", 1});
+  CheckEachLoop(state, SharedStore(), items, [](std::vector<CheckItem>&) {});
 }
 BENCHMARK(BM_MemoryStoreCheckEachHotKey)
     ->ArgsProduct({{0, 1, 2}, {16}})

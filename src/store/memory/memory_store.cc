@@ -506,13 +506,17 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Valid(const Limit* limit, std::string_v
   return limit != nullptr && !key.empty() && cost >= 0 && NumbersValid(limit->numbers);
 }
 
+// NumbersValid(limit.numbers), as a status that names the limit.
+absl::Status ValidateNumbers(const Limit& limit) {
+  if (NumbersValid(limit.numbers)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("limit \"", limit.name, "\" has invalid numbers"));
+}
+
 absl::Status Validate(const Limit* limit, std::string_view key, int64_t cost) {
   if (limit == nullptr) return absl::InvalidArgumentError("check item without a limit");
   if (key.empty()) return absl::InvalidArgumentError("empty key");
   if (cost < 0) return absl::InvalidArgumentError("negative cost");
-  if (NumbersValid(limit->numbers)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("limit \"", limit->name, "\" has invalid numbers"));
+  return ValidateNumbers(*limit);
 }
 
 class MemoryStoreImpl final : public MemoryStore {
@@ -566,10 +570,7 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   absl::StatusOr<PreparedLimit> Prepare(const Limit& limit) const override {
-    if (!NumbersValid(limit.numbers)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("limit \"", limit.name, "\" has invalid numbers"));
-    }
+    if (absl::Status status = ValidateNumbers(limit); !status.ok()) return status;
     algorithm::TokenBucketTimes times;
     if (limit.numbers.algorithm == Algorithm::kTokenBucket) {
       times =
