@@ -688,9 +688,10 @@ class MemoryStoreImpl final : public MemoryStore {
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Decision> CheckOneAs(const Limit& limit,
                                                                    std::string_view key,
                                                                    int64_t cost) {
-    if (ABSL_PREDICT_FALSE(key.empty() || cost < 0 || !NumbersValidAs<S>(limit.numbers))) {
-      return Validate(&limit, key, cost);
-    }
+    // Separate tests, as in CheckPreparedAs.
+    if (ABSL_PREDICT_FALSE(key.empty())) return Validate(&limit, key, cost);
+    if (ABSL_PREDICT_FALSE(cost < 0)) return Validate(&limit, key, cost);
+    if (ABSL_PREDICT_FALSE(!NumbersValidAs<S>(limit.numbers))) return Validate(&limit, key, cost);
     Decision decision;
     CheckSingleAs<S>(
         limit.numbers, KeyOf(limit, key), cost, decision, [this] { return Now(); }, ShardTimes());
@@ -715,9 +716,11 @@ class MemoryStoreImpl final : public MemoryStore {
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Decision> CheckPreparedAs(
       const PreparedLimit& prepared, std::string_view key, int64_t cost) {
     const Limit& limit = prepared.limit();
-    if (ABSL_PREDICT_FALSE(StoreOf(prepared) != this || key.empty() || cost < 0)) {
-      return InvalidPrepared(prepared, key, cost);
-    }
+    // Three tests, not one of three conditions: GCC evaluates that one without branches
+    // and keeps its result in memory (5-8 instructions more per check).
+    if (ABSL_PREDICT_FALSE(StoreOf(prepared) != this)) return InvalidPrepared(prepared, key, cost);
+    if (ABSL_PREDICT_FALSE(key.empty())) return InvalidPrepared(prepared, key, cost);
+    if (ABSL_PREDICT_FALSE(cost < 0)) return InvalidPrepared(prepared, key, cost);
     Decision decision;
     const KeyView key_view{limit.name, key, internal::HashBytes(NameHashOf(prepared), key)};
     CheckSingleAs<S>(
