@@ -30,10 +30,11 @@ struct MemoryStoreOptions {
 class MemoryStore;
 
 // A limit made ready, once, for the checks of one MemoryStore: its numbers checked, its
-// name hashed and the token bucket's durations computed, all of which a check by `Limit`
-// repeats every time. For a server that checks the same few limits over and over (its
-// configured ones, typically): `CheckOne(prepared, key, cost)` decides exactly as
-// `CheckOne(prepared.limit(), key, cost)` would, on the same entries, with less work.
+// name hashed and the token bucket's durations (or the sliding window's 1 / window)
+// computed, all of which a check by `Limit` repeats every time. For a server that checks the same
+// few limits over and over (its configured ones, typically): `CheckOne(prepared, key, cost)`
+// decides exactly as `CheckOne(prepared.limit(), key, cost)` would, on the same entries, with less
+// work.
 //
 // A snapshot: it holds a copy of the limit, so later changes to the Limit it was made from
 // do not reach it (prepare again). Cheap to copy, immutable, usable from any thread; valid
@@ -55,6 +56,8 @@ class PreparedLimit {
   double fill_micros_ = 0;
   double unit_micros_ = 0;
   double tokens_per_micro_ = 0;
+  // Sliding window: 1 / window (the algorithm's PerWindow); 0 for the others.
+  double per_window_ = 0;
 };
 
 // State for every (limit, key) in this process's memory. An entry disappears once its bucket
@@ -100,7 +103,7 @@ class MemoryStore : public Store {
   // For implementations: what a PreparedLimit holds.
   static PreparedLimit MakePrepared(const Limit& limit, const MemoryStore* store,
                                     uint64_t name_hash, double fill_micros, double unit_micros,
-                                    double tokens_per_micro) {
+                                    double tokens_per_micro, double per_window) {
     PreparedLimit prepared;
     prepared.limit_ = limit;
     prepared.store_ = store;
@@ -108,6 +111,7 @@ class MemoryStore : public Store {
     prepared.fill_micros_ = fill_micros;
     prepared.unit_micros_ = unit_micros;
     prepared.tokens_per_micro_ = tokens_per_micro;
+    prepared.per_window_ = per_window;
     return prepared;
   }
   static const MemoryStore* StoreOf(const PreparedLimit& limit) { return limit.store_; }
@@ -115,6 +119,7 @@ class MemoryStore : public Store {
   static double FillMicrosOf(const PreparedLimit& limit) { return limit.fill_micros_; }
   static double UnitMicrosOf(const PreparedLimit& limit) { return limit.unit_micros_; }
   static double TokensPerMicroOf(const PreparedLimit& limit) { return limit.tokens_per_micro_; }
+  static double PerWindowOf(const PreparedLimit& limit) { return limit.per_window_; }
 };
 
 }  // namespace tollgate

@@ -44,13 +44,19 @@ inline double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64
 
 }  // namespace internal
 
-// REQUIRES: cost >= 0. Inline for the reason given at FixedWindowCheck.
+// 1 / window, as every check computes it: what a store that checks one limit over and over
+// may compute once (the memory store's prepared limits do) and pass to SlidingWindowCheck.
+inline double PerWindow(const WindowParams& params) {
+  return 1 / static_cast<double>(params.window_micros);
+}
+
+// REQUIRES: cost >= 0; per_window == PerWindow(params). Inline for the reason given at
+// FixedWindowCheck.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowCheck(
     const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
-    int64_t cost) {
+    double per_window, int64_t cost) {
   const int64_t window = params.window_micros;
   const int64_t limit = params.limit;
-  const double per_window = 1 / static_cast<double>(window);
   int64_t index = WindowIndexFor(state, now_micros, window);
   // Time going backwards counts as no time passing: a state from a later window than now's
   // is still the current one (else a clock step back would forget its counts).
@@ -113,6 +119,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
   }
   out.expires_at_micros = now_micros + out.decision.reset_after_micros;
   return out;
+}
+
+// The same, computing 1 / window itself.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowCheck(
+    const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
+    int64_t cost) {
+  return SlidingWindowCheck(state, now_micros, params, PerWindow(params), cost);
 }
 
 }  // namespace tollgate::algorithm
