@@ -403,7 +403,8 @@ struct alignas(64) Shard {
   EntryMap entries ABSL_GUARDED_BY(mu);
   std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
   // heap.front()'s time, INT64_MAX for an empty heap: what the test before every check reads
-  // (one load, where the heap's front takes three). Set after every change of the heap.
+  // (one load, where the heap's front takes three). Set (NoteSoonest) by every change of the
+  // heap: Commit's push, Repush and DropTop.
   int64_t soonest_expiry ABSL_GUARDED_BY(mu) = std::numeric_limits<int64_t>::max();
   int64_t capacity = 1;  // set once before the store is shared
   // The token bucket durations of the numbers this shard's last token bucket check used:
@@ -728,9 +729,9 @@ class MemoryStoreImpl final : public MemoryStore {
     }
   };
 
-  // CheckOneAs for a PreparedLimit: the name's hash, the numbers' validity and the token
-  // bucket's durations come from it. Inlined into CheckOne's switch, as CheckOneAs is:
-  // 296 -> 287 instructions for a hot-key token bucket check.
+  // CheckOneAs for a PreparedLimit: the name's hash, the numbers' validity, the token
+  // bucket's durations and the sliding window's 1 / window come from it. Inlined into CheckOne's
+  // switch, as CheckOneAs is: 296 -> 287 instructions for a hot-key token bucket check.
   template <typename S>
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Decision> CheckPreparedAs(
       const PreparedLimit& prepared, std::string_view key, int64_t cost) {
@@ -942,7 +943,8 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   // Pops the top heap record. Returns its entry's real expiry and leaves the record popped
-  // (at heap.back()) for the caller to drop or push again.
+  // (at heap.back()) for the caller to drop or push again (DropTop, Repush), which then sets
+  // soonest_expiry.
   static std::pair<HeapRecord*, const Record*> PopTop(Shard& shard)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     std::pop_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
@@ -955,12 +957,14 @@ class MemoryStoreImpl final : public MemoryStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     shard.heap.back().expires_at_micros = expires_at_micros;
     std::push_heap(shard.heap.begin(), shard.heap.end(), LaterExpiry());
+    NoteSoonest(shard);
   }
 
   static void DropTop(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     HeapRecord& record = shard.heap.back();
     shard.entries.erase(record.key.view());
     shard.heap.pop_back();
+    NoteSoonest(shard);
   }
 
   // Starts loading `key`'s first line without taking the shard's lock (LineTable::prefetch
@@ -996,7 +1000,6 @@ class MemoryStoreImpl final : public MemoryStore {
       DropTop(shard);
       if (entry != nullptr) ++removed;
     }
-    NoteSoonest(shard);
     return removed;
   }
 
@@ -1011,9 +1014,8 @@ class MemoryStoreImpl final : public MemoryStore {
       DropTop(shard);
       if (entry == nullptr) continue;  // a record without an entry frees nothing
       evictions_.fetch_add(1, std::memory_order_relaxed);
-      break;
+      return;
     }
-    NoteSoonest(shard);
   }
 
   // The time for a check: the system clock's read inlined (no virtual call), or any other.
