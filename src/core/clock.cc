@@ -5,13 +5,33 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "src/core/wall_clock.h"
 
 namespace tollgate {
 namespace internal {
+
+bool CounterUsableFor(std::string_view clock_source, std::string_view cpu_flags) {
+  if (clock_source == "tsc") return true;
+  if (clock_source != "kvm-clock") return false;
+  bool constant = false;
+  bool nonstop = false;
+  while (!cpu_flags.empty()) {
+    const size_t start = cpu_flags.find_first_not_of(" \t");
+    if (start == std::string_view::npos) break;
+    cpu_flags.remove_prefix(start);
+    const std::string_view flag = cpu_flags.substr(0, cpu_flags.find_first_of(" \t"));
+    constant = constant || flag == "constant_tsc";
+    nonstop = nonstop || flag == "nonstop_tsc";
+    cpu_flags.remove_prefix(flag.size());
+  }
+  return constant && nonstop;
+}
+
 namespace {
 
 // 2^32: ns per tick is kept as a 32.32 fixed-point number.
@@ -31,11 +51,26 @@ int64_t RealtimeNs() {
 
 bool CounterUsable() {
 #if defined(__x86_64__)
-  // The kernel reads the wall clock through the counter only when it has found it invariant
-  // and synchronized across CPUs; then so can we.
+  // TOLLGATE_CLOCK_COUNTER=0: every read is the kernel's, whatever the machine (see
+  // wall_clock.h for what the counter costs in accuracy where a VM's counter can jump).
+  if (const char* setting = std::getenv("TOLLGATE_CLOCK_COUNTER");
+      setting != nullptr && std::string_view(setting) == "0") {
+    return false;
+  }
   std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-  std::string name;
-  return static_cast<bool>(source >> name) && name == "tsc";
+  std::string clock_source;
+  if (!(source >> clock_source)) return false;
+  // The first processor's flags: every processor of a machine has the same.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) break;
+    line.clear();
+  }
+  const size_t colon = line.find(':');
+  return CounterUsableFor(clock_source, colon == std::string::npos
+                                            ? std::string_view()
+                                            : std::string_view(line).substr(colon + 1));
 #else
   return false;
 #endif

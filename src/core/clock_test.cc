@@ -1,10 +1,12 @@
 // Copyright tollgate authors.
 #include "tollgate/clock.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 #include <atomic>
 #include <cstdint>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -86,6 +88,35 @@ TEST(WallClockTest, WithoutTheCounterEveryReadIsTheKernelClock) {
   internal::WallClockOptions options;
   options.use_counter = false;
   internal::WallClock clock(options);
+  EXPECT_FALSE(clock.uses_counter());
+  EXPECT_EQ(ReadsOutsideTheBracket(clock, 10'000, 0, 0), 0);
+}
+
+// The counter stands in for the kernel's clock where the kernel's clock is that counter:
+// clock source "tsc", or a KVM guest's kvm-clock over an invariant counter.
+TEST(WallClockTest, UsesTheCounterOnlyWhereTheKernelClockIsTheCounter) {
+  const std::string_view invariant = " fpu tsc constant_tsc rep_good nonstop_tsc cpuid";
+  EXPECT_TRUE(internal::CounterUsableFor("tsc", ""));
+  EXPECT_TRUE(internal::CounterUsableFor("kvm-clock", invariant));
+  EXPECT_TRUE(internal::CounterUsableFor("kvm-clock", "\tconstant_tsc\tnonstop_tsc"));
+  // A counter whose rate follows the CPU's frequency, or that stops in deep sleep.
+  EXPECT_FALSE(internal::CounterUsableFor("kvm-clock", " fpu tsc constant_tsc rep_good"));
+  EXPECT_FALSE(internal::CounterUsableFor("kvm-clock", " fpu tsc nonstop_tsc"));
+  // Whole flags only.
+  EXPECT_FALSE(internal::CounterUsableFor("kvm-clock", " constant_tsc_x nonstop_tscx"));
+  EXPECT_FALSE(internal::CounterUsableFor("kvm-clock", ""));
+  // Clock sources that are not the counter, whatever the CPU.
+  EXPECT_FALSE(internal::CounterUsableFor("hpet", invariant));
+  EXPECT_FALSE(internal::CounterUsableFor("acpi_pm", invariant));
+  EXPECT_FALSE(internal::CounterUsableFor("xen", invariant));
+  EXPECT_FALSE(internal::CounterUsableFor("", invariant));
+}
+
+// TOLLGATE_CLOCK_COUNTER=0 turns the counter off, wherever it would be used.
+TEST(WallClockTest, TheEnvironmentCanTurnTheCounterOff) {
+  ASSERT_EQ(setenv("TOLLGATE_CLOCK_COUNTER", "0", 1), 0);
+  const internal::WallClock clock;
+  ASSERT_EQ(unsetenv("TOLLGATE_CLOCK_COUNTER"), 0);
   EXPECT_FALSE(clock.uses_counter());
   EXPECT_EQ(ReadsOutsideTheBracket(clock, 10'000, 0, 0), 0);
 }
