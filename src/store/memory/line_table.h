@@ -164,12 +164,17 @@ class LineTable {
     return static_cast<T*>(memory);
   }
 
+  // What a lookup reads, in a cache line of its own that only a rehash writes: every core
+  // that looks up keeps a shared copy. (prefetch() needs lines_ and mask_ before it can
+  // start loading anything; in a line another core writes, as the one holding the caller's
+  // lock, it first waited for that line to come over, and the entry's miss only then began.)
+  alignas(64) T* lines_ = nullptr;
+  size_t mask_ = 0;
+  size_t capacity_ = 0;
   Hash hash_;
   Eq eq_;
-  T* lines_ = nullptr;
-  size_t capacity_ = 0;
-  size_t mask_ = 0;
-  size_t size_ = 0;
+  // Written by every insert and erase.
+  alignas(64) size_t size_ = 0;
 };
 
 }  // namespace tollgate::internal

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -394,26 +395,28 @@ struct LaterExpiry {
 
 using EntryMap = internal::LineTable<Record, RecordHash, RecordEq>;
 
-// Cache-line aligned so two shards' locks never share a line.
+// Cache-line aligned so two shards' locks never share a line. The first line holds what a
+// check writes or reads under the lock besides its entry; the table's lookup fields follow
+// in a line of their own (LineTable), which a check reads before it locks.
 struct alignas(64) Shard {
   internal::SpinLock mu;
-  // The latest time a check of this shard decided at (microseconds; beside the lock, in its
-  // cache line).
+  // The latest time a check of this shard decided at (microseconds).
   int64_t latest_micros ABSL_GUARDED_BY(mu) = 0;
-  EntryMap entries ABSL_GUARDED_BY(mu);
-  std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
   // heap.front()'s time, INT64_MAX for an empty heap: what the test before every check reads
   // (one load, where the heap's front takes three). Set (NoteSoonest) by every change of the
   // heap: Commit's push, Repush and DropTop.
   int64_t soonest_expiry ABSL_GUARDED_BY(mu) = std::numeric_limits<int64_t>::max();
-  int64_t capacity = 1;  // set once before the store is shared
   // The token bucket durations of the numbers this shard's last token bucket check used:
   // computing them costs two divisions on the critical path of every check, and a shard's
   // checks nearly always use the same limit. 0 capacity: none yet.
   int64_t times_capacity ABSL_GUARDED_BY(mu) = 0;
   double times_refill_per_second ABSL_GUARDED_BY(mu) = 0;
   algorithm::TokenBucketTimes times ABSL_GUARDED_BY(mu);
+  EntryMap entries ABSL_GUARDED_BY(mu);
+  std::vector<HeapRecord> heap ABSL_GUARDED_BY(mu);
+  int64_t capacity = 1;  // set once before the store is shared
 };
+static_assert(offsetof(Shard, entries) == 64, "the lock's line holds what a check writes");
 
 // `params`' durations, from the shard's cache when it holds them.
 const algorithm::TokenBucketTimes& TimesFor(Shard& shard,
