@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -76,6 +77,9 @@ bool CounterUsable() {
 #endif
 }
 
+// WallClock ids, from 1 (an anchor's owner 0 is none).
+std::atomic<uint64_t> next_wall_clock_id{1};
+
 // A (counter, wall ns) pair read together: the counter is read on both sides of the clock,
 // and a pair whose sides are further apart than kMaxPairTicks (the thread was interrupted
 // in between) is read again. Returns false, with the time read, if no try was narrow enough:
@@ -103,7 +107,9 @@ bool ReadPair(Pair& pair) {
 }  // namespace
 
 WallClock::WallClock(WallClockOptions options)
-    : options_(options), use_counter_(options.use_counter && CounterUsable()) {}
+    : options_(options),
+      use_counter_(options.use_counter && CounterUsable()),
+      id_(next_wall_clock_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 int64_t WallClock::RenewMicros() const {
   if (!use_counter_) return RealtimeNs() / 1000;
@@ -124,7 +130,7 @@ int64_t WallClock::Renew() const {
   if (q32 != 0 && pair.ns >= 0) {
     const double ns_per_tick = static_cast<double>(q32) / kQ32;
     const double usable = static_cast<double>(options_.anchor_ns) / ns_per_tick;
-    next.owner = this;
+    next.owner = id_;
     next.tsc = static_cast<uint64_t>(pair.tsc);
     next.usable_ticks = usable < static_cast<double>(kMaxExtrapolatedTicks)
                             ? static_cast<uint64_t>(usable)

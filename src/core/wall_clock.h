@@ -49,16 +49,16 @@
 
 namespace tollgate::internal {
 
-class WallClock;
-
 // Where a thread extrapolates from, set by the WallClock that owns it at each renewal: the
 // counter value and the wall time read with it (whole microseconds plus a binary fraction),
 // the rate in microseconds per tick (same fraction), and how many ticks the anchor may be
 // used for, so a read decides with one comparison. Trivially constructible: the
 // thread_local below needs no initialization guard, and an anchor without an owner makes
-// every read renew it.
+// every read renew it. The owner is the clock's id, not its address: a clock created where
+// a destroyed one was must not extrapolate from that one's anchor (one created with
+// use_counter = false would then read the counter for up to anchor_ns).
 struct WallClockAnchor {
-  const WallClock* owner = nullptr;
+  uint64_t owner = 0;  // WallClock::id_; 0: none
   uint64_t tsc = 0;
   uint64_t usable_ticks = 0;
   uint64_t micros_per_tick_q36 = 0;
@@ -112,7 +112,7 @@ class WallClock final : public Clock {
   ABSL_ATTRIBUTE_ALWAYS_INLINE int64_t NowMicrosInline() const {
     const WallClockAnchor& a = wall_clock_anchor;
     const uint64_t ticks = static_cast<uint64_t>(ReadTimeStampCounter()) - a.tsc;
-    if (ABSL_PREDICT_TRUE(a.owner == this && ticks < a.usable_ticks)) {
+    if (ABSL_PREDICT_TRUE(a.owner == id_ && ticks < a.usable_ticks)) {
       // < 2^36 + 2^31 x 2^33: no overflow (usable_ticks <= 2^31; see kMicrosFractionBits).
       return a.micros + static_cast<int64_t>((a.fraction_q36 + ticks * a.micros_per_tick_q36) >>
                                              kMicrosFractionBits);
@@ -120,6 +120,8 @@ class WallClock final : public Clock {
     return RenewMicros();
   }
 
+  // Unique in the process, never 0: what a thread's anchor names its owner by.
+  uint64_t id() const { return id_; }
   // Whether reads go through the counter (false: every read is clock_gettime).
   bool uses_counter() const { return use_counter_; }
   // Times the measurement of ns per tick was restarted (a wall clock step).
@@ -137,6 +139,8 @@ class WallClock final : public Clock {
 
   const WallClockOptions options_;
   const bool use_counter_;
+  // Unique in the process, never 0 (WallClockAnchor::owner).
+  const uint64_t id_;
   // Fixed point: ns per tick x 2^32. 0 until measured.
   mutable std::atomic<uint64_t> ns_per_tick_q32_{0};
   mutable std::atomic<int64_t> restarts_{0};
