@@ -20,16 +20,16 @@
 //    clock was set, or the counter misbehaved) starts the measurement again, and until a
 //    rate is known every read is a plain clock_gettime.
 //
-// It is used where the kernel's clock is the counter read through its own rate: clock source
-// "tsc" (the kernel found the counter invariant and synchronized across CPUs), or
-// "kvm-clock" on a CPU with an invariant counter (flags constant_tsc and nonstop_tsc). A
-// KVM guest's kvm-clock is that same counter, scaled with numbers the host publishes and
-// changes when the counter's relation to time changes (the VM moved to another host, or was
-// restored from a snapshot, as Firecracker's are), or differs between its processors. A thread sees
-// such a change at its next renewal, at most `anchor_ns` of counter time later, and until then
-// reads at most `anchor_ns` ahead of the kernel's clock (a read never extrapolates further) or
-// behind it (a stricter decision, never a looser one). Elsewhere, or with TOLLGATE_CLOCK_COUNTER=0
-// in the environment, every read is clock_gettime.
+// It is used where the kernel's clock is the counter itself: clock source "tsc" (the kernel
+// found the counter invariant and synchronized across CPUs), or "kvm-clock" on a CPU whose
+// counter is invariant (flags constant_tsc and nonstop_tsc). A KVM guest's kvm-clock is that
+// same counter, scaled with numbers the host publishes and changes when the counter's
+// relation to time changes: the VM moved to another host, or was restored from a snapshot
+// (as Firecracker's are). A thread sees such a change, or a counter that differs between
+// processors, at its next renewal, at most `anchor_ns` of counter time later. Until then its
+// reads are at most `anchor_ns` ahead of the kernel's clock (a read never extrapolates
+// further), or behind it (a stricter decision, never a looser one). Elsewhere, or with
+// TOLLGATE_CLOCK_COUNTER=0 in the environment, every read is clock_gettime.
 #ifndef TOLLGATE_SRC_CORE_WALL_CLOCK_H_
 #define TOLLGATE_SRC_CORE_WALL_CLOCK_H_
 
