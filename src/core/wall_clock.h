@@ -25,7 +25,7 @@
 // counter is invariant (flags constant_tsc and nonstop_tsc). A KVM guest's kvm-clock is that
 // same counter, scaled with numbers the host publishes and changes when the counter's
 // relation to time changes: the VM moved to another host, or was restored from a snapshot
-// (as Firecracker's are). A thread sees such a change, or a counter that differs between
+// (as Firecracker's can be). A thread sees such a change, or a counter that differs between
 // processors, at its next renewal, at most `anchor_ns` of counter time later. Until then its
 // reads are at most `anchor_ns` ahead of the kernel's clock (a read never extrapolates
 // further), or behind it (a stricter decision, never a looser one). Elsewhere, or with
