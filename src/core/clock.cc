@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "src/core/wall_clock.h"
 
 namespace tollgate {
@@ -21,14 +23,11 @@ bool CounterUsableFor(std::string_view clock_source, std::string_view cpu_flags)
   if (clock_source != "kvm-clock") return false;
   bool constant = false;
   bool nonstop = false;
-  while (!cpu_flags.empty()) {
-    const size_t start = cpu_flags.find_first_not_of(" \t");
-    if (start == std::string_view::npos) break;
-    cpu_flags.remove_prefix(start);
-    const std::string_view flag = cpu_flags.substr(0, cpu_flags.find_first_of(" \t"));
+  // (Debian's Abseil has its own string_view, not std's.)
+  const absl::string_view flags(cpu_flags.data(), cpu_flags.size());
+  for (absl::string_view flag : absl::StrSplit(flags, absl::ByAnyChar(" \t"))) {
     constant = constant || flag == "constant_tsc";
     nonstop = nonstop || flag == "nonstop_tsc";
-    cpu_flags.remove_prefix(flag.size());
   }
   return constant && nonstop;
 }
@@ -63,15 +62,14 @@ bool CounterUsable() {
   if (!(source >> clock_source)) return false;
   // The first processor's flags: every processor of a machine has the same.
   std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("flags", 0) == 0) break;
-    line.clear();
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    return CounterUsableFor(clock_source, colon == std::string::npos
+                                              ? std::string_view()
+                                              : std::string_view(line).substr(colon + 1));
   }
-  const size_t colon = line.find(':');
-  return CounterUsableFor(clock_source, colon == std::string::npos
-                                            ? std::string_view()
-                                            : std::string_view(line).substr(colon + 1));
+  return CounterUsableFor(clock_source, "");
 #else
   return false;
 #endif
