@@ -21,6 +21,7 @@
 #include "spdlog/spdlog.h"
 #include "src/cli/load_configs.h"
 #include "src/config/descriptor_matcher.h"
+#include "src/server/event_loops.h"
 #include "src/server/http_server.h"
 #include "src/server/listen_address.h"
 #include "src/server/metrics.h"
@@ -236,10 +237,18 @@ int RunServe(const ServeOptions& options) {
     return 1;
   }
 
+  // Every connection of the service runs on these loops.
+  absl::StatusOr<std::unique_ptr<server::EventLoops>> loops =
+      server::EventLoops::Start(options.threads);
+  if (!loops.ok()) {
+    spdlog::error("--threads: {}", std::string(loops.status().message()));
+    return 2;
+  }
+
   server::HttpServerOptions http_options;
   http_options.host = http_address->host;
   http_options.port = http_address->port;
-  http_options.threads = options.threads;
+  http_options.loops = loops->get();
   http_options.max_checks_per_request = static_cast<size_t>(options.max_descriptors);
   http_options.limits.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
   http_options.limits.max_header_bytes = static_cast<uint32_t>(options.max_header_bytes);
@@ -299,6 +308,8 @@ int RunServe(const ServeOptions& options) {
   // The HTTP server goes first: /json calls into the gRPC service.
   http->reset();
   (*rls)->Shutdown();
+  (*loops)->Stop();
+  (*loops)->Join();
   spdlog::info("stopped");
   return 0;
 }

@@ -87,6 +87,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   // The bound port (the real one when the address asked for port 0).
   uint16_t port() const { return port_; }
+  // The bound IP address ("127.0.0.1", "::1").
+  const std::string& host() const { return host_; }
   // "HOST:PORT" as bound.
   std::string address() const;
 

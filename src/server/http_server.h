@@ -1,6 +1,6 @@
 // Copyright tollgate authors. The HTTP/JSON service: a Beast server around an HttpHandler.
 //
-//   auto server = HttpServer::Start({.host = "127.0.0.1", .port = 0}, limiter);
+//   auto server = HttpServer::Start({.host = "127.0.0.1", .port = 0, .loops = &loops}, limiter);
 //   spdlog::info("listening http={}", (*server)->address());
 //   ... on SIGTERM:
 //   (*server)->Shutdown();
@@ -21,6 +21,7 @@
 
 namespace tollgate::server {
 
+class EventLoops;
 class Metrics;
 class RlsService;
 
@@ -29,7 +30,10 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   // 0 binds an ephemeral port; port() says which.
   uint16_t port = 8080;
-  // I/O threads running the event loop; 0 means std::thread::hardware_concurrency().
+  // The loops the connections run on (shared with the gRPC server and the Redis clients).
+  // nullptr: the server starts loops of its own, `threads` of them (0: one per hardware
+  // thread). REQUIRES: outlives the server.
+  EventLoops* loops = nullptr;
   int threads = 0;
   HttpSessionLimits limits;
   // Bound on the items of one POST /v1/check {"checks": [...]}; more is a 400. Envoy's
@@ -44,8 +48,10 @@ struct HttpServerOptions {
   ReadinessCheck readiness;
 };
 
-// Serves the HTTP API (src/server/http_handler.h) on one address with a pool of I/O
-// threads, HTTP/1.1 keep-alive, and per-connection strands.
+// Serves the HTTP API (src/server/http_handler.h) on one address, HTTP/1.1 keep-alive. Each
+// connection lives on one event loop (src/server/event_loops.h): its reads, its answer and
+// its timers run on that loop's thread, with no strand and no hop between threads unless the
+// store answers from another thread.
 //
 // Thread-safe: every method may be called from any thread.
 class HttpServer {
@@ -74,9 +80,10 @@ class HttpServer {
   // (with "Connection: close") before its connection closes. Returns at once; idempotent.
   void Shutdown();
 
-  // Waits until every connection has closed after Shutdown(). If that takes longer than
-  // `drain_timeout`, stops the event loop anyway. Returns true when all requests finished.
-  // REQUIRES: Shutdown() was called; one caller at a time.
+  // Waits until every connection has closed after Shutdown(), at most `drain_timeout`.
+  // Returns true when all requests finished. Connections still open then are closed by
+  // their loops' end (the server's own loops stop here; shared loops stop with their owner).
+  // REQUIRES: Shutdown() was called; one caller at a time; not on a loop thread.
   bool Wait(std::chrono::milliseconds drain_timeout);
 
  private:

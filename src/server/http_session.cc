@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/dispatch.hpp"
-#include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/post.hpp"
 #include "spdlog/spdlog.h"
 
@@ -28,6 +27,12 @@ void SessionRegistry::Remove(uint64_t id) {
   sessions_.erase(id);
 }
 
+bool SessionRegistry::AwaitEmpty(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return sessions_.empty(); };
+  return mu_.AwaitWithTimeout(absl::Condition(&empty), timeout);
+}
+
 std::vector<std::weak_ptr<HttpSession>> SessionRegistry::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
@@ -37,15 +42,15 @@ std::vector<std::weak_ptr<HttpSession>> SessionRegistry::Close() {
   return open;
 }
 
-HttpSession::HttpSession(net::ip::tcp::socket socket, HttpSessionContext& context)
-    : stream_(std::move(socket)), context_(context) {}
+HttpSession::HttpSession(net::ip::tcp::socket socket, std::shared_ptr<HttpSessionContext> context)
+    : stream_(std::move(socket)), context_(std::move(context)) {}
 
 HttpSession::~HttpSession() {
-  if (registry_id_ != 0) context_.registry.Remove(registry_id_);
+  if (registry_id_ != 0) context_->registry.Remove(registry_id_);
 }
 
 void HttpSession::Start() {
-  registry_id_ = context_.registry.Add(weak_from_this());
+  registry_id_ = context_->registry.Add(weak_from_this());
   if (registry_id_ == 0) return;  // shutting down: the socket closes with this session
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
 }
@@ -60,9 +65,9 @@ void HttpSession::CloseWhenIdle() {
 void HttpSession::ReadHeader() {
   if (stopping_) return Close();
   parser_.emplace();
-  parser_->header_limit(context_.limits.max_header_bytes);
-  parser_->body_limit(context_.limits.max_body_bytes);
-  stream_.expires_after(context_.limits.idle_timeout);
+  parser_->header_limit(context_->limits.max_header_bytes);
+  parser_->body_limit(context_->limits.max_body_bytes);
+  stream_.expires_after(context_->limits.idle_timeout);
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code error, size_t) { self->OnReadHeader(error); });
@@ -88,7 +93,7 @@ void HttpSession::OnReadHeader(beast::error_code error) {
 }
 
 void HttpSession::ReadBody() {
-  stream_.expires_after(context_.limits.idle_timeout);
+  stream_.expires_after(context_->limits.idle_timeout);
   http::async_read(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code error, size_t) { self->OnReadBody(error); });
@@ -105,14 +110,14 @@ void HttpSession::FailRead(beast::error_code error) {
     busy_ = true;
     return Write(JsonErrorResponse(
         http::status::bad_request,
-        absl::StrCat("request body larger than ", context_.limits.max_body_bytes, " bytes"),
+        absl::StrCat("request body larger than ", context_->limits.max_body_bytes, " bytes"),
         version, false));
   }
   if (error == http::error::header_limit) {
     busy_ = true;
     return Write(JsonErrorResponse(
         http::status::request_header_fields_too_large,
-        absl::StrCat("request head larger than ", context_.limits.max_header_bytes, " bytes"),
+        absl::StrCat("request head larger than ", context_->limits.max_header_bytes, " bytes"),
         version, false));
   }
   if (error.category() == http::make_error_code(http::error::bad_method).category() &&
@@ -128,22 +133,19 @@ void HttpSession::FailRead(beast::error_code error) {
 
 void HttpSession::Dispatch() {
   stream_.expires_never();
-  // The handler may answer from a store thread; the work guard keeps the I/O threads alive
-  // until the answer is back on this connection's strand.
-  auto work = net::make_work_guard(stream_.get_executor());
-  context_.handler->Handle(parser_->get(), [self = shared_from_this(),
-                                            work = std::move(work)](HttpResponse response) mutable {
+  // The handler may answer inline (the in-memory store) or from a store thread: dispatch
+  // runs inline on this loop's thread and posts from any other.
+  context_->handler->Handle(parser_->get(), [self = shared_from_this()](HttpResponse response) {
     net::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
       self->Write(std::move(response));
     });
-    work.reset();
   });
 }
 
 void HttpSession::Write(HttpResponse response) {
   if (stopping_) response.keep_alive(false);
   response_.emplace(std::move(response));
-  stream_.expires_after(context_.limits.idle_timeout);
+  stream_.expires_after(context_->limits.idle_timeout);
   http::async_write(
       stream_, *response_,
       [self = shared_from_this()](beast::error_code error, size_t) { self->OnWrite(error); });

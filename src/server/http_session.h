@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
@@ -29,6 +30,8 @@ class SessionRegistry {
   void Remove(uint64_t id);
   // Refuses further Adds and returns the sessions open now.
   std::vector<std::weak_ptr<HttpSession>> Close();
+  // Waits until no session is registered, at most `timeout`. True when none is.
+  bool AwaitEmpty(absl::Duration timeout);
 
  private:
   absl::Mutex mu_;
@@ -47,20 +50,22 @@ struct HttpSessionLimits {
   std::chrono::milliseconds idle_timeout{10'000};
 };
 
-// What every session of one server shares. Outlives the sessions.
+// What every session of one server shares; each session holds a reference, so a session
+// that outlives its server's drain (closed later by its loop) still finds it.
 struct HttpSessionContext {
-  HttpHandler* handler = nullptr;
+  std::shared_ptr<HttpHandler> handler;
   HttpSessionLimits limits;
   SessionRegistry registry;
 };
 
 // Reads requests one at a time from a keep-alive connection, answers each through the
 // handler, and closes when the client does, on an error, on idle timeout, or at shutdown
-// (after finishing the request in flight). All work runs on the connection's strand.
+// (after finishing the request in flight). All work runs on the socket's event loop, one
+// thread; an answer that comes from another thread is dispatched back to it.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  // REQUIRES: `socket` uses a strand executor; `context` outlives the session.
-  HttpSession(boost::asio::ip::tcp::socket socket, HttpSessionContext& context);
+  // REQUIRES: `socket`'s executor is one single-threaded event loop; `context` non-null.
+  HttpSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<HttpSessionContext> context);
   ~HttpSession();
 
   // Registers with the context's registry and starts reading.
@@ -83,7 +88,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Close();
 
   boost::beast::tcp_stream stream_;
-  HttpSessionContext& context_;
+  const std::shared_ptr<HttpSessionContext> context_;
   uint64_t registry_id_ = 0;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
