@@ -3,8 +3,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "src/server/ratelimit_headers.h"
 
@@ -87,7 +90,10 @@ int64_t RefusalRank(const Decision& decision) {
 
 }  // namespace
 
-absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max_checks) {
+namespace internal {
+
+absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body,
+                                                           size_t max_checks) {
   // The callback sees every value as it is parsed; refusing values deeper than kMaxJsonDepth
   // keeps them from being built at all. Parse errors become a status here, at the edge.
   bool too_deep = false;
@@ -148,6 +154,109 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max
   return parsed;
 }
 
+}  // namespace internal
+
+namespace {
+
+// Reads the one shape almost every request has: a single object whose members are "limit"
+// and "key" (strings of printable ASCII without escapes) and optionally "cost" (a plain
+// non-negative integer), each once, in any order. Anything else, valid or not, is left to
+// the document parser, which alone words the errors.
+class SingleCheckReader {
+ public:
+  explicit SingleCheckReader(std::string_view body) : at_(body.data()), end_(at_ + body.size()) {}
+
+  std::optional<CheckRequest> Read() {
+    CheckRequest request;
+    bool have_limit = false, have_key = false, have_cost = false;
+    SkipSpace();
+    if (!Consume('{')) return std::nullopt;
+    SkipSpace();
+    if (Consume('}')) return std::nullopt;  // {}: "limit" missing
+    do {
+      SkipSpace();
+      std::string_view name;
+      if (!String(&name)) return std::nullopt;
+      SkipSpace();
+      if (!Consume(':')) return std::nullopt;
+      SkipSpace();
+      if (name == "limit" && !have_limit) {
+        std::string_view value;
+        if (!String(&value) || value.empty()) return std::nullopt;
+        request.limit.assign(value.data(), value.size());
+        have_limit = true;
+      } else if (name == "key" && !have_key) {
+        std::string_view value;
+        if (!String(&value) || value.empty() || value.size() > kMaxKeyBytes) return std::nullopt;
+        request.key.assign(value.data(), value.size());
+        have_key = true;
+      } else if (name == "cost" && !have_cost) {
+        if (!Integer(&request.cost)) return std::nullopt;
+        have_cost = true;
+      } else {
+        return std::nullopt;
+      }
+      SkipSpace();
+    } while (Consume(','));
+    if (!Consume('}')) return std::nullopt;
+    SkipSpace();
+    if (at_ != end_ || !have_limit || !have_key) return std::nullopt;
+    return request;
+  }
+
+ private:
+  void SkipSpace() {
+    while (at_ != end_ && (*at_ == ' ' || *at_ == '\t' || *at_ == '\n' || *at_ == '\r')) ++at_;
+  }
+  bool Consume(char c) {
+    if (at_ == end_ || *at_ != c) return false;
+    ++at_;
+    return true;
+  }
+  // A string of bytes 0x20..0x7e other than '"' and '\\'.
+  bool String(std::string_view* out) {
+    if (!Consume('"')) return false;
+    const char* start = at_;
+    while (at_ != end_ && *at_ != '"') {
+      const unsigned char c = static_cast<unsigned char>(*at_);
+      if (c < 0x20 || c > 0x7e || c == '\\') return false;
+      ++at_;
+    }
+    if (at_ == end_) return false;
+    *out = std::string_view(start, static_cast<size_t>(at_ - start));
+    ++at_;
+    return true;
+  }
+  // 0, or 1 to 18 digits without a leading zero (no sign, fraction or exponent).
+  bool Integer(int64_t* out) {
+    const char* start = at_;
+    int64_t value = 0;
+    while (at_ != end_ && *at_ >= '0' && *at_ <= '9') {
+      if (at_ - start == 18) return false;  // longer: left to the document parser
+      value = value * 10 + (*at_++ - '0');
+    }
+    const ptrdiff_t digits = at_ - start;
+    if (digits == 0 || (digits > 1 && *start == '0')) return false;
+    if (at_ != end_ && (*at_ == '.' || *at_ == 'e' || *at_ == 'E')) return false;
+    *out = value;
+    return true;
+  }
+
+  const char* at_;
+  const char* const end_;
+};
+
+}  // namespace
+
+absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max_checks) {
+  if (std::optional<CheckRequest> one = SingleCheckReader(body).Read(); one.has_value()) {
+    ParsedCheckBody parsed;
+    parsed.requests.push_back(*std::move(one));
+    return parsed;
+  }
+  return internal::ParseCheckBodyWithDocument(body, max_checks);
+}
+
 size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions) {
   size_t best = 0;
   bool found = false;
@@ -164,32 +273,61 @@ size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions) {
   return best;
 }
 
-nlohmann::json DecisionJson(absl::string_view name, const Decision& decision) {
-  json reply = {
-      {"allowed", decision.allowed},
-      {"name", std::string(name)},
-      {"limit", decision.limit},
-      {"remaining", decision.remaining < 0 ? 0 : decision.remaining},
-      {"reset_after_ms", CeilMillis(decision.reset_after_micros)},
-      {"retry_after_ms", CeilMillis(decision.retry_after_micros)},
-      {"source", std::string(DecisionSourceName(decision.source))},
-  };
-  if (!decision.allowed) reply["reason"] = std::string(DenyReasonName(decision.reason));
-  return reply;
+namespace {
+
+// `text` as a JSON string. Limit names are [A-Za-z0-9_.-] (src/config/names.h); anything
+// else goes through the JSON library's escaping.
+void AppendJsonString(std::string& out, absl::string_view text) {
+  for (char c : text) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-' &&
+        c != ':') {
+      out += DumpJson(json(std::string(text)));
+      return;
+    }
+  }
+  out += '"';
+  out.append(text.data(), text.size());
+  out += '"';
 }
 
-nlohmann::json CheckReplyJson(const ParsedCheckBody& body, const MultiDecision& result) {
-  if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0]);
-  size_t top = MostRestrictive(result.allowed, result.decisions);
-  json reply = DecisionJson(body.requests[top].limit, result.decisions[top]);
-  reply["allowed"] = result.allowed;
-  if (result.allowed) reply.erase("reason");
-  json results = json::array();
-  for (size_t i = 0; i < result.decisions.size(); ++i) {
-    results.push_back(DecisionJson(body.requests[i].limit, result.decisions[i]));
+// The members in the order the JSON library wrote them (by name), so replies read the same.
+void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
+                    bool allowed) {
+  absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false", ",\"limit\":", decision.limit,
+                  ",\"name\":");
+  AppendJsonString(out, name);
+  if (!allowed) {
+    const std::string_view reason = DenyReasonName(decision.reason);
+    absl::StrAppend(&out, ",\"reason\":\"", absl::string_view(reason.data(), reason.size()), "\"");
   }
-  reply["results"] = std::move(results);
-  return reply;
+  const std::string_view source = DecisionSourceName(decision.source);
+  absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining,
+                  ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
+                  ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
+                  absl::string_view(source.data(), source.size()), "\"");
+}
+
+}  // namespace
+
+std::string DecisionJson(absl::string_view name, const Decision& decision) {
+  std::string out = "{";
+  AppendDecision(out, name, decision, decision.allowed);
+  out += '}';
+  return out;
+}
+
+std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result) {
+  if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0]);
+  const size_t top = MostRestrictive(result.allowed, result.decisions);
+  std::string out = "{";
+  AppendDecision(out, body.requests[top].limit, result.decisions[top], result.allowed);
+  out += ",\"results\":[";
+  for (size_t i = 0; i < result.decisions.size(); ++i) {
+    if (i != 0) out += ',';
+    out += DecisionJson(body.requests[i].limit, result.decisions[i]);
+  }
+  out += "]}";
+  return out;
 }
 
 std::string DumpJson(const nlohmann::json& value) {

@@ -43,20 +43,28 @@ struct ParsedCheckBody {
 absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body,
                                                size_t max_checks = kMaxChecksPerRequest);
 
+namespace internal {
+// ParseCheckBody through a JSON document for every body; ParseCheckBody reads the common
+// single-check body directly and must answer exactly as this does (a test compares them).
+absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body,
+                                                           size_t max_checks);
+}  // namespace internal
+
 // The index of the decision that speaks for a batch: when refused, the refusing item that
 // waits longest (a cost that can never pass counts as forever; the first on ties); when
 // allowed, the item with the least remaining (the first on ties).
 // REQUIRES: !decisions.empty().
 size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions);
 
-// {"allowed", "name", "limit", "remaining", "reset_after_ms", "retry_after_ms", "source",
-//  "reason" (only when refused)}.
-nlohmann::json DecisionJson(absl::string_view name, const Decision& decision);
+// {"allowed", "limit", "name", "reason" (only when refused), "remaining", "reset_after_ms",
+//  "retry_after_ms", "source"}, serialized compactly with the members in that order.
+std::string DecisionJson(absl::string_view name, const Decision& decision);
 
 // The reply body for a checked request: for a single check, DecisionJson of it; for a batch,
-// DecisionJson of the MostRestrictive item with `allowed` the batch's, plus `results`.
+// DecisionJson of the MostRestrictive item with `allowed` the batch's (and "reason" only
+// when refused), plus `results`, each item's DecisionJson in order.
 // REQUIRES: result.decisions.size() == body.requests.size() > 0.
-nlohmann::json CheckReplyJson(const ParsedCheckBody& body, const MultiDecision& result);
+std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result);
 
 // {"error": message}, serialized. Invalid UTF-8 in `message` is replaced, never thrown on.
 std::string ErrorBody(absl::string_view message);

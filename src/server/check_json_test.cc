@@ -2,7 +2,9 @@
 #include "src/server/check_json.h"
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -123,7 +125,7 @@ TEST(CheckJsonTest, MostRestrictiveAllowedHasLeastRemaining) {
 
 TEST(CheckJsonTest, DecisionJsonHasMillisecondsRoundedUpAndReasonOnlyWhenRefused) {
   Decision allowed{.allowed = true, .limit = 10, .remaining = 9, .reset_after_micros = 1'001};
-  nlohmann::json json = DecisionJson("api", allowed);
+  nlohmann::json json = nlohmann::json::parse(DecisionJson("api", allowed));
   EXPECT_EQ(json["allowed"], true);
   EXPECT_EQ(json["name"], "api");
   EXPECT_EQ(json["limit"], 10);
@@ -135,7 +137,7 @@ TEST(CheckJsonTest, DecisionJsonHasMillisecondsRoundedUpAndReasonOnlyWhenRefused
 
   Decision refused{
       .allowed = false, .limit = 10, .retry_after_micros = 999, .reason = DenyReason::kOverLimit};
-  json = DecisionJson("api", refused);
+  json = nlohmann::json::parse(DecisionJson("api", refused));
   EXPECT_EQ(json["retry_after_ms"], 1);
   EXPECT_EQ(json["reason"], "over_limit");
 }
@@ -150,7 +152,7 @@ TEST(CheckJsonTest, BatchReplySpeaksForTheRefusingItem) {
                                       .limit = 1,
                                       .retry_after_micros = 2'000,
                                       .reason = DenyReason::kOverLimit}}};
-  nlohmann::json json = CheckReplyJson(*body, result);
+  nlohmann::json json = nlohmann::json::parse(CheckReplyBody(*body, result));
   EXPECT_EQ(json["allowed"], false);
   EXPECT_EQ(json["name"], "b");
   EXPECT_EQ(json["limit"], 1);
@@ -160,6 +162,84 @@ TEST(CheckJsonTest, BatchReplySpeaksForTheRefusingItem) {
   EXPECT_EQ(json["results"][0]["name"], "a");
   EXPECT_EQ(json["results"][0]["allowed"], true);
   EXPECT_EQ(json["results"][1]["allowed"], false);
+}
+
+// ParseCheckBody reads single checks directly and leaves every other body to the document
+// parser; on every body both must give the same answer.
+void ExpectSameAsDocumentParser(std::string_view body) {
+  absl::StatusOr<ParsedCheckBody> fast = ParseCheckBody(body, 4);
+  absl::StatusOr<ParsedCheckBody> slow = internal::ParseCheckBodyWithDocument(body, 4);
+  ASSERT_EQ(fast.ok(), slow.ok()) << body;
+  if (!fast.ok()) {
+    EXPECT_EQ(fast.status(), slow.status()) << body;
+    return;
+  }
+  EXPECT_EQ(fast->batch, slow->batch) << body;
+  ASSERT_EQ(fast->requests.size(), slow->requests.size()) << body;
+  for (size_t i = 0; i < fast->requests.size(); ++i) {
+    EXPECT_EQ(fast->requests[i].limit, slow->requests[i].limit) << body;
+    EXPECT_EQ(fast->requests[i].key, slow->requests[i].key) << body;
+    EXPECT_EQ(fast->requests[i].cost, slow->requests[i].cost) << body;
+  }
+}
+
+TEST(CheckJsonTest, TheSingleCheckReaderAnswersAsTheDocumentParser) {
+  const std::vector<std::string> bodies = {
+      R"({"limit":"api","key":"user:42"})",
+      R"( { "key" : "k" , "limit" : "api" , "cost" : 7 } )",
+      "{\"limit\":\"api\",\n\t\"key\":\"k\",\"cost\":0}\r\n",
+      R"({"limit":"api","key":"k","cost":01})",
+      R"({"limit":"api","key":"k","cost":1.0})",
+      R"({"limit":"api","key":"k","cost":1e3})",
+      R"({"limit":"api","key":"k","cost":-1})",
+      R"({"limit":"api","key":"k","cost":999999999999999999})",
+      R"({"limit":"api","key":"k","cost":9999999999999999999})",
+      R"({"limit":"api","key":"k","cost":"1"})",
+      R"({"limit":"api","key":"k","limit":"other"})",
+      R"({"limit":"api","key":"k",})",
+      R"({"limit":"api","key":"k"} x)",
+      R"({"limit":"api","key":"k"}{})",
+      R"({"limit":"","key":"k"})",
+      R"({"limit":"api","key":""})",
+      R"({"limit":"api"})",
+      R"({"key":"k"})",
+      R"({"limit":"api","key":"k","extra":1})",
+      R"({"limit":"a\"pi","key":"k"})",
+      R"({"limit":"api","key":"\u006b"})",
+      "{\"limit\":\"api\",\"key\":\"caf\xc3\xa9\"}",
+      "{\"limit\":\"api\",\"key\":\"bad\xff\"}",
+      "{\"limit\":\"api\",\"key\":\"tab\there\"}",
+      R"({"limit":"api","key":"k","cost":null})",
+      R"({"checks":[{"limit":"api","key":"k"}]})",
+      R"({})",
+      R"([])",
+      "",
+      "{",
+      R"({"limit":"api","key":"k")",
+      R"({"limit":"api","key":"k)",
+      R"({"limit":"api" "key":"k"})",
+  };
+  for (const std::string& body : bodies) ExpectSameAsDocumentParser(body);
+  ExpectSameAsDocumentParser(
+      absl::StrCat(R"({"limit":"api","key":")", std::string(kMaxKeyBytes, 'k'), "\"}"));
+  ExpectSameAsDocumentParser(
+      absl::StrCat(R"({"limit":"api","key":")", std::string(kMaxKeyBytes + 1, 'k'), "\"}"));
+
+  // Every prefix, and every single-byte change, of a few valid bodies.
+  const std::string seeds[] = {R"({"limit":"api","key":"user:42","cost":12})",
+                               R"({ "cost": 0, "key": "k", "limit": "a" })"};
+  const char replacements[] = {'"', '\\', '{', '}', ',', ':',    ' ',    '0',
+                               '9', '-',  'e', '.', 'x', '\x7f', '\x01', static_cast<char>(0xc3)};
+  for (const std::string& seed : seeds) {
+    for (size_t i = 0; i <= seed.size(); ++i) ExpectSameAsDocumentParser(seed.substr(0, i));
+    for (size_t i = 0; i < seed.size(); ++i) {
+      for (char c : replacements) {
+        std::string mutated = seed;
+        mutated[i] = c;
+        ExpectSameAsDocumentParser(mutated);
+      }
+    }
+  }
 }
 
 TEST(CheckJsonTest, ErrorBodySurvivesInvalidUtf8) {

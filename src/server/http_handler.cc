@@ -197,9 +197,8 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
         }
         size_t top = MostRestrictive(result->allowed, result->decisions);
         const Decision& top_decision = result->decisions[top];
-        HttpResponse response =
-            JsonResponse(StatusForDecision(result->allowed, top_decision),
-                         DumpJson(CheckReplyJson(body, *result)), version, keep_alive);
+        HttpResponse response = JsonResponse(StatusForDecision(result->allowed, top_decision),
+                                             CheckReplyBody(body, *result), version, keep_alive);
 
         // The policy of the item in RateLimit first, then the other limits, each once.
         std::vector<std::string> policies = {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "src/server/http_handler.h"
@@ -86,14 +88,24 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Write(HttpResponse response);
   void OnWrite(boost::beast::error_code error);
   void Close();
+  // The phase in progress (reading a head or a body, writing a response) must end by
+  // `deadline`, else the connection is closed. One timer per session, re-armed only when it
+  // fires: moving the deadline costs no system call.
+  void SetDeadline(std::chrono::steady_clock::time_point deadline);
+  void OnTimer(boost::beast::error_code error);
 
-  boost::beast::tcp_stream stream_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer timer_;
   const std::shared_ptr<HttpSessionContext> context_;
   uint64_t registry_id_ = 0;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
-  std::optional<boost::beast::http::response<boost::beast::http::empty_body>> continue_;
-  std::optional<HttpResponse> response_;
+  // The response being written; its capacity is kept for the next one.
+  std::string write_buffer_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  bool timer_armed_ = false;
+  bool timed_out_ = false;
+  bool keep_alive_ = true;
   // From the end of a request's head until its response is written.
   bool busy_ = false;
   bool stopping_ = false;
