@@ -29,6 +29,10 @@
 #include "absl/status/statusor.h"
 #include "tollgate/store.h"
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace tollgate {
 
 struct RedisStoreOptions {
@@ -59,14 +63,23 @@ struct RedisStoreOptions {
   // lost connection). Sentinel: how often the sentinels are asked for the primary (also
   // soon after a lost connection or READONLY). Unused for redis://.
   int64_t refresh_interval_ms = 1000;
+  // For a service that runs its own event loops (Boost.Asio io_contexts, each run by one
+  // thread): one set of `connections` per loop, used by every check issued on that loop's
+  // thread, whose callback then runs on that same thread, without a hop between threads.
+  // Checks from any other thread use the store's own I/O thread. redis:// only (a cluster
+  // or Sentinel keeps its own I/O thread for every check).
+  // REQUIRES: the loops run for as long as the store lives, and are destroyed after it;
+  // the store is created and destroyed on a thread that is none of them.
+  std::vector<boost::asio::io_context*> caller_loops;
 };
 
 // A Store keeping every limit's state in Redis. Thread-safe.
 //
 // CheckAsync sends one script call for all items and runs `done` on the store's I/O
-// thread with decisions whose `source` is kRedis, or with Unavailable when Redis cannot be
-// reached (never waiting past `reply_timeout_ms` for a dead connection). A script flushed
-// from Redis (SCRIPT FLUSH, restart, failover) is reloaded transparently.
+// thread (or the caller's loop, see `caller_loops`) with decisions whose `source` is kRedis, or
+// with Unavailable when Redis cannot be reached (never waiting past `reply_timeout_ms` for a dead
+// connection). A script flushed from Redis (SCRIPT FLUSH, restart, failover) is reloaded
+// transparently.
 //
 // In a Redis Cluster, items whose keys share a hash slot (every limit on one entity key)
 // still go in one script call, to the slot's primary. Items on several slots are checked

@@ -192,7 +192,17 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("invalid config: {}", std::string(config.status().message()));
     return 1;
   }
-  absl::StatusOr<ServeStore> store = MakeStore(options);
+  // Every connection of the service runs on these loops: HTTP and gRPC sessions, and the
+  // Redis connections their checks use. Declared before the store, so destroyed after it.
+  absl::StatusOr<std::unique_ptr<server::EventLoops>> loops =
+      server::EventLoops::Start(options.threads);
+  if (!loops.ok()) {
+    spdlog::error("--threads: {}", std::string(loops.status().message()));
+    return 2;
+  }
+  std::vector<boost::asio::io_context*> loop_contexts;
+  for (int i = 0; i < (*loops)->size(); ++i) loop_contexts.push_back(&(*loops)->loop(i));
+  absl::StatusOr<ServeStore> store = MakeStore(options, std::move(loop_contexts));
   if (!store.ok()) {
     spdlog::error("{}", std::string(store.status().message()));
     return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -235,14 +245,6 @@ int RunServe(const ServeOptions& options) {
   if (!rls.ok()) {
     spdlog::error("{}", std::string(rls.status().message()));
     return 1;
-  }
-
-  // Every connection of the service runs on these loops.
-  absl::StatusOr<std::unique_ptr<server::EventLoops>> loops =
-      server::EventLoops::Start(options.threads);
-  if (!loops.ok()) {
-    spdlog::error("--threads: {}", std::string(loops.status().message()));
-    return 2;
   }
 
   server::HttpServerOptions http_options;
@@ -308,8 +310,6 @@ int RunServe(const ServeOptions& options) {
   // The HTTP server goes first: /json calls into the gRPC service.
   http->reset();
   (*rls)->Shutdown();
-  (*loops)->Stop();
-  (*loops)->Join();
   spdlog::info("stopped");
   return 0;
 }

@@ -10,6 +10,10 @@
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace tollgate::cli {
 
 struct ServeOptions {
@@ -52,8 +56,10 @@ struct ServeStore {
 
 // The store the service checks against: in memory without `redis_url`; else Redis behind
 // deadlines, a circuit breaker and each limit's failure policy, with N learned from
-// heartbeats.
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options);
+// heartbeats. Checks issued on one of `loops` talk to Redis over connections of that loop
+// (RedisStoreOptions::caller_loops). REQUIRES: the loops outlive the store.
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
+                                     std::vector<boost::asio::io_context*> loops = {});
 
 // Loads the configs, builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,
 // then finishes the requests in flight. On SIGHUP, and when a config file changes (looked

@@ -14,7 +14,8 @@
 
 namespace tollgate::cli {
 
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options) {
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
+                                     std::vector<boost::asio::io_context*> loops) {
   ServeStore result;
   if (options.redis_url.empty()) {
     absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Create();
@@ -42,6 +43,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options) {
 
   RedisStoreOptions redis_options;
   redis_options.url = options.redis_url;
+  redis_options.caller_loops = std::move(loops);
   absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
   if (!redis.ok()) return redis.status();
   for (const std::string& warning : (*redis)->warnings()) spdlog::warn("redis: {}", warning);

@@ -566,6 +566,7 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
   client_options.connection.reconnect_min = std::chrono::milliseconds(options.reconnect_min_ms);
   client_options.connection.reconnect_max = std::chrono::milliseconds(options.reconnect_max_ms);
   router_options.refresh_interval = std::chrono::milliseconds(options.refresh_interval_ms);
+  router_options.caller_loops = options.caller_loops;
   absl::StatusOr<std::unique_ptr<redis::Router>> client =
       redis::Router::Connect(*target, router_options);
   if (!client.ok()) return client.status();
