@@ -46,7 +46,6 @@
 #include "src/algorithm/token_bucket.h"
 #include "src/core/bytes_hash.h"
 #include "src/core/spin_lock.h"
-#include "src/core/wall_clock.h"
 #include "src/store/memory/line_table.h"
 
 namespace tollgate {
@@ -534,10 +533,7 @@ absl::Status Validate(const Limit* limit, std::string_view key, int64_t cost) {
 class MemoryStoreImpl final : public MemoryStore {
  public:
   MemoryStoreImpl(Clock* clock, int shards, int64_t max_keys)
-      : clock_(clock),
-        wall_clock_(dynamic_cast<const internal::WallClock*>(clock)),
-        shards_(std::make_unique<Shard[]>(shards)),
-        shard_mask_(shards - 1) {
+      : clock_(clock), shards_(std::make_unique<Shard[]>(shards)), shard_mask_(shards - 1) {
     for (int i = 0; i < shards; ++i) {
       internal::SpinLockHolder lock(shards_[i].mu);
       shards_[i].capacity = max_keys / shards + (i < max_keys % shards ? 1 : 0);
@@ -1021,14 +1017,10 @@ class MemoryStoreImpl final : public MemoryStore {
     }
   }
 
-  // The time for a check: the system clock's read inlined (no virtual call), or any other.
-  int64_t Now() const {
-    return wall_clock_ != nullptr ? wall_clock_->NowMicrosInline() : clock_->NowMicros();
-  }
+  // The time for a check.
+  int64_t Now() const { return clock_->NowMicros(); }
 
   Clock* const clock_;
-  // `clock_` when it is the system clock (a WallClock), else nullptr.
-  const internal::WallClock* const wall_clock_;
   // Seeds HashKey(): differs between stores and processes (address space randomization).
   const uint64_t seed_ = absl::HashOf(reinterpret_cast<uintptr_t>(this));
   const std::unique_ptr<Shard[]> shards_;
