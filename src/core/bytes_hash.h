@@ -1,9 +1,9 @@
 // Copyright tollgate authors. A fast hash and equality for the short strings of a check.
 //
 // Every check hashes a limit name and a key (the limiter's name lookup, the memory store's
-// entry lookup). absl::Hash costs about 70 instructions per string of 17 bytes or more, out
-// of line; this costs about 15 for short strings, inline. Not for data an attacker can see
-// the hashes of; the seed is what keeps colliding keys from being chosen.
+// entry lookup); this hash is inline and cheaper than absl::Hash for short strings
+// (docs/memory.md, "Hashing and memory"). Not for data an attacker can see the hashes of;
+// the seed is what keeps colliding keys from being chosen.
 #ifndef TOLLGATE_SRC_CORE_BYTES_HASH_H_
 #define TOLLGATE_SRC_CORE_BYTES_HASH_H_
 
@@ -32,8 +32,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t Load32(const char* p) {
 // bit reaches every output bit.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t Fold(uint64_t a, uint64_t b) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // The same product, by one `mul`: GCC 12 stores an unsigned __int128 product to the stack
-  // and loads its halves back inside a loop, two stores and a load per 16 bytes hashed.
+  // The same product, computed by one `mul` with both halves left in registers.
   uint64_t low;
   uint64_t high;
   asm("mulq %3" : "=a"(low), "=d"(high) : "a"(a), "rm"(b) : "cc");

@@ -11,7 +11,7 @@
 namespace tollgate::internal {
 namespace {
 
-// About 1–2 µs of spinning: longer than a shard's usual critical section.
+// Spins before yielding: meant to outlast a shard's usual critical section.
 constexpr int kSpins = 256;
 // Then this many yields (each one lets a preempted holder run on this CPU).
 constexpr int kYields = 64;

@@ -1,18 +1,16 @@
 // Copyright tollgate authors. The lock of one memory-store shard.
 //
-// A shard's critical section is a hash lookup and an algorithm step, about 50 ns, so the
-// lock's own cost is a large share of an in-memory decision. absl::Mutex costs about 120
-// instructions and two atomic read-modify-writes per lock and unlock, and Debian's Abseil
-// (built without NDEBUG) adds about 330 more per lock unless the embedding program turns
-// deadlock detection off; std::mutex costs two read-modify-writes through two calls. This
-// lock is one atomic exchange to take and one plain store to release, inline.
+// A shard's critical section is a hash lookup and an algorithm step, so the lock's own cost
+// is a large share of an in-memory decision (docs/memory.md, "Layout", for what
+// absl::Mutex and std::mutex cost there). This lock is one atomic exchange to take and one
+// plain store to release, inline.
 //
-// The price: a waiter does not sleep on a wake-up. It spins briefly (the usual holder is
-// done within a few hundred cycles), then yields its CPU, then sleeps in short steps, so a
-// holder that was preempted, or that is growing a large table (milliseconds), costs its
-// waiters little CPU, but a waiter may notice the release up to one step (50 µs) late. Not
-// fair: under contention a thread can take the lock several times in a row. Use it only
-// around short sections that never block.
+// The price: a waiter does not sleep on a wake-up. It spins briefly (longer than a usual
+// critical section), then yields its CPU, then sleeps in short steps, so a holder that was
+// preempted, or that is growing a large table, costs its waiters little CPU, but a waiter
+// may notice the release up to one step (kSleepNs in spin_lock.cc) late. Not fair: under
+// contention a thread can take the lock several times in a row. Use it only around short
+// sections that never block.
 #ifndef TOLLGATE_SRC_CORE_SPIN_LOCK_H_
 #define TOLLGATE_SRC_CORE_SPIN_LOCK_H_
 

@@ -166,8 +166,8 @@ class LineTable {
 
   // What a lookup reads, in a cache line of its own that only a rehash writes: every core
   // that looks up keeps a shared copy. (prefetch() needs lines_ and mask_ before it can
-  // start loading anything; in a line another core writes, as the one holding the caller's
-  // lock, it first waited for that line to come over, and the entry's miss only then began.)
+  // start loading anything; in a line another core writes, such as the one holding the
+  // caller's lock, it would first wait for that line to come over.)
   alignas(64) T* lines_ = nullptr;
   size_t mask_ = 0;
   size_t capacity_ = 0;
