@@ -1,6 +1,6 @@
 // Copyright tollgate authors.
 //
-// Layout: `shards` independent hash tables, each behind its own SpinLock. An entry (a Record,
+// Layout: `shards` independent hash tables, each behind its own absl::Mutex. An entry (a Record,
 // one 64-byte cache line) holds the limit name and key, one algorithm state and the time it
 // stops mattering. Each shard keeps a min-heap of (expires_at, key) with exactly one record per
 // entry; a record's time may be older than its entry's (an entry's expiry moves later as it is
@@ -41,11 +41,11 @@
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
 #include "src/core/bytes_hash.h"
-#include "src/core/spin_lock.h"
 #include "src/store/memory/line_table.h"
 
 namespace tollgate {
@@ -394,7 +394,7 @@ using EntryMap = internal::LineTable<Record, RecordHash, RecordEq>;
 // check writes or reads under the lock besides its entry; the table's lookup fields follow
 // in a line of their own (LineTable), which a check reads before it locks.
 struct alignas(64) Shard {
-  internal::SpinLock mu;
+  absl::Mutex mu;
   // The latest time a check of this shard decided at (microseconds).
   int64_t latest_micros ABSL_GUARDED_BY(mu) = 0;
   // heap.front()'s time, INT64_MAX for an empty heap: what the test before every check reads.
@@ -530,7 +530,7 @@ class MemoryStoreImpl final : public MemoryStore {
   MemoryStoreImpl(Clock* clock, int shards, int64_t max_keys)
       : clock_(clock), shards_(std::make_unique<Shard[]>(shards)), shard_mask_(shards - 1) {
     for (int i = 0; i < shards; ++i) {
-      internal::SpinLockHolder lock(shards_[i].mu);
+      absl::MutexLock lock(&shards_[i].mu);
       shards_[i].capacity = max_keys / shards + (i < max_keys % shards ? 1 : 0);
       shards_[i].entries.set_hash(RecordHash{seed_});
     }
@@ -645,7 +645,7 @@ class MemoryStoreImpl final : public MemoryStore {
   int64_t Size() const override {
     int64_t size = 0;
     for (int i = 0; i <= shard_mask_; ++i) {
-      internal::SpinLockHolder lock(shards_[i].mu);
+      absl::MutexLock lock(&shards_[i].mu);
       size += static_cast<int64_t>(shards_[i].entries.size());
     }
     return size;
@@ -655,7 +655,7 @@ class MemoryStoreImpl final : public MemoryStore {
     const int64_t now = clock_->NowMicros();
     int64_t removed = 0;
     for (int i = 0; i <= shard_mask_; ++i) {
-      internal::SpinLockHolder lock(shards_[i].mu);
+      absl::MutexLock lock(&shards_[i].mu);
       removed += SweepExpired(shards_[i], now, -1);
     }
     return removed;
@@ -767,7 +767,7 @@ class MemoryStoreImpl final : public MemoryStore {
     Shard& shard = ShardFor(key.hash);
     PrefetchUnlocked(shard, key.hash);
     const int64_t read = read_clock();
-    internal::SpinLockHolder lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     const int64_t now = read > shard.latest_micros ? read : shard.latest_micros;
     shard.latest_micros = now;
     if (ABSL_PREDICT_FALSE(HasExpired(shard, now))) SweepExpired(shard, now, kSweepPerCheck);
