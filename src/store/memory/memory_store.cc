@@ -45,7 +45,6 @@
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
-#include "src/core/bytes_hash.h"
 #include "src/store/memory/line_table.h"
 
 namespace tollgate {
@@ -72,10 +71,16 @@ struct KeyView {
   }
 };
 
-// The hash of a stored key, from its two parts: no composed copy is needed to look it up.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline size_t HashKey(uint64_t seed, std::string_view name,
-                                                   std::string_view key) {
-  return internal::HashBytes(internal::HashBytes(seed, name), key);
+// The hash of a limit name under a store's seed (what a PreparedLimit holds), and of a key
+// under that: HashKey(seed, name, key) == KeyHash(NameHash(seed, name), key), so a check
+// through a PreparedLimit finds the entries a check by Limit made. absl::Hash, from its two
+// parts: no composed copy is needed to look a key up.
+inline uint64_t NameHash(uint64_t seed, std::string_view name) { return absl::HashOf(seed, name); }
+inline size_t KeyHash(uint64_t name_hash, std::string_view key) {
+  return absl::HashOf(name_hash, key);
+}
+inline size_t HashKey(uint64_t seed, std::string_view name, std::string_view key) {
+  return KeyHash(NameHash(seed, name), key);
 }
 
 template <typename S>
@@ -139,9 +144,8 @@ class alignas(64) Record {
     const size_t name_size = NameSize();
     if (ABSL_PREDICT_TRUE(name_size != kOutside)) {
       const char* bytes = Bytes();
-      return name_size == key.name.size() && KeySize() == key.key.size() &&
-             internal::BytesEqual(bytes, key.name.data(), name_size) &&
-             internal::BytesEqual(bytes + name_size, key.key.data(), key.key.size());
+      return std::string_view(bytes, name_size) == key.name &&
+             std::string_view(bytes + name_size, KeySize()) == key.key;
     }
     return name() == key.name && this->key() == key.key;
   }
@@ -582,7 +586,7 @@ class MemoryStoreImpl final : public MemoryStore {
     } else if (limit.numbers.algorithm == Algorithm::kSlidingWindow) {
       per_window = algorithm::PerWindow({limit.numbers.limit, limit.numbers.window_micros});
     }
-    return MakePrepared(limit, this, internal::HashBytes(seed_, limit.name), times.fill_micros,
+    return MakePrepared(limit, this, NameHash(seed_, limit.name), times.fill_micros,
                         times.unit_micros, times.tokens_per_micro, per_window);
   }
 
@@ -725,7 +729,7 @@ class MemoryStoreImpl final : public MemoryStore {
     if (ABSL_PREDICT_FALSE(key.empty())) return InvalidPrepared(prepared, key, cost);
     if (ABSL_PREDICT_FALSE(cost < 0)) return InvalidPrepared(prepared, key, cost);
     Decision decision;
-    const KeyView key_view{limit.name, key, internal::HashBytes(NameHashOf(prepared), key)};
+    const KeyView key_view{limit.name, key, KeyHash(NameHashOf(prepared), key)};
     CheckSingleAs<S>(
         limit.numbers, key_view, cost, decision, [this] { return Now(); }, FromPrepared{prepared});
     return decision;
