@@ -28,10 +28,10 @@ class Clock {
   virtual int64_t NowMicros() const = 0;
 };
 
-// The process's wall clock (CLOCK_REALTIME, as std::chrono::system_clock), read through the
-// CPU's time-stamp counter between per-thread anchors renewed every millisecond, when the
-// kernel's clock source is that counter: within a microsecond of the kernel's clock at
-// less than half the cost (docs/memory.md#time). Never destroyed.
+// The process's wall clock: CLOCK_REALTIME as Abseil reads it (absl::GetCurrentTimeNanos(),
+// which may extrapolate from the CPU's cycle counter between its own reads of the kernel's
+// clock), in whole microseconds. Like the kernel's clock it can step when the clock is set.
+// Thread-safe; never destroyed (usable during shutdown).
 Clock& SystemClock();
 
 // A clock that moves only when told to. Thread-safe.

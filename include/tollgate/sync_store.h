@@ -23,7 +23,8 @@
 // the remaining between syncs. The only excess (docs/sync.md) comes from units admitted
 // while the instance's own sync is in flight beyond the grant it brings back, a wrong N
 // (fewer than the live instances), clocks that disagree on the window, or a sync whose
-// reply was lost; measured: none with 8 skewed instances at 20x the limit.
+// reply was lost (docs/sync.md, "Real Redis, real time: 8 instances, skewed load", for what
+// was measured).
 //
 // A sync thread sends, every `Limit::sync_interval_micros` per key, the deltas of every
 // key that has one or was checked recently, and reads back totals and grants: one EVALSHA

@@ -9,8 +9,8 @@
 //
 // Bounds (what tests assert): every epoch-aligned window admits at most `limit`, and any
 // interval of length `window` admits less than 2 * limit (the worst case is a previous
-// window whose requests all came at its very end). Cloudflare measured the approximation's
-// error on real traffic at 0.003% of requests wrongly allowed.
+// window whose requests all came at its very end). docs/sync.md cites what Cloudflare
+// measured of the approximation's error on real traffic.
 #ifndef TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_
 #define TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_
 

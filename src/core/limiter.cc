@@ -10,7 +10,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "src/core/bytes_hash.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
@@ -64,18 +63,13 @@ absl::Status UnknownLimit(std::string_view limit) {
   return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
 }
 
-// Limit names come from configuration, not from requests: a fixed seed will do.
-struct NameHash {
-  size_t operator()(std::string_view name) const { return internal::HashBytes(0, name); }
-};
-
 }  // namespace
 
 struct Limiter::State {
   std::vector<Limit> limits;
   // Each limit's index in `limits`. Keys view the names in `limits`, which never change
   // after Create().
-  absl::flat_hash_map<std::string_view, size_t, NameHash> by_name;
+  absl::flat_hash_map<std::string_view, size_t> by_name;
   std::shared_ptr<Store> store;
   std::shared_ptr<Store> sync_store;
   // `store`, when it is a MemoryStore, and every limit prepared for it (parallel to

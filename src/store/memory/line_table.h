@@ -10,6 +10,15 @@
 // compares each line it passes (a size byte first, so an unrelated line is rejected
 // cheaply), and the table keeps its load at most 70% so probe runs stay short.
 //
+// Kept (issue 24's rule: a home-made part stays only where a row a user would notice is at
+// least 2x better with it) because the 1M-key rows are: measured against an
+// absl::flat_hash_set of the same Record behind this interface (no prefetch, no huge pages)
+// with
+//   TOLLGATE_BENCH_QUICK=1 ROUNDS=4 bench/ab_rounds.sh LINE_TABLE/memory_bench \
+//     FLAT_HASH_SET/memory_bench --benchmark_min_time=0.3 \
+//     --benchmark_filter='CheckOneDistinctKeys/0/.*threads:(1|2)$|CheckEachDistinctKeys/0/16/.*'
+// (BENCHMARKS.md, "Abseil's clock, mutex and hash", has the figures).
+//
 // Deletion shifts the entries after the deleted one back (no tombstones), so a lookup never
 // passes more lines than the run it is in. Growing and shrinking rehash every entry; the
 // table shrinks when it is less than an eighth full, so its memory follows the live entries.
@@ -166,8 +175,8 @@ class LineTable {
 
   // What a lookup reads, in a cache line of its own that only a rehash writes: every core
   // that looks up keeps a shared copy. (prefetch() needs lines_ and mask_ before it can
-  // start loading anything; in a line another core writes, as the one holding the caller's
-  // lock, it first waited for that line to come over, and the entry's miss only then began.)
+  // start loading anything; in a line another core writes, such as the one holding the
+  // caller's lock, it would first wait for that line to come over.)
   alignas(64) T* lines_ = nullptr;
   size_t mask_ = 0;
   size_t capacity_ = 0;

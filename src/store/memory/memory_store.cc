@@ -1,6 +1,6 @@
 // Copyright tollgate authors.
 //
-// Layout: `shards` independent hash tables, each behind its own SpinLock. An entry (a Record,
+// Layout: `shards` independent hash tables, each behind its own absl::Mutex. An entry (a Record,
 // one 64-byte cache line) holds the limit name and key, one algorithm state and the time it
 // stops mattering. Each shard keeps a min-heap of (expires_at, key) with exactly one record per
 // entry; a record's time may be older than its entry's (an entry's expiry moves later as it is
@@ -41,12 +41,10 @@
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
-#include "src/core/bytes_hash.h"
-#include "src/core/spin_lock.h"
-#include "src/core/wall_clock.h"
 #include "src/store/memory/line_table.h"
 
 namespace tollgate {
@@ -73,10 +71,16 @@ struct KeyView {
   }
 };
 
-// The hash of a stored key, from its two parts: no composed copy is needed to look it up.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline size_t HashKey(uint64_t seed, std::string_view name,
-                                                   std::string_view key) {
-  return internal::HashBytes(internal::HashBytes(seed, name), key);
+// The hash of a limit name under a store's seed (what a PreparedLimit holds), and of a key
+// under that: HashKey(seed, name, key) == KeyHash(NameHash(seed, name), key), so a check
+// through a PreparedLimit finds the entries a check by Limit made. absl::Hash, from its two
+// parts: no composed copy is needed to look a key up.
+inline uint64_t NameHash(uint64_t seed, std::string_view name) { return absl::HashOf(seed, name); }
+inline size_t KeyHash(uint64_t name_hash, std::string_view key) {
+  return absl::HashOf(name_hash, key);
+}
+inline size_t HashKey(uint64_t seed, std::string_view name, std::string_view key) {
+  return KeyHash(NameHash(seed, name), key);
 }
 
 template <typename S>
@@ -88,11 +92,9 @@ struct StateKindOf<FixedWindowState> : std::integral_constant<uint8_t, 2> {};
 template <>
 struct StateKindOf<SlidingWindowState> : std::integral_constant<uint8_t, 3> {};
 
-// One entry of a shard's table (a LineTable), in exactly one cache line. A check of a key
-// that is not in the cache then waits for this one line; the 96-byte slot of an
-// absl::flat_hash_set this replaces (a std::variant of the states, and a stored hash)
-// spanned two lines, the second of them (holding the state) missed after the first, and
-// both after the set's control bytes. The line holds, in this order:
+// One entry of a shard's table (a LineTable), in exactly one cache line, so a check of a key
+// that is not in the cache waits for this one line (docs/memory.md, "Layout"). The line
+// holds, in this order:
 //
 //   - the name's size (6 bits) and the algorithm (2 bits) in one byte;
 //   - when the entry expires, in microseconds since the epoch, in 7 bytes (signed: years 828
@@ -137,15 +139,13 @@ class alignas(64) Record {
   // Whether `line` holds no entry (LineTable's contract): every entry's algorithm is 1 to 3.
   static bool Vacant(const Record& line) { return line.Kind() == 0; }
 
-  // Inline, as every lookup compares once (out of line, the call and register moves cost as
-  // much as the comparison).
+  // Whether this entry's name and key are `key`'s (its hash is not compared).
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool Is(const KeyView& key) const {
     const size_t name_size = NameSize();
     if (ABSL_PREDICT_TRUE(name_size != kOutside)) {
       const char* bytes = Bytes();
-      return name_size == key.name.size() && KeySize() == key.key.size() &&
-             internal::BytesEqual(bytes, key.name.data(), name_size) &&
-             internal::BytesEqual(bytes + name_size, key.key.data(), key.key.size());
+      return std::string_view(bytes, name_size) == key.name &&
+             std::string_view(bytes + name_size, KeySize()) == key.key;
     }
     return name() == key.name && this->key() == key.key;
   }
@@ -254,9 +254,8 @@ class alignas(64) Record {
         return sizeof(TokenBucketState);
     }
   }
-  // A state's fields are read and written one by one, as values: the state then stays in
-  // registers through the algorithm. (Copied whole with memcpy, the state went through
-  // memory, and the algorithm's Outcome with it, zeroed by a `rep stos` on every check.)
+  // A state's fields are read and written one by one, as values, so the state can stay in
+  // registers through the algorithm (docs/memory.md, step 4).
   static int64_t Load(const unsigned char* at) {
     int64_t field;
     std::memcpy(&field, at, sizeof(field));
@@ -399,16 +398,16 @@ using EntryMap = internal::LineTable<Record, RecordHash, RecordEq>;
 // check writes or reads under the lock besides its entry; the table's lookup fields follow
 // in a line of their own (LineTable), which a check reads before it locks.
 struct alignas(64) Shard {
-  internal::SpinLock mu;
+  absl::Mutex mu;
   // The latest time a check of this shard decided at (microseconds).
   int64_t latest_micros ABSL_GUARDED_BY(mu) = 0;
-  // heap.front()'s time, INT64_MAX for an empty heap: what the test before every check reads
-  // (one load, where the heap's front takes three). Set (NoteSoonest) by every change of the
-  // heap: Commit's push, Repush and DropTop.
+  // heap.front()'s time, INT64_MAX for an empty heap: what the test before every check reads.
+  // Set (NoteSoonest) by every change of the heap: Commit's push, Repush and DropTop.
   int64_t soonest_expiry ABSL_GUARDED_BY(mu) = std::numeric_limits<int64_t>::max();
-  // The token bucket durations of the numbers this shard's last token bucket check used:
-  // computing them costs two divisions on the critical path of every check, and a shard's
-  // checks nearly always use the same limit. 0 capacity: none yet.
+  // The token bucket durations of the numbers this shard's last token bucket check used, so
+  // a check of the same limit needs no division for them (a shard's checks nearly always use
+  // the same limit). Always the values TokenBucketTimesFor gives for those numbers, so a
+  // decision is the same with or without the cache. 0 capacity: none yet.
   int64_t times_capacity ABSL_GUARDED_BY(mu) = 0;
   double times_refill_per_second ABSL_GUARDED_BY(mu) = 0;
   algorithm::TokenBucketTimes times ABSL_GUARDED_BY(mu);
@@ -491,7 +490,6 @@ Step Compute(const LimitNumbers& numbers, const AnyState* state, int64_t now_mic
 
 // The algorithms' preconditions; a violation would be undefined behaviour (division by zero,
 // infinities cast to integers), so it is an error here, not a crash.
-// Inline: CheckOne runs it on every check, for the algorithm it dispatched on.
 template <typename S>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumbersValidAs(const LimitNumbers& n) {
   if constexpr (std::is_same_v<S, TokenBucketState>) {
@@ -512,7 +510,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumbersValid(const LimitNumbers& n) {
   return false;
 }
 
-// Whether Validate() would pass, inline (the single-item paths run it on every check).
+// Whether Validate() would pass, without building a status.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Valid(const Limit* limit, std::string_view key,
                                                int64_t cost) {
   return limit != nullptr && !key.empty() && cost >= 0 && NumbersValid(limit->numbers);
@@ -534,12 +532,9 @@ absl::Status Validate(const Limit* limit, std::string_view key, int64_t cost) {
 class MemoryStoreImpl final : public MemoryStore {
  public:
   MemoryStoreImpl(Clock* clock, int shards, int64_t max_keys)
-      : clock_(clock),
-        wall_clock_(dynamic_cast<const internal::WallClock*>(clock)),
-        shards_(std::make_unique<Shard[]>(shards)),
-        shard_mask_(shards - 1) {
+      : clock_(clock), shards_(std::make_unique<Shard[]>(shards)), shard_mask_(shards - 1) {
     for (int i = 0; i < shards; ++i) {
-      internal::SpinLockHolder lock(shards_[i].mu);
+      absl::MutexLock lock(&shards_[i].mu);
       shards_[i].capacity = max_keys / shards + (i < max_keys % shards ? 1 : 0);
       shards_[i].entries.set_hash(RecordHash{seed_});
     }
@@ -591,7 +586,7 @@ class MemoryStoreImpl final : public MemoryStore {
     } else if (limit.numbers.algorithm == Algorithm::kSlidingWindow) {
       per_window = algorithm::PerWindow({limit.numbers.limit, limit.numbers.window_micros});
     }
-    return MakePrepared(limit, this, internal::HashBytes(seed_, limit.name), times.fill_micros,
+    return MakePrepared(limit, this, NameHash(seed_, limit.name), times.fill_micros,
                         times.unit_micros, times.tokens_per_micro, per_window);
   }
 
@@ -627,16 +622,14 @@ class MemoryStoreImpl final : public MemoryStore {
         valid[i] = Valid(group[i].limit, group[i].key, group[i].cost);
         if (valid[i]) keys[i] = KeyOf(*group[i].limit, group[i].key);
       }
-      // The prefetches back to back, after all the hashing: on the development VM's CPU a
-      // prefetch that misses holds up retirement like a load, so prefetches spread between
-      // other work would be only a few at a time in flight.
+      // Every item's line is on its way before the group's first check, so their misses
+      // overlap (docs/memory.md, on `MemoryStore::CheckEach`).
       for (size_t i = 0; i < count; ++i) {
         if (valid[i]) PrefetchUnlocked(ShardFor(keys[i].hash), keys[i].hash);
       }
       // One clock read per group: the group's checks arrived together, in one call, and are
-      // decided at one instant of it, as an all-or-nothing batch is. (The read is a third of
-      // a hot-key check's time on the development VM.) Each still decides at the later of
-      // this and its shard's latest decision time.
+      // decided at one instant of it, as an all-or-nothing batch is. Each still decides at
+      // the later of this and its shard's latest decision time.
       const int64_t read = Now();
       for (size_t i = 0; i < count; ++i) {
         const CheckItem& item = group[i];
@@ -656,7 +649,7 @@ class MemoryStoreImpl final : public MemoryStore {
   int64_t Size() const override {
     int64_t size = 0;
     for (int i = 0; i <= shard_mask_; ++i) {
-      internal::SpinLockHolder lock(shards_[i].mu);
+      absl::MutexLock lock(&shards_[i].mu);
       size += static_cast<int64_t>(shards_[i].entries.size());
     }
     return size;
@@ -666,7 +659,7 @@ class MemoryStoreImpl final : public MemoryStore {
     const int64_t now = clock_->NowMicros();
     int64_t removed = 0;
     for (int i = 0; i <= shard_mask_; ++i) {
-      internal::SpinLockHolder lock(shards_[i].mu);
+      absl::MutexLock lock(&shards_[i].mu);
       removed += SweepExpired(shards_[i], now, -1);
     }
     return removed;
@@ -686,20 +679,13 @@ class MemoryStoreImpl final : public MemoryStore {
     return shards_[static_cast<int>((hash >> 48) & static_cast<size_t>(shard_mask_))];
   }
 
-  // CheckOne() for a limit of algorithm S, inlined into CheckOne's switch with the
-  // single-item path: the whole check is one function from the arguments to the result, so
-  // there is one set of saved registers, the key's parts stay in registers, and the decision
-  // is built in registers and stored once, into the returned object (constructed in place,
-  // it was zeroed first and then stored field by field). With Commit's arguments all in
-  // registers (below), a hot-key token bucket check went from 45 stores to memory to 36, and
-  // from 381 instructions to 347 (bench/callgrind_check.sh). Inlined into the switch, where it
-  // was a second function the switch called (GCC does not make that call a jump, as the
-  // result is returned in memory): 337 -> 329 instructions.
+  // CheckOne() for a limit of algorithm S. Inlined into CheckOne's switch with the whole
+  // single-item path, so a check is one function from its arguments to the decision it
+  // returns (docs/memory.md, step 4).
   template <typename S>
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Decision> CheckOneAs(const Limit& limit,
                                                                    std::string_view key,
                                                                    int64_t cost) {
-    // Separate tests, as in CheckPreparedAs.
     if (ABSL_PREDICT_FALSE(key.empty())) return Validate(&limit, key, cost);
     if (ABSL_PREDICT_FALSE(cost < 0)) return Validate(&limit, key, cost);
     if (ABSL_PREDICT_FALSE(!NumbersValidAs<S>(limit.numbers))) return Validate(&limit, key, cost);
@@ -733,19 +719,17 @@ class MemoryStoreImpl final : public MemoryStore {
   };
 
   // CheckOneAs for a PreparedLimit: the name's hash, the numbers' validity, the token
-  // bucket's durations and the sliding window's 1 / window come from it. Inlined into CheckOne's
-  // switch, as CheckOneAs is: 296 -> 287 instructions for a hot-key token bucket check.
+  // bucket's durations and the sliding window's 1 / window come from it, and it decides as
+  // CheckOneAs does for the limit it holds, on the same entries.
   template <typename S>
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Decision> CheckPreparedAs(
       const PreparedLimit& prepared, std::string_view key, int64_t cost) {
     const Limit& limit = prepared.limit();
-    // Three tests, not one of three conditions: GCC evaluates that one without branches
-    // and keeps its result in memory (5-8 instructions more per check).
     if (ABSL_PREDICT_FALSE(StoreOf(prepared) != this)) return InvalidPrepared(prepared, key, cost);
     if (ABSL_PREDICT_FALSE(key.empty())) return InvalidPrepared(prepared, key, cost);
     if (ABSL_PREDICT_FALSE(cost < 0)) return InvalidPrepared(prepared, key, cost);
     Decision decision;
-    const KeyView key_view{limit.name, key, internal::HashBytes(NameHashOf(prepared), key)};
+    const KeyView key_view{limit.name, key, KeyHash(NameHashOf(prepared), key)};
     CheckSingleAs<S>(
         limit.numbers, key_view, cost, decision, [this] { return Now(); }, FromPrepared{prepared});
     return decision;
@@ -773,15 +757,11 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   // The key's first line is prefetched and the clock read (read_clock()) before the lock is
-  // taken: on a large store that line is a cache miss, and the counter read has tens of
-  // cycles of latency, on which the whole algorithm depends; both then overlap with taking
-  // the lock.
-  // Decisions in a shard still carry times in the order they were made: under the lock, a
-  // check decides at the later of its own read and the shard's latest decision, so a thread
+  // taken, so the line's miss and the read overlap with taking the lock.
+  // Decisions in a shard carry times in the order they were made: under the lock, a check
+  // decides at the later of its own read and the shard's latest decision, so a thread
   // delayed between reading the clock and taking the lock cannot decide with a time older
   // than a decision already made.
-  // `key` by value: a local copy GCC allocates better than a reference to the caller's
-  // (window checks: 4 of 80 and 3 of 90 loads, 2 and 4 stores fewer; callgrind_check.sh).
   // `constants`: where the numbers that depend on the limit alone come from (ByLimit or
   // FromPrepared).
   template <typename S, typename ReadClock, typename Constants>
@@ -791,7 +771,7 @@ class MemoryStoreImpl final : public MemoryStore {
     Shard& shard = ShardFor(key.hash);
     PrefetchUnlocked(shard, key.hash);
     const int64_t read = read_clock();
-    internal::SpinLockHolder lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     const int64_t now = read > shard.latest_micros ? read : shard.latest_micros;
     shard.latest_micros = now;
     if (ABSL_PREDICT_FALSE(HasExpired(shard, now))) SweepExpired(shard, now, kSweepPerCheck);
@@ -833,9 +813,7 @@ class MemoryStoreImpl final : public MemoryStore {
         Commit(shard, key, AnyState(outcome.state), outcome.expires_at_micros, now);
       }
     }
-    // Field by field: a struct copy would load 16 bytes at a time of fields just stored one
-    // by one (each such load waits until those stores retire), and `out` may be in memory
-    // (CheckEach's decisions).
+    // Field by field, as the decision was built (docs/memory.md, step 4).
     const Decision& decision = outcome.decision;
     out.allowed = decision.allowed;
     out.limit = decision.limit;
@@ -919,8 +897,7 @@ class MemoryStoreImpl final : public MemoryStore {
                                       int64_t expires_at_micros, int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     // Looked up here, not passed in: an earlier commit of the same batch may have inserted
-    // into (and rehashed) the table, and six arguments pass in registers (a seventh on the
-    // stack made the fast path that calls this keep a frame pointer, one register fewer).
+    // into (and rehashed) the table.
     const Record* entry = shard.entries.find(key);
     if (entry != nullptr) {
       // Its heap record stays; it is pushed again with this time when it comes up.
@@ -971,13 +948,12 @@ class MemoryStoreImpl final : public MemoryStore {
   }
 
   // Starts loading `key`'s first line without taking the shard's lock (LineTable::prefetch
-  // allows it): a locked instruction would wait for the prefetches issued before it, so
-  // CheckEach could not overlap its items' misses.
+  // allows it), so CheckEach can have all its items' lines on their way at once.
   static void PrefetchUnlocked(const Shard& shard, size_t hash) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     shard.entries.prefetch(hash);
   }
 
-  // Whether the shard's soonest heap record is due (checked inline before each check).
+  // Whether the shard's soonest heap record is due (checked before each check).
   static bool HasExpired(const Shard& shard, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     return shard.soonest_expiry <= now;
   }
@@ -1021,14 +997,10 @@ class MemoryStoreImpl final : public MemoryStore {
     }
   }
 
-  // The time for a check: the system clock's read inlined (no virtual call), or any other.
-  int64_t Now() const {
-    return wall_clock_ != nullptr ? wall_clock_->NowMicrosInline() : clock_->NowMicros();
-  }
+  // The time for a check.
+  int64_t Now() const { return clock_->NowMicros(); }
 
   Clock* const clock_;
-  // `clock_` when it is the system clock (a WallClock), else nullptr.
-  const internal::WallClock* const wall_clock_;
   // Seeds HashKey(): differs between stores and processes (address space randomization).
   const uint64_t seed_ = absl::HashOf(reinterpret_cast<uintptr_t>(this));
   const std::unique_ptr<Shard[]> shards_;

@@ -124,11 +124,10 @@ struct KeyEq {
   bool operator()(absl::string_view a, const KeyView& b) const { return a == b.bytes; }
 };
 
-// A shard's lock: a plain futex-based mutex, about 55 instructions per lock and unlock, as
-// cheap as absl::Mutex when Abseil's deadlock detection is off. Debian's Abseil is built
-// without NDEBUG, so unless the process turns detection off, every absl::Mutex::Lock also
-// updates a process-wide graph under a global lock (about 330 instructions more per
-// decision here); the store does not rely on what the embedding program does.
+// A shard's lock: a plain futex-based mutex (std::mutex), not absl::Mutex. Debian's Abseil
+// is built without NDEBUG, so unless the process turns deadlock detection off, every
+// absl::Mutex::Lock also updates a process-wide graph under a global lock; the store does
+// not depend on what the embedding program does (docs/sync.md has the cost).
 class ABSL_LOCKABLE ShardMutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
