@@ -450,6 +450,9 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
   if [ -n "$(floor_of "$row")" ] && [ "${P99[$row $level]}" != - ]; then
     if [ "${P99[$row $level]}" -le 2000 ]; then goals+=("p99 <= 2 ms: met"); else goals+=("p99 <= 2 ms: **not met**"); fi
   fi
+  if awk -v f="${FALLBACK[$row $level]}" 'BEGIN { exit !(f != "-" && f + 0 > 5) }'; then
+    goals+=("fallback > 5%: measures the fallback, not Redis")
+  fi
   local IFS=';'
   echo "${goals[*]:--}" | sed 's/;/; /g'
 }
