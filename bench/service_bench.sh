@@ -45,6 +45,8 @@
 #                               works, cpu-clock otherwise.
 #   PERF_STAT=0                 1: also context switches and syscalls per decision in the
 #                               server (perf stat -p over the closed-loop measured window)
+#                               (with PROFILE=1 or PERF_STAT=1, the CPU columns include
+#                               perf's own overhead in the server: measure without them)
 #   OUT=bench/out/service.md
 # Server CPU is utime + stime of the server process (/proc/PID/stat) over the measured window,
 # divided by the decisions (calls for the floors) answered in it; Redis's own CPU
@@ -162,7 +164,7 @@ SERVER_PID="" PORT="" METRICS_PORT=""
 wait_for_line() {  # $1 file, $2 sed expression printing the port; sets REPLY
   REPLY=""
   for _ in $(seq 300); do
-    REPLY=$(sed -n "$2" "$1" | head -n1)
+    REPLY=$(sed -n "$2" "$1" | sed -n 1p)
     [ -n "$REPLY" ] && return 0
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
@@ -314,12 +316,14 @@ PERF_EVENTS=(context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_
   syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write
   syscalls:sys_enter_writev syscalls:sys_enter_read syscalls:sys_enter_recvfrom)
 # Results by "row level".
+MEASURED=()  # the keys in the order measured
 declare -A DPS CPU_US REDIS_US HALF_CPU_US P50 P99 ERRORS FALLBACK PERF_CELLS PROFILE_TOP
 PROFILE_DIR=$(dirname "$OUT")
 mkdir -p "$PROFILE_DIR"
 
 measure() {  # $1 row, $2 level
   local row=$1 level=$2 key="$1 $2" result perf_pid="" record_pid="" counts_before
+  MEASURED+=("$key")
   start_server "$row"
   counts_before=$(store_counts)
   if [ "$PERF_STAT" = 1 ]; then
@@ -330,7 +334,7 @@ measure() {  # $1 row, $2 level
   if [ "$PROFILE" = 1 ]; then
     # shellcheck disable=SC2086  # PROFILE_ARGS: several flags
     (sleep "$WARMUP" && perf record -e "$PROFILE_EVENT" $PROFILE_ARGS -p "$SERVER_PID" \
-      -o "$WORK/perf-$row-$level.data" -- sleep "$DURATION" >/dev/null 2>&1) &
+      -o "$WORK/perf-$row-$level.data" -- sleep "$DURATION" >"$WORK/perf-$row-$level.log" 2>&1) &
     record_pid=$!
   fi
   result=$(load "$row" "$level" "")
@@ -356,11 +360,12 @@ measure() {  # $1 row, $2 level
   if [ "$PROFILE" = 1 ] && [ -s "$WORK/perf-$row-$level.data" ]; then
     local report="$PROFILE_DIR/service_bench-profile-$row-$level.txt"
     perf report -i "$WORK/perf-$row-$level.data" --stdio --no-children --sort dso,symbol \
-      2>/dev/null >"$report" || true
+      >"$report" 2>>"$WORK/perf-$row-$level.log" || true
     PROFILE_TOP[$key]=$(
       echo "kernel share: $(perf report -i "$WORK/perf-$row-$level.data" --stdio --no-children \
         --sort dso 2>/dev/null | awk '$2 ~ /kernel/ { s += $1 } END { printf "%.1f%%", s }')"
-      grep '^ *[0-9.]*%' "$report" | sed 's/[ -]*$//' | head -n 12)
+      { grep '^ *[0-9.]*%' "$report" || cat "$WORK/perf-$row-$level.log"; } |
+        sed 's/[ -]*$//' | cut -c1-160 | sed -n '1,12p')
   fi
   HALF_CPU_US[$key]=- P50[$key]=- P99[$key]=-
   if [ "$LATENCY" = 1 ]; then
@@ -494,14 +499,15 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
     for event in "${PERF_EVENTS[@]}"; do header+=" ${event#syscalls:sys_enter_} |"; rule+="---|"; done
     echo "$header"
     echo "$rule"
-    for key in "${!PERF_CELLS[@]}"; do
+    for key in "${MEASURED[@]}"; do
       echo "| $(label "${key% *}") | ${key#* } |${PERF_CELLS[$key]}"
-    done | sort
+    done
   fi
   if [ "$PROFILE" = 1 ]; then
     echo
     echo "Profiles (perf record -e $PROFILE_EVENT $PROFILE_ARGS -p SERVER over each closed-loop window; perf report --no-children --sort dso,symbol, top 12):"
-    for key in "${!PROFILE_TOP[@]}"; do
+    for key in "${MEASURED[@]}"; do
+      [ -n "${PROFILE_TOP[$key]:-}" ] || continue
       echo
       echo "$(label "${key% *}") at ${key#* }:"
       echo
