@@ -34,6 +34,10 @@
 #   ROWS="nginx http-memory http-redis h2-floor grpc-async grpc-callback grpc-redis"
 #   THREADS=2                   tollgate serve --threads
 #   KEYS=10000                  distinct keys (one per check)
+#   STORE_TIMEOUT=""            the limits' store deadline (`timeout:`, e.g. 1s); empty:
+#                               tollgate's default (10ms). On a loaded machine a Redis row at
+#                               the default may be mostly fallback answers (the fallback
+#                               column); a longer deadline keeps every decision on Redis.
 #   CHANNELS=2 CLIENT_THREADS=2 bench/grpc_load's connections and threads
 #   LATENCY=1                   0: skip the paced runs (no latency columns)
 #   PROFILE=0                   1: `perf record` the server over each closed-loop run's
@@ -77,6 +81,7 @@ LATENCY=${LATENCY:-1}
 PROFILE=${PROFILE:-0}
 PROFILE_ARGS=${PROFILE_ARGS:-"-F 999"}
 PERF_STAT=${PERF_STAT:-0}
+STORE_TIMEOUT=${STORE_TIMEOUT:-}
 OUT=${OUT:-bench/out/service.md}
 export PATH="$PATH:/usr/sbin:/sbin"
 
@@ -133,15 +138,16 @@ free_port() {
   echo "domain: bench"
   echo "descriptors:"
   echo "  - key: user"
-  echo "    rate_limit: {unit: second, requests_per_unit: 1000000000}"
+  echo "    rate_limit: {unit: second, requests_per_unit: 1000000000${STORE_TIMEOUT:+, timeout: $STORE_TIMEOUT}}"
 } >"$WORK/envoy.yaml"
-cat >"$WORK/limits.yaml" <<'EOF'
-limits:
-  bench:
-    algorithm: token_bucket
-    capacity: 1000000000
-    refill_per_second: 1000000000
-EOF
+{
+  echo "limits:"
+  echo "  bench:"
+  echo "    algorithm: token_bucket"
+  echo "    capacity: 1000000000"
+  echo "    refill_per_second: 1000000000"
+  if [ -n "$STORE_TIMEOUT" ]; then echo "    timeout: $STORE_TIMEOUT"; fi
+} >"$WORK/limits.yaml"
 
 REDIS_URL="" REDIS_PID=""
 if [[ "$ROWS" == *redis* ]]; then
@@ -463,7 +469,7 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
 }
 
 {
-  echo "Service benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): ${DURATION}s per run after ${WARMUP}s, tollgate serve --threads $THREADS, $KEYS keys, gRPC over $CHANNELS connections ($CLIENT_THREADS client threads), HTTP from bench/http_load (one thread), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+  echo "Service benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): ${DURATION}s per run after ${WARMUP}s, tollgate serve --threads $THREADS, $KEYS keys, store deadline ${STORE_TIMEOUT:-10ms (default)}, gRPC over $CHANNELS connections ($CLIENT_THREADS client threads), HTTP from bench/http_load (one thread), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo
   echo "| path | connections / in flight | decisions/s (max) | server CPU µs per decision | floor µs (same run) | ratio to floor | vs gRPC C++ async | Redis CPU µs per decision | at ½ max: CPU µs | p50 µs | p99 µs | goals | fallback | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
