@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -173,7 +174,7 @@ class Connection {
                              void* /*user_data*/) {
     const std::string& message = *g_framed_response;
     if (length < message.size()) return NGHTTP2_ERR_DEFERRED;  // never with a 16 KB frame
-    std::memcpy(buffer, message.data(), message.size());
+    std::copy(message.begin(), message.end(), buffer);
     *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     const nghttp2_nv trailers[] = {Header("grpc-status", "0")};
     if (nghttp2_submit_trailer(session, stream_id, trailers, 1) != 0) {

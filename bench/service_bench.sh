@@ -491,9 +491,9 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
           [ -n "${CPU_US[grpc-async $level]:-}" ]; then
           async_ratio=$(ratio "${CPU_US[$key]}" "${CPU_US[grpc-async $level]}")
         fi
-        goals=-
-        [ -n "$(floor_of "$row")" ] && goals=$(verdict "$row" "$level" "$floor_ratio")
-        echo "| $(label "$row") | $level | ${DPS[$key]} | ${CPU_US[$key]} | $floor_us | $floor_ratio | $async_ratio | ${REDIS_US[$key]} | ${HALF_CPU_US[$key]} | ${P50[$key]} | ${P99[$key]} | $goals | ${FALLBACK[$key]} | ${ERRORS[$key]} |"
+        goal_text=-
+        [ -n "$(floor_of "$row")" ] && goal_text=$(verdict "$row" "$level" "$floor_ratio")
+        echo "| $(label "$row") | $level | ${DPS[$key]} | ${CPU_US[$key]} | $floor_us | $floor_ratio | $async_ratio | ${REDIS_US[$key]} | ${HALF_CPU_US[$key]} | ${P50[$key]} | ${P99[$key]} | $goal_text | ${FALLBACK[$key]} | ${ERRORS[$key]} |"
       done
     done
   done
