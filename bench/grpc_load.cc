@@ -3,7 +3,7 @@
 //
 //   grpc_load --target 127.0.0.1:8081 --domain bench --key user --keys 10000
 //       --concurrency 64 --client-threads 2 --duration 10 --warmup 2 [--server-pid PID]
-//       [--rate CALLS_PER_SECOND]
+//       [--rate CALLS_PER_SECOND] [--redis-pid PID]
 //
 // Keeps `--concurrency` calls in flight (closed loop) over `--channels` HTTP/2 connections,
 // driven by `--client-threads` completion-queue threads (gRPC's async API: no callback
@@ -15,7 +15,8 @@
 // "<prefix><n>"), n drawn uniformly from `--keys`. Reports calls and decisions per second, the
 // answers (OK / OVER_LIMIT / errors) and latency percentiles of the measured calls; with
 // `--server-pid`, also the server's CPU time over the measured window (from
-// /proc/PID/stat) and decisions per CPU-second of the server. The last line is
+// /proc/PID/stat) and decisions per CPU-second of the server; with `--redis-pid`, the CPU time
+// of that process (the Redis server) over the same window. The last line is
 // machine-readable: `result calls=... decisions_per_cpu_second=... p50_us=... p99_us=...`.
 #include <unistd.h>
 
@@ -65,6 +66,7 @@ struct Options {
   double warmup_seconds = 1;
   int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warmup)
   int server_pid = 0;
+  int redis_pid = 0;
   double timeout_seconds = 5;
   int client_threads = 1;
   double rate = 0;  // calls per second over all slots; 0: closed loop
@@ -75,7 +77,7 @@ struct Options {
                "grpc_load: %s\nusage: grpc_load [--target HOST:PORT] [--domain D] [--key K] "
                "[--value-prefix P] [--keys N] [--descriptors N] [--concurrency N] [--channels N] "
                "[--duration S] [--warmup S] [--requests N] [--server-pid PID] [--timeout S] "
-               "[--client-threads N] [--rate CALLS_PER_SECOND]\n",
+               "[--client-threads N] [--rate CALLS_PER_SECOND] [--redis-pid PID]\n",
                message);
   std::exit(2);
 }
@@ -110,6 +112,8 @@ Options ParseOptions(int argc, char** argv) {
       options.requests = std::atoll(value);
     } else if (flag == "--server-pid") {
       options.server_pid = std::atoi(value);
+    } else if (flag == "--redis-pid") {
+      options.redis_pid = std::atoi(value);
     } else if (flag == "--timeout") {
       options.timeout_seconds = std::atof(value);
     } else if (flag == "--client-threads") {
@@ -338,6 +342,7 @@ int main(int argc, char** argv) {
   }
   const double server_cpu_start =
       options.server_pid > 0 ? ProcessCpuSeconds(options.server_pid) : -1;
+  const double redis_cpu_start = options.redis_pid > 0 ? ProcessCpuSeconds(options.redis_pid) : -1;
   const double self_cpu_start = SelfCpuSeconds();
   const Clock::time_point measure_start = Clock::now();
   if (options.requests == 0) {
@@ -347,12 +352,13 @@ int main(int argc, char** argv) {
   const auto wait_end = [&] {
     return run.all_done.WaitForNotificationWithTimeout(absl::Seconds(options.timeout_seconds + 30));
   };
-  double elapsed = 0, server_cpu = -1, self_cpu = 0;
+  double elapsed = 0, server_cpu = -1, redis_cpu = -1, self_cpu = 0;
   if (options.requests == 0) {
     // The window ends now; calls still in flight finish uncounted.
     elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
     if (options.server_pid > 0)
       server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
+    if (options.redis_pid > 0) redis_cpu = ProcessCpuSeconds(options.redis_pid) - redis_cpu_start;
     self_cpu = SelfCpuSeconds() - self_cpu_start;
     if (!wait_end()) {
       std::fprintf(stderr, "grpc_load: calls still in flight long after their deadline\n");
@@ -366,6 +372,7 @@ int main(int argc, char** argv) {
     elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
     if (options.server_pid > 0)
       server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
+    if (options.redis_pid > 0) redis_cpu = ProcessCpuSeconds(options.redis_pid) - redis_cpu_start;
     self_cpu = SelfCpuSeconds() - self_cpu_start;
   }
 
@@ -412,11 +419,11 @@ int main(int argc, char** argv) {
   std::printf("result calls=%" PRId64
               " seconds=%.3f calls_per_second=%.0f "
               "decisions_per_second=%.0f errors=%" PRId64 " over_limit=%" PRId64
-              " server_cpu_seconds=%.3f decisions_per_cpu_second=%.0f p50_us=%" PRId64
-              " p90_us=%" PRId64 " p99_us=%" PRId64 " max_us=%" PRId64 "\n",
+              " server_cpu_seconds=%.3f redis_cpu_seconds=%.3f decisions_per_cpu_second=%.0f "
+              "p50_us=%" PRId64 " p90_us=%" PRId64 " p99_us=%" PRId64 " max_us=%" PRId64 "\n",
               calls, elapsed, calls_per_second, decisions_per_second, errors, over_limit,
-              server_cpu, per_cpu, Percentile(latencies, 0.50), Percentile(latencies, 0.90),
-              Percentile(latencies, 0.99),
+              server_cpu, redis_cpu, per_cpu, Percentile(latencies, 0.50),
+              Percentile(latencies, 0.90), Percentile(latencies, 0.99),
               latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
   return errors > 0 ? 1 : 0;
 }

@@ -1,70 +1,122 @@
 #!/usr/bin/env bash
-# The service benchmark: decisions per second and per CPU-second of the `tollgate serve`
-# process, over gRPC (Envoy's rate-limit API, bench/grpc_load) and over HTTP (POST /v1/check,
-# wrk), with Redis and with the in-memory store. Starts its own redis-server and servers on
-# free loopback ports and stops them (a fresh server for every row); prints a Markdown table
-# (and writes it to $OUT).
+# The service benchmark: what `tollgate serve` spends per decision, beside the floor of its
+# protocol measured in the same run. Every row gets a fresh server on a free loopback port
+# (one redis-server is shared by the Redis rows) and two runs of one load generator: closed
+# loop (the maximum: decisions per second and server CPU per decision), then paced at half
+# that rate (p50 / p99 latency at half load, and CPU per decision there). Prints a Markdown
+# table (and writes it to $OUT).
 #
-#   bench/service_bench.sh [BUILD_DIR]        (default: build; needs tollgate and bench/grpc_load)
+#   bench/service_bench.sh [BUILD_DIR]   (default: build; needs tollgate, bench/http_load,
+#                                         bench/grpc_load, bench/h2_floor_server,
+#                                         bench/grpc_floor_server)
+#
+# Rows (ROWS, in this order at every load level; HTTP rows at each HTTP_CONNECTIONS, gRPC
+# rows at each GRPC_IN_FLIGHT):
+#   nginx          HTTP floor: nginx (Debian's nginx-light), one worker, access log off,
+#                  keep-alive, `location / { return 200 '<a check's JSON answer>'; }`
+#   http-memory    tollgate serve, POST /v1/check, in-memory store
+#   http-redis     tollgate serve, POST /v1/check, Redis store
+#   h2-floor       gRPC floor: bench/h2_floor_server (libnghttp2, one thread, answers OK)
+#   grpc-async     gRPC C++ floor: bench/grpc_floor_server --api async --threads 1
+#   grpc-callback  gRPC C++ floor: bench/grpc_floor_server --api callback
+#   grpc-redis     tollgate serve, ShouldRateLimit, Redis store
+#   (also accepted: grpc-memory, tollgate's in-memory store over gRPC, and grpc-nodomain,
+#   tollgate answering a domain no config defines: its gRPC cost without a decision)
+# HTTP load: bench/http_load (one thread, one request in flight per keep-alive connection,
+# the same POST for nginx and tollgate); gRPC load: bench/grpc_load (CLIENT_THREADS
+# completion-queue threads over CHANNELS HTTP/2 connections).
 #
 # Environment:
-#   DURATION=10        seconds measured per run (after WARMUP=2 s for gRPC)
-#   CONCURRENCY="4 16 64" calls in flight (gRPC) / connections (wrk) per run; 4 is about
-#                      the most this 2-core VM serves with p99 <= 2 ms and every decision from
-#                      Redis (BENCHMARKS.md, Service)
-#   THREADS=2          tollgate serve --threads
-#   STORES="redis memory"  APIS="grpc http"
-#   KEYS=10000         distinct keys (one descriptor / check each)
-#   DESCRIPTORS="1"    descriptors per gRPC call, one row each (e.g. "1 8"; every descriptor
-#                      matches a rule, so each is a decision; the headline is 1)
-#   CLIENT_THREADS=2   bench/grpc_load's completion-queue threads
-#   CHANNELS=2         bench/grpc_load's HTTP/2 connections (Envoy keeps one per worker thread)
-#   RATE=""            gRPC calls per second (grpc_load --rate: paced, at most CONCURRENCY in
-#                      flight); empty: closed loop. Two builds compare fairly at one RATE
-#                      (the same calls per wake-up); closed loop favours the slower one.
-#   PERF_STAT=0        1: also count, with `perf stat -p` on the server over each gRPC run's
-#                      measured window, context switches and syscalls per call (a second
-#                      table: where the kernel's share of a call goes)
-#   FLOOR=1            1: also gRPC rows for a domain no config defines (answered OK with no
-#                      status, as envoyproxy/ratelimit does, before any store or descriptor
-#                      work): what a call costs the server in gRPC itself, the floor under
-#                      every gRPC row
+#   DURATION=5 WARMUP=1         seconds measured per run, after the warm-up
+#   HTTP_CONNECTIONS="8 64"     GRPC_IN_FLIGHT="4 64"
+#   QUICK=0                     1 (make bench QUICK=1, the harness smoke test): the defaults
+#                               become DURATION=2 WARMUP=1 HTTP_CONNECTIONS=8 GRPC_IN_FLIGHT=4
+#   ROWS="nginx http-memory http-redis h2-floor grpc-async grpc-callback grpc-redis"
+#   THREADS=2                   tollgate serve --threads
+#   KEYS=10000                  distinct keys (one per check)
+#   STORE_TIMEOUT=""            the limits' store deadline (`timeout:`, e.g. 1s); empty:
+#                               tollgate's default (10ms). On a loaded machine a Redis row at
+#                               the default may be mostly fallback answers (the fallback
+#                               column); a longer deadline keeps every decision on Redis.
+#   CHANNELS=2 CLIENT_THREADS=2 bench/grpc_load's connections and threads
+#   LATENCY=1                   0: skip the paced runs (no latency columns)
+#   PROFILE=0                   1: `perf record` the server over each closed-loop run's
+#                               measured window (PROFILE_ARGS, default "-F 999": add -g for
+#                               call graphs); a flat `perf report` of each row (top symbols,
+#                               the kernel's share) follows the table, and the full reports
+#                               are left beside $OUT (service_bench-profile-ROW-LEVEL.txt).
+#                               Hardware counters are used when `perf stat -e instructions`
+#                               works, cpu-clock otherwise.
+#   PERF_STAT=0                 1: also context switches and syscalls per decision in the
+#                               server (perf stat -p over the closed-loop measured window)
+#                               (with PROFILE=1 or PERF_STAT=1, the CPU columns include
+#                               perf's own overhead in the server: measure without them)
 #   OUT=bench/out/service.md
-# CPU-seconds are utime + stime of the tollgate process over the measured window
-# (/proc/PID/stat); Redis and the load generator run on the same machine and are not counted.
-# "fallback" is the share of the run's decisions (warm-up included) that the resilience layer
-# answered locally instead of Redis (deadline missed, breaker open: the server's /metrics);
-# a Redis row with a large share measures the fallback, not Redis.
+# Server CPU is utime + stime of the server process (/proc/PID/stat) over the measured window,
+# divided by the decisions (calls for the floors) answered in it; Redis's own CPU
+# (redis-server's /proc/PID/stat over the same window) is reported apart. The load
+# generator runs on the same machine and is not counted. "fallback" is the share of a Redis
+# row's decisions (warm-up included) that the resilience layer answered locally instead of
+# Redis (tollgate's /metrics): a row with a large share measures the fallback, not Redis.
+# Goals (issue 30, 29): HTTP in-memory <= 1.25x nginx, HTTP + Redis <= 1.5x nginx, gRPC + Redis
+# <= 1.5x the nghttp2 floor and <= 20 us server CPU per decision at 64 in flight, p99 at half
+# load <= 2 ms. Compare rows of one run (ratios), not runs: the machine is shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-2}
-CONCURRENCY=${CONCURRENCY:-"4 16 64"}
+if [ "${QUICK:-0}" = 1 ]; then
+  DURATION=${DURATION:-2} WARMUP=${WARMUP:-1}
+  HTTP_CONNECTIONS=${HTTP_CONNECTIONS:-8} GRPC_IN_FLIGHT=${GRPC_IN_FLIGHT:-4}
+fi
+DURATION=${DURATION:-5}
+WARMUP=${WARMUP:-1}
+HTTP_CONNECTIONS=${HTTP_CONNECTIONS:-"8 64"}
+GRPC_IN_FLIGHT=${GRPC_IN_FLIGHT:-"4 64"}
+ROWS=${ROWS:-"nginx http-memory http-redis h2-floor grpc-async grpc-callback grpc-redis"}
 THREADS=${THREADS:-2}
-STORES=${STORES:-"redis memory"}
-APIS=${APIS:-"grpc http"}
 KEYS=${KEYS:-10000}
-DESCRIPTORS=${DESCRIPTORS:-1}
-CLIENT_THREADS=${CLIENT_THREADS:-2}
 CHANNELS=${CHANNELS:-2}
+CLIENT_THREADS=${CLIENT_THREADS:-2}
+LATENCY=${LATENCY:-1}
+PROFILE=${PROFILE:-0}
+PROFILE_ARGS=${PROFILE_ARGS:-"-F 999"}
 PERF_STAT=${PERF_STAT:-0}
-RATE=${RATE:-}
-FLOOR=${FLOOR:-1}
+STORE_TIMEOUT=${STORE_TIMEOUT:-}
 OUT=${OUT:-bench/out/service.md}
+export PATH="$PATH:/usr/sbin:/sbin"
 
 TOLLGATE="$BUILD/tollgate"
+HTTP_LOAD="$BUILD/bench/http_load"
 GRPC_LOAD="$BUILD/bench/grpc_load"
-for binary in "$TOLLGATE" "$GRPC_LOAD"; do
+H2_FLOOR="$BUILD/bench/h2_floor_server"
+GRPC_FLOOR="$BUILD/bench/grpc_floor_server"
+
+has_row() { [[ " $ROWS " == *" $1 "* ]]; }
+needs=()
+for row in $ROWS; do
+  case "$row" in
+    nginx) needs+=("$HTTP_LOAD") ;;
+    http-*) needs+=("$TOLLGATE" "$HTTP_LOAD") ;;
+    h2-floor) needs+=("$H2_FLOOR" "$GRPC_LOAD") ;;
+    grpc-async | grpc-callback) needs+=("$GRPC_FLOOR" "$GRPC_LOAD") ;;
+    grpc-*) needs+=("$TOLLGATE" "$GRPC_LOAD") ;;
+    *) echo "service_bench: unknown row $row" >&2; exit 2 ;;
+  esac
+done
+for binary in "${needs[@]}"; do
   [ -x "$binary" ] || { echo "service_bench: $binary not built" >&2; exit 1; }
 done
-if [ "$PERF_STAT" = 1 ] && ! command -v perf >/dev/null; then
-  echo "service_bench: PERF_STAT=1 needs perf (linux-perf)" >&2
+if has_row nginx && ! command -v nginx >/dev/null; then
+  echo "service_bench: nginx not installed (nginx-light, scripts/bootstrap): no nginx rows" >&2
+  ROWS=${ROWS//nginx/}
+fi
+if { [ "$PROFILE" = 1 ] || [ "$PERF_STAT" = 1 ]; } && ! command -v perf >/dev/null; then
+  echo "service_bench: PROFILE=1 / PERF_STAT=1 need perf (linux-perf)" >&2
   exit 1
 fi
-if [[ " $APIS " == *" http "* ]] && ! command -v wrk >/dev/null; then
-  echo "service_bench: wrk not installed (scripts/bootstrap)" >&2
-  exit 1
+PROFILE_EVENT=cpu-clock
+if [ "$PROFILE" = 1 ] && perf stat -e instructions true 2>&1 | grep -q '[0-9] *instructions'; then
+  PROFILE_EVENT=cycles
 fi
 
 WORK=$(mktemp -d /tmp/tollgate-service-bench.XXXXXX)
@@ -85,34 +137,25 @@ free_port() {
 {
   echo "domain: bench"
   echo "descriptors:"
-  for i in $(seq 0 63); do
-    [ "$i" = 0 ] && key=user || key="user$i"
-    echo "  - key: $key"
-    echo "    rate_limit: {unit: second, requests_per_unit: 1000000000}"
-  done
+  echo "  - key: user"
+  echo "    rate_limit: {unit: second, requests_per_unit: 1000000000${STORE_TIMEOUT:+, timeout: $STORE_TIMEOUT}}"
 } >"$WORK/envoy.yaml"
-cat >"$WORK/limits.yaml" <<'EOF'
-limits:
-  bench:
-    algorithm: token_bucket
-    capacity: 1000000000
-    refill_per_second: 1000000000
-EOF
-cat >"$WORK/check.lua" <<EOF
-local counter = 0
-request = function()
-  counter = counter + 1
-  local body = '{"limit":"bench","key":"u' .. (counter % $KEYS) .. '"}'
-  return wrk.format("POST", "/v1/check", {["Content-Type"] = "application/json"}, body)
-end
-EOF
+{
+  echo "limits:"
+  echo "  bench:"
+  echo "    algorithm: token_bucket"
+  echo "    capacity: 1000000000"
+  echo "    refill_per_second: 1000000000"
+  if [ -n "$STORE_TIMEOUT" ]; then echo "    timeout: $STORE_TIMEOUT"; fi
+} >"$WORK/limits.yaml"
 
-REDIS_URL=""
-if [[ " $STORES " == *" redis "* ]]; then
+REDIS_URL="" REDIS_PID=""
+if [[ "$ROWS" == *redis* ]]; then
   REDIS_PORT=$(free_port)
   redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
     --loglevel warning >"$WORK/redis.log" 2>&1 &
-  PIDS+=($!)
+  REDIS_PID=$!
+  PIDS+=("$REDIS_PID")
   for _ in $(seq 100); do
     redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
     sleep 0.1
@@ -120,164 +163,364 @@ if [[ " $STORES " == *" redis "* ]]; then
   REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 fi
 
-SERVE_PID=""
-HTTP_PORT=""
-GRPC_PORT=""
-start_serve() {  # $1: store (redis | memory)
+# The server of the current row: its pid, the port the load goes to, tollgate's HTTP port
+# (for /metrics; empty for the floors).
+SERVER_PID="" PORT="" METRICS_PORT=""
+
+wait_for_line() {  # $1 file, $2 sed expression printing the port; sets REPLY
+  REPLY=""
+  for _ in $(seq 300); do
+    REPLY=$(sed -n "$2" "$1" | sed -n 1p)
+    [ -n "$REPLY" ] && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "service_bench: server did not start:" >&2
+  cat "$1" >&2
+  exit 1
+}
+
+start_nginx() {
+  local prefix="$WORK/nginx"
+  mkdir -p "$prefix"
+  PORT=$(free_port)
+  # The answer of one allowed check, as tollgate's POST /v1/check renders it.
+  cat >"$prefix/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $prefix/nginx.pid;
+error_log $prefix/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 60s;
+  client_body_temp_path $prefix/body;
+  proxy_temp_path $prefix/proxy;
+  fastcgi_temp_path $prefix/fastcgi;
+  uwsgi_temp_path $prefix/uwsgi;
+  scgi_temp_path $prefix/scgi;
+  default_type application/json;
+  server {
+    listen 127.0.0.1:$PORT;
+    location / {
+      return 200 '{"allowed":true,"limit":1000000000,"remaining":999999999,"reset_after_ms":0,"retry_after_ms":0}';
+    }
+  }
+}
+EOF
+  nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/error.log" >"$prefix/stdout.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  METRICS_PORT=""
+  for _ in $(seq 100); do
+    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/" 2>/dev/null && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "service_bench: nginx did not start:" >&2
+  cat "$prefix/stdout.log" "$prefix/error.log" >&2
+  exit 1
+}
+
+start_serve() {  # $1 store (redis | memory), $2 api (http | grpc)
   local args=(serve --config "$WORK/envoy.yaml" --config "$WORK/limits.yaml"
     --http 127.0.0.1:0 --grpc 127.0.0.1:0 --threads "$THREADS" --log-level info)
   [ "$1" = redis ] && args+=(--redis "$REDIS_URL" --instances 1)
-  : >"$WORK/serve-$1.log"  # exists before the server writes it: the polling below reads it
-  "$TOLLGATE" "${args[@]}" >"$WORK/serve-$1.log" 2>&1 &
-  SERVE_PID=$!
-  PIDS+=("$SERVE_PID")
-  for _ in $(seq 300); do
-    HTTP_PORT=$(sed -n 's/.*listening http=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$WORK/serve-$1.log")
-    GRPC_PORT=$(sed -n 's/.*listening grpc=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$WORK/serve-$1.log")
-    [ -n "$HTTP_PORT" ] && [ -n "$GRPC_PORT" ] && return 0
-    sleep 0.1
-  done
-  echo "service_bench: tollgate serve did not start:" >&2
-  cat "$WORK/serve-$1.log" >&2
-  exit 1
-}
-stop_serve() {
-  kill -TERM "$SERVE_PID" 2>/dev/null || true
-  wait "$SERVE_PID" 2>/dev/null || true
+  local log="$WORK/serve-$1-$2.log"
+  : >"$log"
+  "$TOLLGATE" "${args[@]}" >"$log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  wait_for_line "$log" 's/.*listening http=127\.0\.0\.1:\([0-9]*\).*/\1/p'
+  METRICS_PORT=$REPLY
+  wait_for_line "$log" 's/.*listening grpc=127\.0\.0\.1:\([0-9]*\).*/\1/p'
+  if [ "$2" = http ]; then PORT=$METRICS_PORT; else PORT=$REPLY; fi
 }
 
-cpu_seconds() {  # utime + stime of PID $1 in seconds
-  awk -v tck="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / tck }' "/proc/$1/stat"
+start_floor() {  # $@: the floor server and its flags
+  local log="$WORK/floor.log"
+  : >"$log"
+  "$@" --listen 127.0.0.1:0 >"$log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  METRICS_PORT=""
+  wait_for_line "$log" 's/^listening port=\([0-9]*\).*/\1/p'
+  PORT=$REPLY
 }
 
-to_micros() {  # wrk's "1.23ms" / "456.00us" / "1.01s" -> microseconds
-  awk -v v="$1" 'BEGIN {
-    if (v ~ /us$/) { sub(/us$/, "", v); printf "%.0f", v }
-    else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.0f", v * 1000 }
-    else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.0f", v * 1000000 }
-    else printf "%s", v }'
+start_server() {  # $1 row
+  case "$1" in
+    nginx) start_nginx ;;
+    http-memory) start_serve memory http ;;
+    http-redis) start_serve redis http ;;
+    grpc-memory | grpc-nodomain) start_serve memory grpc ;;
+    grpc-redis) start_serve redis grpc ;;
+    h2-floor) start_floor "$H2_FLOOR" ;;
+    grpc-async) start_floor "$GRPC_FLOOR" --api async --threads 1 ;;
+    grpc-callback) start_floor "$GRPC_FLOOR" --api callback ;;
+  esac
 }
 
-# The server's decisions answered by Redis and by the fallback, "REDIS FALLBACK", from its
-# /metrics; "0 0" with the in-memory store (no resilience layer) or if /metrics fails.
+stop_server() {
+  kill -TERM "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+}
+
+# tollgate's decisions answered by Redis and by the fallback, "REDIS FALLBACK" (/metrics);
+# "0 0" without a resilience layer or a metrics port.
 store_counts() {
-  { curl -fsS "http://127.0.0.1:$HTTP_PORT/metrics" || true; } | awk '
+  if [ -z "$METRICS_PORT" ]; then echo "0 0"; return; fi
+  { curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" || true; } | awk '
     $1 == "tollgate_store_decisions_total" { store = $2 }
     $1 == "tollgate_store_fallback_decisions_total" { fallback = $2 }
     END { printf "%d %d", store, fallback }'
 }
-fallback_share() {  # $1, $2: store_counts before and after a run
+fallback_share() {  # $1, $2: store_counts before and after a row
   awk -v before="$1" -v after="$2" 'BEGIN {
     split(before, b, " "); split(after, a, " ")
     store = a[1] - b[1]; fallback = a[2] - b[2]
     if (store + fallback > 0) printf "%.1f%%", 100 * fallback / (store + fallback); else print "-" }'
 }
 
-ROWS=()
-PERF_ROWS=()
-# PERF_STAT: the events counted, in the order of the second table's columns (named there
-# without the "syscalls:sys_enter_" prefix).
+# One run of the row's load generator against PORT; $1 row, $2 level, $3 rate (empty: closed
+# loop). Prints the generator's `result ...` line; its full output stays in $WORK.
+load() {
+  local row=$1 level=$2 rate=$3 out status=0 redis_args=()
+  [[ "$row" == *redis* ]] && redis_args=(--redis-pid "$REDIS_PID")
+  if [[ "$row" == grpc-* || "$row" == h2-floor ]]; then
+    local domain=bench
+    [ "$row" = grpc-nodomain ] && domain=no_such_domain
+    out=$("$GRPC_LOAD" --target "127.0.0.1:$PORT" --domain "$domain" --key user --keys "$KEYS" \
+      --concurrency "$level" --channels "$CHANNELS" --client-threads "$CLIENT_THREADS" \
+      ${rate:+--rate "$rate"} --duration "$DURATION" --warmup "$WARMUP" \
+      --server-pid "$SERVER_PID" "${redis_args[@]}" 2>&1) || status=$?
+  else
+    out=$("$HTTP_LOAD" --target "127.0.0.1:$PORT" --connections "$level" --keys "$KEYS" \
+      ${rate:+--rate "$rate"} --duration "$DURATION" --warmup "$WARMUP" \
+      --server-pid "$SERVER_PID" "${redis_args[@]}" 2>&1) || status=$?
+  fi
+  echo "$out" >"$WORK/load-$row-$level-${rate:-max}.txt"
+  if ! grep -q '^result ' <<<"$out"; then
+    echo "$out" >&2
+    echo "service_bench: the load generator failed on $row at $level" >&2
+    exit 1
+  fi
+  [ "$status" = 0 ] || echo "service_bench: $row at $level${rate:+ (rate $rate)}: errors (see below)" >&2
+  grep '^result ' <<<"$out"
+}
+field() {  # $1 result line, $2 name
+  sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"
+}
+micros_per() {  # $1 CPU seconds, $2 decisions per second, $3 seconds -> us per decision
+  awk -v cpu="$1" -v rate="$2" -v seconds="$3" 'BEGIN {
+    if (cpu < 0 || rate * seconds <= 0) print "-"; else printf "%.1f", cpu * 1e6 / (rate * seconds) }'
+}
+
 PERF_EVENTS=(context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_wait
   syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write
-  syscalls:sys_enter_read)
-# The server's count of perf event $3 per call, from perf stat's CSV ($1) and the number of
-# calls ($2).
-per_call() {
-  awk -F, -v calls="$2" -v event="$3" '$3 == event { if (calls > 0) printf "%.2f", $1 / calls }' "$1"
-}
-run_grpc() {  # $1 store, $2 concurrency; GRPC_DOMAIN (default bench): the calls' domain
-  local out descriptors label perf_pid perf_out counts_before
-  for descriptors in $DESCRIPTORS; do
-    counts_before=$(store_counts)
-    perf_out="$WORK/perf-$1-$2-$descriptors.csv"
-    if [ "$PERF_STAT" = 1 ]; then
-      # The measured window: after the warm-up, for the duration.
-      (sleep "$WARMUP" && perf stat -x, -e "$(IFS=,; echo "${PERF_EVENTS[*]}")" -p "$SERVE_PID" -o "$perf_out" \
-        -- sleep "$DURATION" >/dev/null 2>&1) &
-      perf_pid=$!
-    fi
-    out=$("$GRPC_LOAD" --target "127.0.0.1:$GRPC_PORT" --domain "${GRPC_DOMAIN:-bench}" --key user --keys "$KEYS" \
-      --concurrency "$2" --channels "$CHANNELS" --client-threads "$CLIENT_THREADS" \
-      --descriptors "$descriptors" ${RATE:+--rate "$RATE"} --duration "$DURATION" --warmup "$WARMUP" \
-      --server-pid "$SERVE_PID" 2>&1) || { echo "$out" >&2; echo "service_bench: grpc_load failed" >&2; exit 1; }
-    echo "$out" >"$WORK/grpc-$1-$2-$descriptors.txt"
-    local result
-    result=$(grep '^result ' <<<"$out")
-    field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $result"; }
-    label="gRPC"
-    [ "$descriptors" != 1 ] && label="gRPC, **$descriptors descriptors per call**"
-    [ -n "$RATE" ] && label="$label at $RATE calls/s"
-    [ -n "${GRPC_DOMAIN:-}" ] && label="$label, **unknown domain: no decision, calls/s**"
-    ROWS+=("| $label | $1 | $2 | $(field decisions_per_second) | $(field server_cpu_seconds) | $(field decisions_per_cpu_second) | $(field p50_us) | $(field p99_us) | $(fallback_share "$counts_before" "$(store_counts)") | $(field errors) |")
-    if [ "$PERF_STAT" = 1 ]; then
-      wait "$perf_pid" || true
-      local calls cells=""
-      calls=$(field calls)
-      for event in "${PERF_EVENTS[@]}"; do
-        cells+=" $(per_call "$perf_out" "$calls" "$event") |"
-      done
-      PERF_ROWS+=("| $label | $1 | $2 |$cells")
-    fi
-  done
-}
-run_http() {  # $1 store, $2 connections
-  local before after out rps p50 p99 cpu per_cpu errors counts_before
+  syscalls:sys_enter_writev syscalls:sys_enter_read syscalls:sys_enter_recvfrom)
+# Results by "row level".
+MEASURED=()  # the keys in the order measured
+declare -A DPS CPU_US REDIS_US HALF_CPU_US P50 P99 ERRORS FALLBACK PERF_CELLS PROFILE_TOP
+PROFILE_DIR=$(dirname "$OUT")
+mkdir -p "$PROFILE_DIR"
+
+measure() {  # $1 row, $2 level
+  local row=$1 level=$2 key="$1 $2" result perf_pid="" record_pid="" counts_before
+  MEASURED+=("$key")
+  start_server "$row"
   counts_before=$(store_counts)
-  before=$(cpu_seconds "$SERVE_PID")
-  out=$(wrk -t 1 -c "$2" -d "${DURATION}s" --latency -s "$WORK/check.lua" "http://127.0.0.1:$HTTP_PORT" 2>&1)
-  after=$(cpu_seconds "$SERVE_PID")
-  echo "$out" >"$WORK/http-$1-$2.txt"
-  rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' <<<"$out")
-  p50=$(to_micros "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
-  p99=$(to_micros "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
-  errors=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' <<<"$out")
-  [ -z "$errors" ] && errors=0
-  cpu=$(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.2f", a - b }')
-  local requests
-  requests=$(awk '/requests in/ { print $1 }' <<<"$out")
-  per_cpu=$(awk -v r="$requests" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", r / c; else print 0 }')
-  ROWS+=("| HTTP /v1/check (wrk) | $1 | $2 | $rps | $cpu | $per_cpu | $p50 | $p99 | $(fallback_share "$counts_before" "$(store_counts)") | $errors |")
+  if [ "$PERF_STAT" = 1 ]; then
+    (sleep "$WARMUP" && perf stat -x, -e "$(IFS=,; echo "${PERF_EVENTS[*]}")" -p "$SERVER_PID" \
+      -o "$WORK/stat-$row-$level.csv" -- sleep "$DURATION" >/dev/null 2>&1) &
+    perf_pid=$!
+  fi
+  if [ "$PROFILE" = 1 ]; then
+    # shellcheck disable=SC2086  # PROFILE_ARGS: several flags
+    (sleep "$WARMUP" && perf record -e "$PROFILE_EVENT" $PROFILE_ARGS -p "$SERVER_PID" \
+      -o "$WORK/perf-$row-$level.data" -- sleep "$DURATION" >"$WORK/perf-$row-$level.log" 2>&1) &
+    record_pid=$!
+  fi
+  result=$(load "$row" "$level" "")
+  [ -n "$perf_pid" ] && { wait "$perf_pid" || true; }
+  [ -n "$record_pid" ] && { wait "$record_pid" || true; }
+  local seconds
+  seconds=$(field "$result" seconds)
+  DPS[$key]=$(field "$result" decisions_per_second)
+  CPU_US[$key]=$(micros_per "$(field "$result" server_cpu_seconds)" "${DPS[$key]}" "$seconds")
+  REDIS_US[$key]=-
+  [[ "$row" == *redis* ]] &&
+    REDIS_US[$key]=$(micros_per "$(field "$result" redis_cpu_seconds)" "${DPS[$key]}" "$seconds")
+  ERRORS[$key]=$(field "$result" errors)
+  if [ "$PERF_STAT" = 1 ]; then
+    local cells="" event decisions
+    decisions=$(awk -v r="${DPS[$key]}" -v s="$seconds" 'BEGIN { printf "%.0f", r * s }')
+    for event in "${PERF_EVENTS[@]}"; do
+      cells+=" $(awk -F, -v n="$decisions" -v e="$event" \
+        '$3 == e { if (n > 0) printf "%.2f", $1 / n }' "$WORK/stat-$row-$level.csv") |"
+    done
+    PERF_CELLS[$key]=$cells
+  fi
+  if [ "$PROFILE" = 1 ] && [ -s "$WORK/perf-$row-$level.data" ]; then
+    local report="$PROFILE_DIR/service_bench-profile-$row-$level.txt"
+    perf report -i "$WORK/perf-$row-$level.data" --stdio --no-children --sort dso,symbol \
+      >"$report" 2>>"$WORK/perf-$row-$level.log" || true
+    PROFILE_TOP[$key]=$(
+      echo "kernel share: $(perf report -i "$WORK/perf-$row-$level.data" --stdio --no-children \
+        --sort dso 2>/dev/null | awk '$2 ~ /kernel/ { s += $1 } END { printf "%.1f%%", s }')"
+      { grep '^ *[0-9.]*%' "$report" || cat "$WORK/perf-$row-$level.log"; } |
+        sed 's/[ -]*$//' | cut -c1-160 | sed -n '1,12p')
+  fi
+  HALF_CPU_US[$key]=- P50[$key]=- P99[$key]=-
+  if [ "$LATENCY" = 1 ]; then
+    local half
+    half=$(awk -v r="${DPS[$key]}" 'BEGIN { printf "%.0f", r / 2 }')
+    if [ "$half" -gt 0 ]; then
+      result=$(load "$row" "$level" "$half")
+      HALF_CPU_US[$key]=$(micros_per "$(field "$result" server_cpu_seconds)" \
+        "$(field "$result" decisions_per_second)" "$(field "$result" seconds)")
+      P50[$key]=$(field "$result" p50_us)
+      P99[$key]=$(field "$result" p99_us)
+      ERRORS[$key]=$((${ERRORS[$key]} + $(field "$result" errors)))
+    fi
+  fi
+  FALLBACK[$key]=-
+  [[ "$row" == *redis* ]] &&
+    FALLBACK[$key]=$(fallback_share "$counts_before" "$(store_counts)")
+  stop_server
+  echo "service_bench: $row at $level: ${DPS[$key]}/s, ${CPU_US[$key]} us/decision" >&2
 }
 
-# A fresh server per row: an earlier row's load must not leave the circuit breaker open (or
-# the fallback's counters full) for the next one.
-for store in $STORES; do
-  for concurrency in $CONCURRENCY; do
-    for api in $APIS; do
-      start_serve "$store"
-      "run_$api" "$store" "$concurrency"
-      stop_serve
-    done
-  done
+HTTP_ROWS=() GRPC_ROWS=()
+for row in $ROWS; do
+  case "$row" in
+    nginx | http-*) HTTP_ROWS+=("$row") ;;
+    *) GRPC_ROWS+=("$row") ;;
+  esac
 done
-
-# The floor: calls answered before any store work (a fresh in-memory server per row).
-if [ "$FLOOR" = 1 ] && [[ " $APIS " == *" grpc "* ]]; then
-  for concurrency in $CONCURRENCY; do
-    start_serve memory
-    GRPC_DOMAIN=no_such_domain run_grpc none "$concurrency"
-    stop_serve
+if [ "${#HTTP_ROWS[@]}" -gt 0 ]; then
+  for level in $HTTP_CONNECTIONS; do
+    for row in "${HTTP_ROWS[@]}"; do measure "$row" "$level"; done
+  done
+fi
+if [ "${#GRPC_ROWS[@]}" -gt 0 ]; then
+  for level in $GRPC_IN_FLIGHT; do
+    for row in "${GRPC_ROWS[@]}"; do measure "$row" "$level"; done
   done
 fi
 
+label() {
+  case "$1" in
+    nginx) echo "nginx \`return 200\` (HTTP floor)" ;;
+    http-memory) echo "HTTP /v1/check, in-memory" ;;
+    http-redis) echo "HTTP /v1/check, Redis" ;;
+    h2-floor) echo "nghttp2 floor server (gRPC floor)" ;;
+    grpc-async) echo "gRPC C++ async floor, 1 thread" ;;
+    grpc-callback) echo "gRPC C++ callback floor" ;;
+    grpc-redis) echo "gRPC ShouldRateLimit, Redis" ;;
+    grpc-memory) echo "gRPC ShouldRateLimit, in-memory" ;;
+    grpc-nodomain) echo "gRPC, unknown domain (no decision)" ;;
+  esac
+}
+floor_of() {  # the floor row of tollgate's row $1 (empty for a floor itself)
+  case "$1" in
+    http-*) echo nginx ;;
+    grpc-redis | grpc-memory | grpc-nodomain) echo h2-floor ;;
+  esac
+}
+goal_ratio() {
+  case "$1" in
+    http-memory) echo 1.25 ;;
+    http-redis | grpc-redis) echo 1.5 ;;
+  esac
+}
+ratio() {  # $1 / $2 with "-" for a missing side
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == "" || b + 0 <= 0) print "-"; else printf "%.2f", a / b }'
+}
+verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
+  local row=$1 level=$2 ratio=$3 goals=() goal
+  goal=$(goal_ratio "$row")
+  if [ -n "$goal" ]; then
+    if [ "$ratio" = - ]; then
+      goals+=("<= ${goal}x: no floor")
+    elif awk -v r="$ratio" -v g="$goal" 'BEGIN { exit !(r <= g) }'; then
+      goals+=("<= ${goal}x: met")
+    else
+      goals+=("<= ${goal}x: **not met**")
+    fi
+  fi
+  if [ "$row" = grpc-redis ] && [ "$level" = 64 ]; then
+    if awk -v c="${CPU_US[$row $level]}" 'BEGIN { exit !(c != "-" && c <= 20) }'; then
+      goals+=("<= 20 µs: met")
+    else
+      goals+=("<= 20 µs: **not met**")
+    fi
+  fi
+  if [ -n "$(floor_of "$row")" ] && [ "${P99[$row $level]}" != - ]; then
+    if [ "${P99[$row $level]}" -le 2000 ]; then goals+=("p99 <= 2 ms: met"); else goals+=("p99 <= 2 ms: **not met**"); fi
+  fi
+  if awk -v f="${FALLBACK[$row $level]}" 'BEGIN { exit !(f != "-" && f + 0 > 5) }'; then
+    goals+=("fallback > 5%: measures the fallback, not Redis")
+  fi
+  local IFS=';'
+  echo "${goals[*]:--}" | sed 's/;/; /g'
+}
+
 {
-  echo "Service benchmark: ${DURATION}s per run, tollgate serve --threads $THREADS, $KEYS keys, gRPC over $CHANNELS connections, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "Service benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): ${DURATION}s per run after ${WARMUP}s, tollgate serve --threads $THREADS, $KEYS keys, store deadline ${STORE_TIMEOUT:-10ms (default)}, gRPC over $CHANNELS connections ($CLIENT_THREADS client threads), HTTP from bench/http_load (one thread), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo
-  echo "| API | store | in flight | decisions/s | server CPU s | decisions per CPU-second | p50 µs | p99 µs | fallback | errors |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
-  printf '%s\n' "${ROWS[@]}"
-  if [ "${#PERF_ROWS[@]}" -gt 0 ]; then
-    echo
-    echo "Per gRPC call, in the server (perf stat -p over the measured window):"
-    echo
-    header="| API | store | in flight |" rule="|---|---|---|"
-    for event in "${PERF_EVENTS[@]}"; do
-      header+=" ${event#syscalls:sys_enter_} |"
-      rule+="---|"
+  echo "| path | connections / in flight | decisions/s (max) | server CPU µs per decision | floor µs (same run) | ratio to floor | vs gRPC C++ async | Redis CPU µs per decision | at ½ max: CPU µs | p50 µs | p99 µs | goals | fallback | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for group in HTTP GRPC; do
+    if [ "$group" = HTTP ]; then levels=$HTTP_CONNECTIONS; rows=("${HTTP_ROWS[@]}"); else levels=$GRPC_IN_FLIGHT; rows=("${GRPC_ROWS[@]}"); fi
+    [ "${#rows[@]}" -gt 0 ] || continue
+    for level in $levels; do
+      for row in "${rows[@]}"; do
+        key="$row $level"
+        floor=$(floor_of "$row")
+        # The gRPC C++ floors, too, as a ratio to the nghttp2 floor.
+        case "$row" in grpc-async | grpc-callback) floor=h2-floor ;; esac
+        floor_us=- floor_ratio=- async_ratio=-
+        if [ -n "$floor" ] && [ -n "${CPU_US[$floor $level]:-}" ]; then
+          floor_us=${CPU_US[$floor $level]}
+          floor_ratio=$(ratio "${CPU_US[$key]}" "$floor_us")
+        fi
+        if [[ "$row" == grpc-redis || "$row" == grpc-memory || "$row" == grpc-nodomain ]] &&
+          [ -n "${CPU_US[grpc-async $level]:-}" ]; then
+          async_ratio=$(ratio "${CPU_US[$key]}" "${CPU_US[grpc-async $level]}")
+        fi
+        goal_text=-
+        [ -n "$(floor_of "$row")" ] && goal_text=$(verdict "$row" "$level" "$floor_ratio")
+        echo "| $(label "$row") | $level | ${DPS[$key]} | ${CPU_US[$key]} | $floor_us | $floor_ratio | $async_ratio | ${REDIS_US[$key]} | ${HALF_CPU_US[$key]} | ${P50[$key]} | ${P99[$key]} | $goal_text | ${FALLBACK[$key]} | ${ERRORS[$key]} |"
+      done
     done
+  done
+  if [ "$PERF_STAT" = 1 ]; then
+    echo
+    echo "Per decision, in the server (perf stat -p over the closed-loop measured window):"
+    echo
+    header="| path | level |" rule="|---|---|"
+    for event in "${PERF_EVENTS[@]}"; do header+=" ${event#syscalls:sys_enter_} |"; rule+="---|"; done
     echo "$header"
     echo "$rule"
-    printf '%s\n' "${PERF_ROWS[@]}"
+    for key in "${MEASURED[@]}"; do
+      echo "| $(label "${key% *}") | ${key#* } |${PERF_CELLS[$key]}"
+    done
+  fi
+  if [ "$PROFILE" = 1 ]; then
+    echo
+    echo "Profiles (perf record -e $PROFILE_EVENT $PROFILE_ARGS -p SERVER over each closed-loop window; perf report --no-children --sort dso,symbol, top 12):"
+    for key in "${MEASURED[@]}"; do
+      [ -n "${PROFILE_TOP[$key]:-}" ] || continue
+      echo
+      echo "$(label "${key% *}") at ${key#* }:"
+      echo
+      echo '```'
+      echo "${PROFILE_TOP[$key]}"
+      echo '```'
+    done
   fi
 } | tee "$WORK/table.md"
 mkdir -p "$(dirname "$OUT")"

@@ -1,6 +1,7 @@
 # Benchmarks. Included when TOLLGATE_BUILD_BENCH or TOLLGATE_BUILD_TESTS is on: the tests'
-# build needs compare_driver and grpc_load for the harness smoke test
-# (tests/bench_harness_test.sh); the Google Benchmark targets only with TOLLGATE_BUILD_BENCH.
+# build needs compare_driver, grpc_load, http_load and h2_floor_server for the harness smoke
+# test (tests/bench_harness_test.sh); the Google Benchmark targets only with
+# TOLLGATE_BUILD_BENCH.
 
 # The side-by-side driver (plain main, JSON on stdout), for bench/compare.py.
 add_executable(compare_driver ${CMAKE_SOURCE_DIR}/bench/compare_driver.cc)
@@ -14,6 +15,22 @@ set_target_properties(compare_driver PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE
 add_executable(grpc_load ${CMAKE_SOURCE_DIR}/bench/grpc_load.cc)
 target_link_libraries(grpc_load PRIVATE tollgate_grpc absl::synchronization)
 set_target_properties(grpc_load PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
+# The HTTP/1.1 keep-alive load generator (closed loop or paced) of bench/service_bench.sh.
+add_executable(http_load ${CMAKE_SOURCE_DIR}/bench/http_load.cc)
+target_link_libraries(http_load PRIVATE Boost::headers Threads::Threads)
+set_target_properties(http_load PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
+# The floor under every gRPC row of bench/service_bench.sh: a minimal unary gRPC server on
+# libnghttp2 answering OK.
+pkg_check_modules(TOLLGATE_BENCH_NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
+add_executable(h2_floor_server ${CMAKE_SOURCE_DIR}/bench/h2_floor_server.cc)
+target_link_libraries(h2_floor_server PRIVATE tollgate_grpc PkgConfig::TOLLGATE_BENCH_NGHTTP2)
+if(TARGET PkgConfig::TOLLGATE_MALLOC_LIB)
+  target_link_libraries(h2_floor_server PRIVATE PkgConfig::TOLLGATE_MALLOC_LIB)
+endif()
+set_target_properties(h2_floor_server PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 
 if(NOT TOLLGATE_BUILD_BENCH)
   return()
