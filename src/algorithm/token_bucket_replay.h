@@ -6,8 +6,10 @@
 // consumption spread over the outage has been refilled since, only the recent part is owed.
 //
 // The consumption is recorded in time slices (no longer than a fraction of the bucket's fill
-// time) and replayed here, in time order, against the instance's share of the limit, as a
+// time) and replayed here, in time order, against the instance's exact share of the limit
+// (refill rate / N, and so capacity / N, unrounded, with the limit's own fill time), as a
 // bucket that was full before the first slice:
+//   rate    = refill_per_second / N
 //   e       = -inf
 //   e       = max(e, at_i - fill_time) + cost_i / rate      for each slice, in time order
 //   owed    = max(0, e - (now - fill_time)) * rate           (tokens missing at `now`)
@@ -44,15 +46,16 @@ inline int64_t ReplaySliceMicros(const TokenBucketParams& params) {
   return static_cast<int64_t>(slice);
 }
 
-// Whole tokens that `slices` still owe at `now_micros` against a bucket with `share` (full
-// before the first slice), rounded up; 0 when it has refilled since. Not capped at the
-// capacity: consumption faster than `share` permits (a `local` policy's own numbers) owes it
-// all. REQUIRES: slices in time order; share valid; every cost >= 0.
+// Whole tokens that `slices` still owe at `now_micros` to the share of `limit` that one of
+// `instances` instances holds (full before the first slice), rounded up; 0 when it has
+// refilled since. Not capped: consumption faster than the share permits (a `local` policy's
+// own numbers) owes it all. REQUIRES: slices in time order; limit valid; instances >= 1;
+// every cost >= 0.
 inline int64_t TokenBucketOwedTokens(std::span<const ConsumptionSlice> slices, int64_t now_micros,
-                                     const TokenBucketParams& share) {
+                                     const TokenBucketParams& limit, int64_t instances) {
   if (slices.empty()) return 0;
-  const double rate = share.refill_per_second;
-  const double fill_time = static_cast<double>(share.capacity) * 1e6 / rate;
+  const double rate = limit.refill_per_second / static_cast<double>(instances);
+  const double fill_time = static_cast<double>(limit.capacity) * 1e6 / limit.refill_per_second;
   double empty_at = static_cast<double>(slices.front().at_micros) - fill_time;
   for (const ConsumptionSlice& slice : slices) {
     const double full_at = static_cast<double>(slice.at_micros) - fill_time;

@@ -92,9 +92,12 @@ class RedisInstanceRegistry final : public InstanceRegistry {
         options_.announce &&
         (!reachable_.load(std::memory_order_relaxed) ||
          now - last_heartbeat_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms));
-    absl::Status status = heartbeat_due ? Heartbeat() : Ping();
-    if (status.ok() && heartbeat_due) last_heartbeat_ = now;
-    SetReachable(status);
+    absl::StatusOr<int64_t> count = heartbeat_due ? Heartbeat() : Ping();
+    SetReachable(count.status());
+    if (count.ok() && heartbeat_due) {
+      last_heartbeat_ = now;
+      UpdateCount(*count);
+    }
   }
 
   absl::Status Connect() {
@@ -116,7 +119,8 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     return absl::OkStatus();
   }
 
-  absl::Status Heartbeat() {
+  // The live count, or why Redis did not answer.
+  absl::StatusOr<int64_t> Heartbeat() {
     if (absl::Status connected = Connect(); !connected.ok()) return connected;
     absl::StatusOr<redis::RedisReply> reply =
         client_->Command({"EVAL", kHeartbeatScript, "1", options_.key, options_.instance_id,
@@ -126,40 +130,50 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     if (reply->type != redis::RedisReply::Type::kInteger || reply->integer < 1) {
       return absl::UnavailableError(absl::StrCat("heartbeat: unexpected reply ", reply->str));
     }
-    const int64_t previous = count_.exchange(reply->integer, std::memory_order_relaxed);
-    if (previous != reply->integer && options_.on_event) {
+    return reply->integer;
+  }
+
+  void UpdateCount(int64_t count) {
+    // Right after Redis returns (restarted empty, every instance re-announcing within a
+    // heartbeat), a smaller count is not believed until the instances had time to announce.
+    const int64_t previous = count_.load(std::memory_order_relaxed);
+    if (count < previous && std::chrono::steady_clock::now() - reachable_since_ <
+                                std::chrono::milliseconds(options_.instance_ttl_ms)) {
+      return;
+    }
+    count_.store(count, std::memory_order_relaxed);
+    if (previous != count && options_.on_event) {
       ResilienceEvent event;
       event.kind = ResilienceEvent::Kind::kInstanceCountChanged;
-      event.count = reply->integer;
+      event.count = count;
       event.previous = previous;
       options_.on_event(event);
     }
-    return absl::OkStatus();
   }
 
-  absl::Status Ping() {
+  absl::StatusOr<int64_t> Ping() {
     if (absl::Status connected = Connect(); !connected.ok()) return connected;
     absl::StatusOr<redis::RedisReply> reply = client_->Command({"PING"}, slot_);
     if (!reply.ok()) return reply.status();
     if (reply->type == redis::RedisReply::Type::kError) {
       return absl::UnavailableError(absl::StrCat("PING: ", reply->str));
     }
-    return absl::OkStatus();
+    return 0;
   }
 
   void SetReachable(const absl::Status& status) {
     const bool reachable = status.ok();
-    if (reachable_.exchange(reachable, std::memory_order_relaxed) == reachable) return;
-    if (!options_.on_event) return;
+    const bool changed = reachable_.exchange(reachable, std::memory_order_relaxed) != reachable;
+    const bool first = !std::exchange(first_probe_done_, true);
     // The first probe reports only a failure: "reachable" is what a start assumes.
-    if (first_probe_done_ || !reachable) {
-      ResilienceEvent event;
-      event.kind = reachable ? ResilienceEvent::Kind::kStoreReachable
-                             : ResilienceEvent::Kind::kStoreUnreachable;
-      event.detail = std::string(status.message());
-      options_.on_event(event);
-    }
-    first_probe_done_ = true;
+    if (first ? reachable : !changed) return;
+    if (reachable) reachable_since_ = std::chrono::steady_clock::now();
+    if (!options_.on_event) return;
+    ResilienceEvent event;
+    event.kind = reachable ? ResilienceEvent::Kind::kStoreReachable
+                           : ResilienceEvent::Kind::kStoreUnreachable;
+    event.detail = std::string(status.message());
+    options_.on_event(event);
   }
 
   InstanceRegistryOptions options_;
@@ -171,6 +185,8 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   // Used by the probing thread only (the first probe runs in Start, before it exists).
   bool first_probe_done_ = false;
   std::chrono::steady_clock::time_point last_heartbeat_;
+  // When Redis last became reachable again after a failed probe (the epoch if never).
+  std::chrono::steady_clock::time_point reachable_since_;
   absl::Mutex mutex_;
   absl::CondVar wake_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;

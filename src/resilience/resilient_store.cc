@@ -118,6 +118,9 @@ struct Slice {
 struct Consumption {
   std::shared_ptr<const Limit> limit;  // a copy of the shared limit, kept for AddAsync
   std::vector<Slice> slices;
+  // The largest N the fallback answered with while recording: the share the consumption is
+  // replayed against (N read at reconciliation may be a restarted Redis' partial count).
+  int64_t instances = 1;
 };
 using ReconcileKey = std::pair<std::string, std::string>;
 
@@ -145,6 +148,7 @@ struct PendingCall {
   bool held ABSL_GUARDED_BY(settle_mutex) = false;
   std::vector<Admitted> held_items ABSL_GUARDED_BY(settle_mutex);
   int64_t held_at_micros ABSL_GUARDED_BY(settle_mutex) = 0;
+  int64_t held_instances ABSL_GUARDED_BY(settle_mutex) = 1;
 };
 
 // Everything a pending call needs, kept alive by the call's callbacks.
@@ -223,7 +227,7 @@ class Core {
           if (!any_fail_closed) {
             bool all_allowed = true;
             for (const Decision& decision : *decisions) all_allowed &= decision.allowed;
-            if (all_allowed) Admit(items, hold);
+            if (all_allowed) Admit(items, instances, hold);
           }
           for (size_t i = 0; i < decisions->size(); ++i) {
             Decision& decision = (*decisions)[i];
@@ -249,6 +253,7 @@ class Core {
     }
     std::vector<Admitted> held;
     int64_t held_at = 0;
+    int64_t held_instances = 1;
     {
       absl::MutexLock lock(&call.settle_mutex);
       call.reply_seen = true;
@@ -257,11 +262,12 @@ class Core {
       call.held = false;
       held.swap(call.held_items);
       held_at = call.held_at_micros;
+      held_instances = call.held_instances;
     }
     if (consumed) {
       late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      Record(held, held_at);
+      Record(held, held_at, held_instances);
     }
   }
 
@@ -295,13 +301,11 @@ class Core {
       has_pending_.store(false, std::memory_order_release);
     }
     const int64_t now_micros = clock_->NowMicros();
-    const int64_t instances = Instances();
     std::vector<CheckItem> items;
     std::vector<std::shared_ptr<const Limit>> limits;  // keep items[i].limit alive
     for (auto& [key, consumption] : pending) {
       const LimitNumbers& numbers = consumption.limit->numbers;
       if (numbers.algorithm == Algorithm::kTokenBucket) {
-        const LimitNumbers share = Share(numbers, instances);
         std::vector<algorithm::ConsumptionSlice> slices;
         slices.reserve(consumption.slices.size());
         for (const Slice& slice : consumption.slices) {
@@ -309,7 +313,8 @@ class Core {
         }
         const int64_t owed = algorithm::TokenBucketOwedTokens(
             slices, now_micros,
-            {.capacity = share.capacity, .refill_per_second = share.refill_per_second});
+            {.capacity = numbers.capacity, .refill_per_second = numbers.refill_per_second},
+            consumption.instances);
         if (owed <= 0) continue;  // refilled since: nothing to charge
         items.push_back(CheckItem{consumption.limit.get(), key.second, owed, now_micros});
       } else {
@@ -370,7 +375,8 @@ class Core {
   }
 
   // What a fallback answer admitted: recorded now, or held for the late reply of `hold`.
-  void Admit(const std::vector<CheckItem>& items, const std::shared_ptr<PendingCall>& hold) {
+  void Admit(const std::vector<CheckItem>& items, int64_t instances,
+             const std::shared_ptr<PendingCall>& hold) {
     const int64_t now_micros = clock_->NowMicros();
     std::vector<Admitted> admitted;
     admitted.reserve(items.size());
@@ -385,6 +391,7 @@ class Core {
         hold->held = true;
         hold->held_items = std::move(admitted);
         hold->held_at_micros = now_micros;
+        hold->held_instances = instances;
         return;
       }
       if (hold->reply_consumed) {
@@ -392,11 +399,11 @@ class Core {
         return;
       }
     }
-    Record(admitted, now_micros);
+    Record(admitted, now_micros, instances);
   }
 
   // Records consumption admitted at `at_micros`, for Reconcile.
-  void Record(const std::vector<Admitted>& admitted, int64_t at_micros) {
+  void Record(const std::vector<Admitted>& admitted, int64_t at_micros, int64_t instances) {
     for (const Admitted& item : admitted) {
       const LimitNumbers& numbers = item.limit->numbers;
       const int64_t slice_micros =
@@ -408,6 +415,7 @@ class Core {
       absl::MutexLock lock(&reconcile_mutex_);
       Consumption& consumption = pending_[ReconcileKey(item.limit->name, item.key)];
       consumption.limit = item.limit;
+      consumption.instances = std::max(consumption.instances, instances);
       std::vector<Slice>& slices = consumption.slices;
       // Usually the last slice; answers on other threads may be recorded slightly out of
       // order.
