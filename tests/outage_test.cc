@@ -107,6 +107,11 @@ TEST(OutageTest, ReadinessFollowsRedisWithNoTraffic) {
   EXPECT_GE(ready_after_resume, 0) << server->log();
   EXPECT_LE(ready_after_resume, kReadinessBoundMillis);
 
+  std::printf(
+      "readyz: 503 %lld ms after SIGKILL, 200 %lld ms after restart, 503 %lld ms after "
+      "SIGSTOP, 200 %lld ms after SIGCONT\n",
+      static_cast<long long>(unready_after_kill), static_cast<long long>(ready_after_restart),
+      static_cast<long long>(unready_after_pause), static_cast<long long>(ready_after_resume));
   HttpTestClient client(server->port());
   auto ready = client.Send(http::verb::get, "/readyz");
   ASSERT_TRUE(ready.has_value());
