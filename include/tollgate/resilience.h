@@ -10,10 +10,17 @@
 //   local       a local in-memory limiter with the limit's own `local` numbers.
 // Such decisions carry DecisionSource::kFallback.
 //
-// What fail_open and local admit meanwhile is recorded per (limit, key, window) and, when
-// the store answers again, added to the shared state with Store::AddAsync (best effort:
-// "Reconciliation" in docs/resilience.md), so a key that spent its budget during the
-// outage does not get a second one the moment the store is back.
+// What fail_open and local admit meanwhile is recorded (per window for windows, in time
+// slices for a token bucket) and, when the store answers again, added to the shared state
+// with Store::AddAsync as of when it was admitted (best effort: "Reconciliation" in
+// docs/resilience.md), so a key that spent its budget during the outage does not get a
+// second one the moment the store is back, and a key that stayed within the limit is not
+// put into debt. A call that missed its deadline but whose store reply comes later is
+// settled by that reply: consumed in the store, its fallback admission is not added again.
+//
+// State changes (store unreachable or back, breaker opened or closed, fallback started or
+// ended, consumption reconciled, instance count changed) are reported to an optional
+// callback, for logs.
 #ifndef TOLLGATE_RESILIENCE_H_
 #define TOLLGATE_RESILIENCE_H_
 
@@ -42,6 +49,30 @@ struct CircuitBreakerOptions {
 enum class CircuitState { kClosed, kOpen, kHalfOpen };
 std::string_view CircuitStateName(CircuitState state);
 
+// A change of state worth one log line.
+struct ResilienceEvent {
+  enum class Kind {
+    kStoreUnreachable,      // a probe (the heartbeat) failed after succeeding; `detail`: why
+    kStoreReachable,        // a probe succeeded after failing
+    kBreakerOpened,         // consecutive failures opened the breaker
+    kBreakerClosed,         // the store answered again
+    kFallbackStarted,       // the first decision answered by a failure policy
+    kFallbackEnded,         // the store answered again; `count`: fallback decisions since start
+    kReconciled,            // fallback consumption sent; `count`: entries added, `dropped`: lost
+    kInstanceCountChanged,  // `count`: the new N, `previous`: the old one
+  };
+  Kind kind = Kind::kStoreUnreachable;
+  int64_t count = 0;
+  int64_t dropped = 0;
+  int64_t previous = 0;
+  std::string detail;
+};
+std::string_view ResilienceEventName(ResilienceEvent::Kind kind);
+
+// Receives events. Called on store, deadline or heartbeat threads, possibly concurrently:
+// must be thread-safe, quick, and must not call back into the store.
+using ResilienceEventCallback = std::function<void(const ResilienceEvent&)>;
+
 struct ResilienceOptions {
   // Time for the breaker and the local fallback limiters. nullptr means SystemClock().
   // REQUIRES: outlives the store.
@@ -54,21 +85,27 @@ struct ResilienceOptions {
   int64_t fail_closed_retry_after_ms = 1000;
   // Bound on the local fallback limiters' keys.
   int64_t fallback_max_keys = 1'000'000;
-  // Bound on the (limit, key, window) entries of fallback consumption kept for
-  // reconciliation; consumption of new entries beyond it is dropped (and counted).
+  // Bound on the entries of fallback consumption kept for reconciliation (one per (limit,
+  // key, window) of a window, one per (limit, key, time slice) of a token bucket);
+  // consumption of new entries beyond it is dropped (and counted).
   int64_t reconcile_max_entries = 100'000;
   // Entries per Store::AddAsync call when reconciling.
   int64_t reconcile_batch_size = 500;
+  // Breaker, fallback and reconciliation events; nullptr: none.
+  ResilienceEventCallback on_event;
 };
 
 // Counters for metrics. Monotonic.
 struct ResilienceStats {
-  int64_t store_decisions = 0;          // answered by the wrapped store
-  int64_t fallback_decisions = 0;       // answered by a failure policy
-  int64_t store_errors = 0;             // the store answered with an error
-  int64_t deadlines_missed = 0;         // the store did not answer in time
-  int64_t breaker_rejections = 0;       // not sent to the store: the breaker was open
-  int64_t late_replies = 0;             // answers that came after the deadline, discarded
+  int64_t store_decisions = 0;     // answered by the wrapped store
+  int64_t fallback_decisions = 0;  // answered by a failure policy
+  int64_t store_errors = 0;        // the store answered with an error
+  int64_t deadlines_missed = 0;    // the store did not answer in time
+  int64_t breaker_rejections = 0;  // not sent to the store: the breaker was open
+  int64_t late_replies = 0;        // answers that came after the deadline, discarded
+  // Late replies that had consumed in the store what the fallback had admitted for the same
+  // call: that admission is settled by the store and not reconciled again.
+  int64_t late_replies_settled = 0;
   int64_t reconciled_items = 0;         // fallback consumption entries added back to the store
   int64_t reconcile_dropped_items = 0;  // entries lost: over the bound, or the add failed
 };
@@ -117,13 +154,24 @@ struct InstanceRegistryOptions {
   int64_t heartbeat_interval_ms = 1000;
   // An instance not heard from for this long is no longer counted.
   int64_t instance_ttl_ms = 3000;
+  // How often Redis is probed (the heartbeat when one is due, else PING), and how long a
+  // probe may wait for its reply: Redis is known unreachable within about
+  // probe_interval_ms + probe_timeout_ms of failing, and reachable again within about
+  // probe_interval_ms of answering.
+  int64_t probe_interval_ms = 250;
+  int64_t probe_timeout_ms = 250;
+  // false: only probe, never join the set (an instance whose N is fixed by configuration).
+  bool announce = true;
+  // kStoreUnreachable, kStoreReachable and kInstanceCountChanged events; nullptr: none.
+  ResilienceEventCallback on_event;
 };
 
 // Learns N, the number of live instances sharing the limits: every heartbeat, one script
 // adds this instance to a sorted set with Redis' own time, drops members older than
 // `instance_ttl_ms`, sets the key's TTL, and returns the count. While Redis is unreachable
 // the last known count is kept. Adding or removing an instance changes everyone's count
-// within about `instance_ttl_ms`. Thread-safe.
+// within about `instance_ttl_ms`. It is also the instance's own probe of Redis, independent
+// of request traffic: StoreReachable() says whether the last probe was answered. Thread-safe.
 class InstanceRegistry {
  public:
   // Starts the heartbeat thread. The first heartbeat runs before this returns; when Redis
@@ -134,6 +182,8 @@ class InstanceRegistry {
   virtual ~InstanceRegistry() = default;
   // The last known number of live instances, at least 1.
   virtual int64_t Count() const = 0;
+  // Whether the last probe of Redis was answered (false until one was).
+  virtual bool StoreReachable() const = 0;
   virtual const std::string& instance_id() const = 0;
 };
 

@@ -222,11 +222,11 @@ int RunServe(const ServeOptions& options) {
   metrics.RegisterLimits(config->limits);
   const auto* resilient = dynamic_cast<const ResilientStore*>(store->store.get());
   metrics.set_resilient_store(resilient);
-  if (store->registry != nullptr) {
+  if (options.instances > 0) {
+    metrics.set_instance_count([instances = options.instances] { return instances; });
+  } else if (store->registry != nullptr) {
     const InstanceRegistry* registry = store->registry.get();
     metrics.set_instance_count([registry] { return registry->Count(); });
-  } else if (options.instances > 0) {
-    metrics.set_instance_count([instances = options.instances] { return instances; });
   }
   FailClosedLimitName fail_closed;
   fail_closed.Set(FailClosedLimit(*config));
@@ -257,18 +257,15 @@ int RunServe(const ServeOptions& options) {
   http_options.limits.idle_timeout = std::chrono::milliseconds(options.http_timeout_ms);
   http_options.rls_service = &(*rls)->service();
   http_options.metrics = &metrics;
-  // Ready when the store can be used, or when no limit needs it to answer correctly.
-  http_options.readiness = [resilient, &fail_closed]() -> absl::Status {
-    if (resilient == nullptr) return absl::OkStatus();  // in memory
-    const CircuitState state = resilient->circuit_state();
-    if (state == CircuitState::kClosed) return absl::OkStatus();
+  // Ready when the instance's own probe of Redis (the registry's, every 250 ms, whatever
+  // the traffic) is answered, or when no limit needs Redis to answer correctly.
+  const InstanceRegistry* probe = store->registry.get();
+  http_options.readiness = [probe, &fail_closed]() -> absl::Status {
+    if (probe == nullptr || probe->StoreReachable()) return absl::OkStatus();  // or in memory
     const std::string limit = fail_closed.Get();
     if (limit.empty()) return absl::OkStatus();
-    const std::string_view state_name = CircuitStateName(state);
-    return absl::UnavailableError(
-        absl::StrCat("the store is unreachable (circuit breaker ",
-                     absl::string_view(state_name.data(), state_name.size()), ") and limit '",
-                     limit, "' fails closed"));
+    return absl::UnavailableError(absl::StrCat(
+        "redis is unreachable (this instance's probe fails) and limit '", limit, "' fails closed"));
   };
   absl::StatusOr<std::unique_ptr<server::HttpServer>> http = server::HttpServer::Start(
       std::move(http_options), std::shared_ptr<Limiter>(*std::move(limiter)));

@@ -6,6 +6,7 @@
 #include "spdlog/spdlog.h"
 #include "src/cli/load_configs.h"
 #include "src/cli/serve.h"
+#include "src/server/resilience_log.h"
 #include "src/store/redis/redis_url.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_store.h"
@@ -48,17 +49,25 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
   if (!redis.ok()) return redis.status();
   for (const std::string& warning : (*redis)->warnings()) spdlog::warn("redis: {}", warning);
 
+  // One line per state change of Redis, the breaker, the fallback and N (rate-limited).
+  auto log = std::make_shared<server::ResilienceLog>();
+  ResilienceEventCallback on_event = [log](const ResilienceEvent& event) { log->Log(event); };
   ResilienceOptions resilience;
+  resilience.on_event = on_event;
+  // The registry is also the instance's own probe of Redis, which /readyz follows; with a
+  // fixed N it only probes and does not join the set.
+  InstanceRegistryOptions registry_options;
+  registry_options.redis_url = options.redis_url;
+  registry_options.announce = options.instances <= 0;
+  registry_options.on_event = on_event;
+  absl::StatusOr<std::unique_ptr<InstanceRegistry>> registry =
+      InstanceRegistry::Start(registry_options);
+  if (!registry.ok()) return registry.status();
+  result.registry = std::move(*registry);
   if (options.instances > 0) {
     const int64_t instances = options.instances;
     resilience.instance_count = [instances] { return instances; };
   } else {
-    InstanceRegistryOptions registry_options;
-    registry_options.redis_url = options.redis_url;
-    absl::StatusOr<std::unique_ptr<InstanceRegistry>> registry =
-        InstanceRegistry::Start(registry_options);
-    if (!registry.ok()) return registry.status();
-    result.registry = std::move(*registry);
     InstanceRegistry* raw = result.registry.get();
     resilience.instance_count = [raw] { return raw->Count(); };
     spdlog::info("instance {}: {} live instance(s)", raw->instance_id(), raw->Count());

@@ -24,28 +24,32 @@ CircuitBreaker::Admission CircuitBreaker::Admit() {
   return Admission::kReject;
 }
 
-void CircuitBreaker::RecordSuccess(bool probe) {
+bool CircuitBreaker::RecordSuccess(bool probe) {
   absl::MutexLock lock(&mutex_);
+  const bool was_closed = state_ == CircuitState::kClosed;
   consecutive_failures_ = 0;
   if (probe) probe_in_flight_ = false;
   // Any success shows the store answers again (a call admitted before the breaker opened
   // may come back after it did).
   state_ = CircuitState::kClosed;
+  return !was_closed;
 }
 
-void CircuitBreaker::RecordFailure(bool probe) {
+bool CircuitBreaker::RecordFailure(bool probe) {
   absl::MutexLock lock(&mutex_);
   if (probe) {
     probe_in_flight_ = false;
     state_ = CircuitState::kOpen;
     open_until_micros_ = clock_->NowMicros() + options_.open_duration_ms * 1000;
-    return;
+    return false;
   }
-  if (state_ != CircuitState::kClosed) return;
+  if (state_ != CircuitState::kClosed) return false;
   if (++consecutive_failures_ >= options_.failure_threshold) {
     state_ = CircuitState::kOpen;
     open_until_micros_ = clock_->NowMicros() + options_.open_duration_ms * 1000;
+    return true;
   }
+  return false;
 }
 
 CircuitState CircuitBreaker::state() const {

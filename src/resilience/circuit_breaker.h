@@ -26,8 +26,11 @@ class CircuitBreaker {
   // Asks whether a call may go to the store. Every kAdmit or kProbe must be followed by
   // exactly one RecordSuccess or RecordFailure with the same `probe` flag.
   Admission Admit();
-  void RecordSuccess(bool probe);
-  void RecordFailure(bool probe);
+  // Returns true when this success closed a breaker that was open or half-open.
+  bool RecordSuccess(bool probe);
+  // Returns true when this failure opened a closed breaker (a failed probe re-opening it
+  // is not a change worth reporting).
+  bool RecordFailure(bool probe);
 
   CircuitState state() const;
 

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "src/algorithm/token_bucket_replay.h"
 #include "src/resilience/circuit_breaker.h"
 #include "src/resilience/deadline_scheduler.h"
 #include "tollgate/memory_store.h"
@@ -27,6 +28,28 @@ std::string_view CircuitStateName(CircuitState state) {
       return "open";
     case CircuitState::kHalfOpen:
       return "half_open";
+  }
+  return "unknown";
+}
+
+std::string_view ResilienceEventName(ResilienceEvent::Kind kind) {
+  switch (kind) {
+    case ResilienceEvent::Kind::kStoreUnreachable:
+      return "store_unreachable";
+    case ResilienceEvent::Kind::kStoreReachable:
+      return "store_reachable";
+    case ResilienceEvent::Kind::kBreakerOpened:
+      return "breaker_opened";
+    case ResilienceEvent::Kind::kBreakerClosed:
+      return "breaker_closed";
+    case ResilienceEvent::Kind::kFallbackStarted:
+      return "fallback_started";
+    case ResilienceEvent::Kind::kFallbackEnded:
+      return "fallback_ended";
+    case ResilienceEvent::Kind::kReconciled:
+      return "reconciled";
+    case ResilienceEvent::Kind::kInstanceCountChanged:
+      return "instance_count_changed";
   }
   return "unknown";
 }
@@ -77,20 +100,55 @@ class RoundTripHistogram {
   std::atomic<int64_t> sum_micros_{0};
 };
 
-// Reconciliation counters, shared with AddAsync callbacks (which must not keep the Core,
-// and so the store, alive).
+// Shared with AddAsync callbacks (which must not keep the Core, and so the store, alive).
 struct ReconcileCounters {
   std::atomic<int64_t> reconciled{0};
   std::atomic<int64_t> dropped{0};
+  ResilienceEventCallback on_event;
 };
 
-// Fallback consumption of one (limit name, key, window index) not yet added to the store.
-// The window index is 0 for a token bucket (one entry per key).
-using ReconcileKey = std::tuple<std::string, std::string, int64_t>;
+// Fallback consumption of one (limit name, key) not yet added to the store, one slice per
+// window of a window limit or per time slice of a token bucket (ReplaySliceMicros), in
+// time order.
+struct Slice {
+  int64_t index = 0;      // the window or time slice
+  int64_t cost = 0;       // summed
+  int64_t at_micros = 0;  // the latest consumption recorded in it
+};
 struct Consumption {
   std::shared_ptr<const Limit> limit;  // a copy of the shared limit, kept for AddAsync
+  std::vector<Slice> slices;
+  // The largest N the fallback answered with while recording: the share the consumption is
+  // replayed against (N read at reconciliation may be a restarted Redis' partial count).
+  int64_t instances = 1;
+};
+using ReconcileKey = std::pair<std::string, std::string>;
+
+// What a fallback answer admitted, with copies of the limits that outlive the caller's.
+struct Admitted {
+  std::shared_ptr<const Limit> limit;
+  std::string key;
   int64_t cost = 0;
-  int64_t at_micros = 0;  // the latest consumption recorded in this entry
+};
+
+// One call in flight: answered exactly once, by the store or by the deadline. When the
+// deadline answers it from a failure policy that admits, what was admitted is held here
+// until the store's late reply settles it: consumed in the store (allowed), it is dropped;
+// refused or failed, it is recorded for reconciliation. The store calls back exactly once,
+// so nothing stays held.
+struct PendingCall {
+  std::atomic<bool> answered{false};
+  CheckCallback done;
+  std::vector<CheckItem> items;  // kept for the fallback answer
+  bool probe = false;
+
+  absl::Mutex settle_mutex;
+  bool reply_seen ABSL_GUARDED_BY(settle_mutex) = false;
+  bool reply_consumed ABSL_GUARDED_BY(settle_mutex) = false;
+  bool held ABSL_GUARDED_BY(settle_mutex) = false;
+  std::vector<Admitted> held_items ABSL_GUARDED_BY(settle_mutex);
+  int64_t held_at_micros ABSL_GUARDED_BY(settle_mutex) = 0;
+  int64_t held_instances ABSL_GUARDED_BY(settle_mutex) = 1;
 };
 
 // Everything a pending call needs, kept alive by the call's callbacks.
@@ -102,16 +160,49 @@ class Core {
         options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
         breaker_(options_.breaker, clock_),
-        fallback_(std::move(fallback)) {}
+        fallback_(std::move(fallback)) {
+    reconcile_counters_->on_event = options_.on_event;
+  }
 
   Store& primary() { return *primary_; }
+
+  void Emit(ResilienceEvent::Kind kind, int64_t count = 0, std::string detail = "") {
+    if (!options_.on_event) return;
+    ResilienceEvent event;
+    event.kind = kind;
+    event.count = count;
+    event.detail = std::move(detail);
+    options_.on_event(event);
+  }
+
+  void RecordFailure(bool probe, std::string_view why) {
+    if (breaker_.RecordFailure(probe)) {
+      Emit(ResilienceEvent::Kind::kBreakerOpened, options_.breaker.failure_threshold,
+           std::string(why));
+    }
+  }
   CircuitBreaker& breaker() { return breaker_; }
 
-  // Answers `items` from each limit's failure policy, all or nothing.
-  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done) {
+  // The store answered: closes the breaker, ends a fallback episode and reconciles.
+  void RecordSuccess(bool probe) {
+    if (breaker_.RecordSuccess(probe)) Emit(ResilienceEvent::Kind::kBreakerClosed);
+    if (in_fallback_.load(std::memory_order_relaxed) && in_fallback_.exchange(false)) {
+      Emit(ResilienceEvent::Kind::kFallbackEnded, episode_decisions_.exchange(0));
+    }
+    Reconcile();
+  }
+
+  // Answers `items` from each limit's failure policy, all or nothing. `hold`: the call whose
+  // store request is still out (the deadline passed), whose reply settles what is admitted;
+  // nullptr: nothing is out, what is admitted is recorded at once.
+  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done,
+                        const std::shared_ptr<PendingCall>& hold = nullptr) {
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
-    const int64_t instances =
-        options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
+    episode_decisions_.fetch_add(1, std::memory_order_relaxed);
+    if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
+      Emit(ResilienceEvent::Kind::kFallbackStarted);
+    }
+    const int64_t instances = Instances();
     bool any_fail_closed = false;
     // Keeps the substituted limits alive until the (inline) memory store has answered.
     std::vector<std::shared_ptr<const Limit>> substitutes;
@@ -136,7 +227,7 @@ class Core {
           if (!any_fail_closed) {
             bool all_allowed = true;
             for (const Decision& decision : *decisions) all_allowed &= decision.allowed;
-            if (all_allowed) Record(items);
+            if (all_allowed) Admit(items, instances, hold);
           }
           for (size_t i = 0; i < decisions->size(); ++i) {
             Decision& decision = (*decisions)[i];
@@ -153,76 +244,198 @@ class Core {
         });
   }
 
+  // The store's reply to `call` came after the deadline had answered it.
+  void SettleLateReply(PendingCall& call, const absl::StatusOr<std::vector<Decision>>& decisions) {
+    late_replies_.fetch_add(1, std::memory_order_relaxed);
+    bool consumed = decisions.ok();
+    if (consumed) {
+      for (const Decision& decision : *decisions) consumed &= decision.allowed;
+    }
+    std::vector<Admitted> held;
+    int64_t held_at = 0;
+    int64_t held_instances = 1;
+    {
+      absl::MutexLock lock(&call.settle_mutex);
+      call.reply_seen = true;
+      call.reply_consumed = consumed;
+      if (!call.held) return;
+      call.held = false;
+      held.swap(call.held_items);
+      held_at = call.held_at_micros;
+      held_instances = call.held_instances;
+    }
+    if (consumed) {
+      late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      Record(held, held_at, held_instances);
+    }
+  }
+
   std::atomic<int64_t> store_decisions_{0};
   std::atomic<int64_t> fallback_decisions_{0};
   std::atomic<int64_t> store_errors_{0};
   std::atomic<int64_t> deadlines_missed_{0};
   std::atomic<int64_t> breaker_rejections_{0};
   std::atomic<int64_t> late_replies_{0};
+  std::atomic<int64_t> late_replies_settled_{0};
   RoundTripHistogram round_trips_;
   const std::shared_ptr<ReconcileCounters> reconcile_counters_ =
       std::make_shared<ReconcileCounters>();
 
   // Called when the store has answered: sends the fallback consumption recorded so far to
   // it with AddAsync, in batches, and forgets it (best effort: a failed batch is counted
-  // as dropped, not retried). Cheap when nothing is recorded.
+  // as dropped, not retried). A window's slices go as they are (each as of its time); a
+  // token bucket's slices are replayed against this instance's share and what they still
+  // owe now goes as one item (algorithm/token_bucket_replay.h). Cheap when nothing is
+  // recorded.
   void Reconcile() {
     if (!has_pending_.load(std::memory_order_acquire)) return;
     absl::flat_hash_map<ReconcileKey, Consumption> pending;
+    int64_t dropped_by_bound = 0;
     {
       absl::MutexLock lock(&reconcile_mutex_);
       pending.swap(pending_);
+      pending_entries_ = 0;
+      dropped_by_bound = dropped_since_reconcile_;
+      dropped_since_reconcile_ = 0;
       has_pending_.store(false, std::memory_order_release);
+    }
+    const int64_t now_micros = clock_->NowMicros();
+    std::vector<CheckItem> items;
+    std::vector<std::shared_ptr<const Limit>> limits;  // keep items[i].limit alive
+    for (auto& [key, consumption] : pending) {
+      const LimitNumbers& numbers = consumption.limit->numbers;
+      if (numbers.algorithm == Algorithm::kTokenBucket) {
+        std::vector<algorithm::ConsumptionSlice> slices;
+        slices.reserve(consumption.slices.size());
+        for (const Slice& slice : consumption.slices) {
+          slices.push_back({slice.at_micros, slice.cost});
+        }
+        const int64_t owed = algorithm::TokenBucketOwedTokens(
+            slices, now_micros,
+            {.capacity = numbers.capacity, .refill_per_second = numbers.refill_per_second},
+            consumption.instances);
+        if (owed <= 0) continue;  // refilled since: nothing to charge
+        items.push_back(CheckItem{consumption.limit.get(), key.second, owed, now_micros});
+      } else {
+        for (const Slice& slice : consumption.slices) {
+          items.push_back(
+              CheckItem{consumption.limit.get(), key.second, slice.cost, slice.at_micros});
+        }
+      }
+      limits.push_back(std::move(consumption.limit));
     }
     const size_t batch_size =
         static_cast<size_t>(std::max<int64_t>(1, options_.reconcile_batch_size));
-    std::vector<CheckItem> batch;
-    std::vector<std::shared_ptr<const Limit>> limits;  // keep batch[i].limit alive
-    auto send = [&] {
-      if (batch.empty()) return;
-      const int64_t count = static_cast<int64_t>(batch.size());
-      primary_->AddAsync(std::move(batch),
-                         [counters = reconcile_counters_, limits = std::move(limits),
-                          count](const absl::Status& status) {
-                           (status.ok() ? counters->reconciled : counters->dropped)
-                               .fetch_add(count, std::memory_order_relaxed);
-                         });
-      batch.clear();
-      limits.clear();
-    };
-    for (auto& [key, consumption] : pending) {
-      batch.push_back(CheckItem{consumption.limit.get(), std::get<1>(key), consumption.cost,
-                                consumption.at_micros});
-      limits.push_back(std::move(consumption.limit));
-      if (batch.size() >= batch_size) send();
+    const size_t batches = (items.size() + batch_size - 1) / batch_size;
+    if (batches == 0) {
+      if (dropped_by_bound > 0) EmitReconciled(*reconcile_counters_, 0, dropped_by_bound);
+      return;
     }
-    send();
+    // The last batch to finish reports the round.
+    struct Round {
+      std::atomic<size_t> outstanding;
+      std::atomic<int64_t> added{0};
+      std::atomic<int64_t> dropped;
+      std::vector<std::shared_ptr<const Limit>> limits;
+    };
+    auto round = std::make_shared<Round>();
+    round->outstanding.store(batches);
+    round->dropped.store(dropped_by_bound);
+    round->limits = std::move(limits);
+    for (size_t begin = 0; begin < items.size(); begin += batch_size) {
+      const size_t end = std::min(items.size(), begin + batch_size);
+      std::vector<CheckItem> batch(std::make_move_iterator(items.begin() + begin),
+                                   std::make_move_iterator(items.begin() + end));
+      const int64_t count = static_cast<int64_t>(batch.size());
+      primary_->AddAsync(std::move(batch), [counters = reconcile_counters_, round,
+                                            count](const absl::Status& status) {
+        (status.ok() ? counters->reconciled : counters->dropped)
+            .fetch_add(count, std::memory_order_relaxed);
+        (status.ok() ? round->added : round->dropped).fetch_add(count);
+        if (round->outstanding.fetch_sub(1) == 1) {
+          EmitReconciled(*counters, round->added.load(), round->dropped.load());
+        }
+      });
+    }
   }
 
  private:
-  // Records what a fallback answer consumed, for Reconcile.
-  void Record(const std::vector<CheckItem>& items) {
+  static void EmitReconciled(const ReconcileCounters& counters, int64_t added, int64_t dropped) {
+    if (!counters.on_event) return;
+    ResilienceEvent event;
+    event.kind = ResilienceEvent::Kind::kReconciled;
+    event.count = added;
+    event.dropped = dropped;
+    counters.on_event(event);
+  }
+
+  int64_t Instances() const {
+    return options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
+  }
+
+  // What a fallback answer admitted: recorded now, or held for the late reply of `hold`.
+  void Admit(const std::vector<CheckItem>& items, int64_t instances,
+             const std::shared_ptr<PendingCall>& hold) {
     const int64_t now_micros = clock_->NowMicros();
+    std::vector<Admitted> admitted;
+    admitted.reserve(items.size());
     for (const CheckItem& item : items) {
       if (item.cost <= 0) continue;
+      admitted.push_back(Admitted{SharedLimit(*item.limit), item.key, item.cost});
+    }
+    if (admitted.empty()) return;
+    if (hold != nullptr) {
+      absl::MutexLock lock(&hold->settle_mutex);
+      if (!hold->reply_seen) {
+        hold->held = true;
+        hold->held_items = std::move(admitted);
+        hold->held_at_micros = now_micros;
+        hold->held_instances = instances;
+        return;
+      }
+      if (hold->reply_consumed) {
+        late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    Record(admitted, now_micros, instances);
+  }
+
+  // Records consumption admitted at `at_micros`, for Reconcile.
+  void Record(const std::vector<Admitted>& admitted, int64_t at_micros, int64_t instances) {
+    for (const Admitted& item : admitted) {
       const LimitNumbers& numbers = item.limit->numbers;
-      const int64_t window = numbers.algorithm == Algorithm::kTokenBucket
-                                 ? 0
-                                 : now_micros / std::max<int64_t>(1, numbers.window_micros);
-      std::shared_ptr<const Limit> shared = SharedLimit(*item.limit);
+      const int64_t slice_micros =
+          numbers.algorithm == Algorithm::kTokenBucket
+              ? algorithm::ReplaySliceMicros(
+                    {.capacity = numbers.capacity, .refill_per_second = numbers.refill_per_second})
+              : std::max<int64_t>(1, numbers.window_micros);
+      const int64_t index = at_micros / slice_micros;
       absl::MutexLock lock(&reconcile_mutex_);
-      auto it = pending_.find(ReconcileKey(item.limit->name, item.key, window));
-      if (it == pending_.end()) {
-        if (static_cast<int64_t>(pending_.size()) >= options_.reconcile_max_entries) {
+      Consumption& consumption = pending_[ReconcileKey(item.limit->name, item.key)];
+      consumption.limit = item.limit;
+      consumption.instances = std::max(consumption.instances, instances);
+      std::vector<Slice>& slices = consumption.slices;
+      // Usually the last slice; answers on other threads may be recorded slightly out of
+      // order.
+      auto it = slices.end();
+      while (it != slices.begin() && (it - 1)->index > index) --it;
+      if (it != slices.begin() && (it - 1)->index == index) {
+        --it;
+      } else {
+        if (pending_entries_ >= options_.reconcile_max_entries) {
+          if (slices.empty()) pending_.erase(ReconcileKey(item.limit->name, item.key));
           reconcile_counters_->dropped.fetch_add(1, std::memory_order_relaxed);
+          ++dropped_since_reconcile_;
+          has_pending_.store(true, std::memory_order_release);
           continue;
         }
-        it =
-            pending_.emplace(ReconcileKey(item.limit->name, item.key, window), Consumption{}).first;
+        it = slices.insert(it, Slice{index, 0, 0});
+        ++pending_entries_;
       }
-      it->second.limit = std::move(shared);
-      it->second.cost += item.cost;
-      it->second.at_micros = std::max(it->second.at_micros, now_micros);
+      it->cost += item.cost;
+      it->at_micros = std::max(it->at_micros, at_micros);
       has_pending_.store(true, std::memory_order_release);
     }
   }
@@ -269,15 +482,11 @@ class Core {
       ABSL_GUARDED_BY(mutex_);
   absl::Mutex reconcile_mutex_;
   absl::flat_hash_map<ReconcileKey, Consumption> pending_ ABSL_GUARDED_BY(reconcile_mutex_);
+  int64_t pending_entries_ ABSL_GUARDED_BY(reconcile_mutex_) = 0;  // slices in pending_
+  int64_t dropped_since_reconcile_ ABSL_GUARDED_BY(reconcile_mutex_) = 0;
   std::atomic<bool> has_pending_{false};
-};
-
-// One call in flight: answered exactly once, by the store or by the deadline.
-struct PendingCall {
-  std::atomic<bool> answered{false};
-  CheckCallback done;
-  std::vector<CheckItem> items;  // kept for the fallback answer
-  bool probe = false;
+  std::atomic<bool> in_fallback_{false};
+  std::atomic<int64_t> episode_decisions_{0};
 };
 
 class ResilientStoreImpl final : public ResilientStore {
@@ -306,17 +515,17 @@ class ResilientStoreImpl final : public ResilientStore {
     scheduler_.Schedule(timeout_micros, &call->answered, [core, call] {
       if (call->answered.exchange(true)) return;
       core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
-      core->breaker().RecordFailure(call->probe);
+      core->RecordFailure(call->probe, "deadline missed");
       CheckCallback done = std::move(call->done);
       call->done = nullptr;
-      core->AnswerFromPolicy(std::move(call->items), std::move(done));
+      core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
     });
     core->primary().CheckAsync(
         std::move(items),
         [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
           core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
           if (call->answered.exchange(true)) {
-            core->late_replies_.fetch_add(1, std::memory_order_relaxed);
+            core->SettleLateReply(*call, decisions);
             return;
           }
           // Moved out so the caller's callback (and what it owns) dies now,
@@ -325,16 +534,15 @@ class ResilientStoreImpl final : public ResilientStore {
           call->done = nullptr;
           std::vector<CheckItem> items = std::move(call->items);
           if (decisions.ok()) {
-            core->breaker().RecordSuccess(call->probe);
             core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
-            // Before answering, so that on one connection the added
+            // Reconciles before answering, so that on one connection the added
             // consumption precedes this caller's next check.
-            core->Reconcile();
+            core->RecordSuccess(call->probe);
             std::move(done)(std::move(decisions));
             return;
           }
           core->store_errors_.fetch_add(1, std::memory_order_relaxed);
-          core->breaker().RecordFailure(call->probe);
+          core->RecordFailure(call->probe, std::string(decisions.status().message()));
           core->AnswerFromPolicy(std::move(items), std::move(done));
         });
   }
@@ -356,6 +564,7 @@ class ResilientStoreImpl final : public ResilientStore {
     stats.deadlines_missed = core_->deadlines_missed_.load();
     stats.breaker_rejections = core_->breaker_rejections_.load();
     stats.late_replies = core_->late_replies_.load();
+    stats.late_replies_settled = core_->late_replies_settled_.load();
     stats.reconciled_items = core_->reconcile_counters_->reconciled.load();
     stats.reconcile_dropped_items = core_->reconcile_counters_->dropped.load();
     return stats;

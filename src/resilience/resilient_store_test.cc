@@ -44,20 +44,27 @@ class ControlledStore : public Store {
         return;
       case Behaviour::kSilent: {
         std::lock_guard<std::mutex> lock(mutex_);
-        silent_.push_back(std::move(done));
+        silent_.push_back({std::move(items), std::move(done)});
         return;
       }
     }
   }
 
-  // Answers every silent call now, late, with an error.
-  void ReleaseSilent() {
-    std::vector<CheckCallback> silent;
+  // Answers every silent call now, late: with an error, or (`land`) as the healthy store
+  // does, consuming there (a slow Redis whose reply comes after the deadline).
+  void ReleaseSilent(bool land = false) {
+    std::vector<Silent> silent;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       silent.swap(silent_);
     }
-    for (CheckCallback& done : silent) std::move(done)(absl::UnavailableError("late"));
+    for (Silent& call : silent) {
+      if (land) {
+        healthy_->CheckAsync(std::move(call.items), std::move(call.done));
+      } else {
+        std::move(call.done)(absl::UnavailableError("late"));
+      }
+    }
   }
 
   // Records what is added (reconciliation) and answers OK.
@@ -90,7 +97,11 @@ class ControlledStore : public Store {
   std::atomic<Behaviour> behaviour_{Behaviour::kHealthy};
   std::atomic<int> calls_{0};
   std::mutex mutex_;
-  std::vector<CheckCallback> silent_;
+  struct Silent {
+    std::vector<CheckItem> items;
+    CheckCallback done;
+  };
+  std::vector<Silent> silent_;
 };
 
 Limit TokenBucket(std::string name, int64_t capacity, double rate, FailureMode mode) {
@@ -119,12 +130,23 @@ class ResilientStoreTest : public ::testing::Test {
     options.clock = &clock_;
     options.breaker = {.failure_threshold = 3, .open_duration_ms = 500};
     options.instance_count = [this] { return instances_.load(); };
+    options.on_event = [this](const ResilienceEvent& event) {
+      std::lock_guard<std::mutex> lock(events_mutex_);
+      events_.push_back(event);
+    };
     auto store = ResilientStore::Create(primary_, options);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
   }
 
+  std::vector<ResilienceEvent> events() {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    return events_;
+  }
+
   SimulatedClock clock_;
+  std::mutex events_mutex_;
+  std::vector<ResilienceEvent> events_;
   std::atomic<int64_t> instances_{4};
   std::shared_ptr<ControlledStore> primary_;
   std::unique_ptr<ResilientStore> store_;
@@ -236,8 +258,9 @@ TEST_F(ResilientStoreTest, FallbackConsumptionIsAddedBackWhenTheStoreAnswersAgai
   ASSERT_EQ(added.size(), 2u);
   EXPECT_EQ(added[0].limit, "api");
   EXPECT_EQ(added[0].key, "user:1");
-  EXPECT_EQ(added[0].cost, 15);  // summed per key
-  EXPECT_EQ(added[0].at_micros, last_at);
+  // What the share (25, no refill within the test) still owes now, charged now.
+  EXPECT_EQ(added[0].cost, 15);
+  EXPECT_EQ(added[0].at_micros, last_at + 600'000);
   EXPECT_EQ(added[1].key, "user:2");
   EXPECT_EQ(added[1].cost, 2);
   EXPECT_EQ(store_->stats().reconciled_items, 2);
@@ -245,6 +268,98 @@ TEST_F(ResilientStoreTest, FallbackConsumptionIsAddedBackWhenTheStoreAnswersAgai
   // Sent once: later successes add nothing more.
   ASSERT_TRUE(CheckOne(*store_, open_, "user:9", 0).ok());
   EXPECT_EQ(primary_->added().size(), 2u);
+}
+
+// Issue 22: a token bucket's fallback consumption is charged as of when it was admitted. A
+// user who stayed within its share for the whole outage owes (almost) nothing once the
+// store is back; one who drained the share owes what the share misses now, not the sum of
+// the outage's consumption.
+TEST_F(ResilientStoreTest, TokenBucketConsumptionIsChargedAsOfWhenItWasAdmitted) {
+  const Limit api = TokenBucket("api", 40, 20, FailureMode::kFailOpen);  // share: 10, 5/s
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  int allowed_greedy = 0;
+  for (int tick = 0; tick < 120; ++tick) {  // 6 s, every 50 ms
+    if (tick % 4 == 0) {
+      auto within = CheckOne(*store_, api, "user:within");  // 5/s: the share's rate
+      ASSERT_TRUE(within.ok());
+      EXPECT_TRUE((*within)[0].allowed) << tick;
+    }
+    auto greedy = CheckOne(*store_, api, "user:greedy");  // 20/s: 4x the share
+    ASSERT_TRUE(greedy.ok());
+    allowed_greedy += (*greedy)[0].allowed ? 1 : 0;
+    clock_.AdvanceMillis(50);
+  }
+  EXPECT_GE(allowed_greedy, 10 + 5 * 6 - 2);  // the share: its capacity, then its refill
+  EXPECT_LE(allowed_greedy, 10 + 5 * 6 + 1);
+
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  clock_.AdvanceMillis(500);  // the breaker's next probe; 2.5 tokens come back meanwhile
+  ASSERT_TRUE(CheckOne(*store_, api, "probe", 0).ok());
+  ASSERT_EQ(store_->circuit_state(), CircuitState::kClosed);
+  std::vector<ControlledStore::Added> added = primary_->added();
+  int64_t within = 0, greedy = 0;
+  for (const auto& item : added) {
+    if (item.key == "user:within") within += item.cost;
+    if (item.key == "user:greedy") greedy += item.cost;
+    EXPECT_EQ(item.at_micros, clock_.NowMicros());
+  }
+  // Was: 30, summed and charged as of the last one, a debt of 1.5 s for a user within the
+  // limit.
+  EXPECT_LE(within, 1);
+  // The share was empty 550 ms ago: 10 - 2.75 tokens still owed (was: the capacity, and with
+  // 4 instances 4 x the capacity, seconds of refusals after recovery).
+  EXPECT_GE(greedy, 7);
+  EXPECT_LE(greedy, 8);
+  EXPECT_EQ(store_->stats().reconcile_dropped_items, 0);
+}
+
+// Issue 29 item 8: a call that missed its deadline but whose reply lands later is settled by
+// that reply. Consumed in the store, its fallback admission is not added again; refused or
+// failed, it is.
+TEST_F(ResilientStoreTest, LateReplySettlesTheFallbackAdmissionOfItsCall) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
+  auto first = CheckOne(*store_, open_, "user:landed", 3);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*first)[0].source, DecisionSource::kFallback);
+  EXPECT_TRUE((*first)[0].allowed);
+  primary_->ReleaseSilent(/*land=*/true);  // the late reply consumed 3 in the store
+  EXPECT_EQ(store_->stats().late_replies, 1);
+  EXPECT_EQ(store_->stats().late_replies_settled, 1);
+
+  auto second = CheckOne(*store_, open_, "user:lost", 2);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE((*second)[0].allowed);
+  primary_->ReleaseSilent(/*land=*/false);  // the late reply is an error: nothing consumed
+  EXPECT_EQ(store_->stats().late_replies_settled, 1);
+
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  ASSERT_TRUE(CheckOne(*store_, open_, "probe", 0).ok());
+  std::vector<ControlledStore::Added> added = primary_->added();
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0].key, "user:lost");
+  EXPECT_EQ(added[0].cost, 2);
+}
+
+TEST_F(ResilientStoreTest, StateChangesAreReportedOncePerChange) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1").ok());
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  clock_.AdvanceMillis(500);
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:2").ok());
+  ASSERT_TRUE(CheckOne(*store_, open_, "user:2").ok());
+
+  using Kind = ResilienceEvent::Kind;
+  std::vector<ResilienceEvent> seen = events();
+  std::vector<Kind> kinds;
+  for (const ResilienceEvent& event : seen) kinds.push_back(event.kind);
+  EXPECT_EQ(kinds,
+            (std::vector<Kind>{Kind::kFallbackStarted, Kind::kBreakerOpened, Kind::kBreakerClosed,
+                               Kind::kFallbackEnded, Kind::kReconciled}));
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[1].detail, "connection refused");
+  EXPECT_EQ(seen[3].count, 10);  // fallback decisions in the episode
+  EXPECT_EQ(seen[4].count, 1);   // one key reconciled
+  EXPECT_EQ(seen[4].dropped, 0);
 }
 
 TEST_F(ResilientStoreTest, ReconciliationIsBoundedAndCountsWhatItDrops) {
