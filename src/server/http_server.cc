@@ -85,7 +85,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
 // Members are destroyed in reverse order: the sessions, owned by handlers in `io`, go before
 // the context they point to.
 struct HttpServer::State {
-  explicit State(std::shared_ptr<Limiter> limiter) : handler(std::move(limiter)) {}
+  explicit State(std::shared_ptr<CheckService> service) : handler(std::move(service)) {}
 
   HttpHandler handler;
   HttpSessionContext context;
@@ -98,10 +98,10 @@ struct HttpServer::State {
   bool shut_down ABSL_GUARDED_BY(mu) = false;
 };
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
-                                                              std::shared_ptr<Limiter> limiter) {
-  if (limiter == nullptr) return absl::InvalidArgumentError("HttpServer needs a limiter");
-  auto state = std::make_unique<State>(std::move(limiter));
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    HttpServerOptions options, std::shared_ptr<CheckService> service) {
+  if (service == nullptr) return absl::InvalidArgumentError("HttpServer needs a check service");
+  auto state = std::make_unique<State>(std::move(service));
   state->context.handler = &state->handler;
   state->handler.set_rls_service(options.rls_service);
   state->handler.set_metrics(options.metrics);
@@ -164,10 +164,6 @@ HttpServer::~HttpServer() {
 }
 
 std::string HttpServer::address() const { return FormatListenAddress(host_, port_); }
-
-void HttpServer::SetLimiter(std::shared_ptr<Limiter> limiter) {
-  state_->handler.SetLimiter(std::move(limiter));
-}
 
 void HttpServer::Shutdown() {
   {
