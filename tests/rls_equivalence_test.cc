@@ -188,7 +188,15 @@ TEST(RlsEquivalenceTest, GrpcAndJsonGiveTheSameDecisions) {
       EXPECT_EQ(j.current_limit().requests_per_unit(), g.current_limit().requests_per_unit());
       EXPECT_EQ(j.current_limit().unit(), g.current_limit().unit());
       EXPECT_EQ(j.current_limit().name(), g.current_limit().name());
+      // Whole seconds, as envoyproxy/ratelimit sends (Envoy reads only .seconds()).
+      EXPECT_EQ(g.duration_until_reset().nanos(), 0);
+      EXPECT_EQ(j.duration_until_reset().nanos(), 0);
+      if (g.code() == RateLimitResponse::OVER_LIMIT) EXPECT_EQ(g.limit_remaining(), 0u);
     }
+    // What a refusal reports for the descriptors it did not charge: what they really have.
+    if (i == 4) EXPECT_EQ(over_grpc.statuses(0).limit_remaining(), 0u);   // ip: 3 left, 4 asked
+    if (i == 12) EXPECT_EQ(over_grpc.statuses(1).limit_remaining(), 3u);  // user_c untouched
+    if (i == 13) EXPECT_EQ(over_grpc.statuses(0).limit_remaining(), 2u);  // then counted once
     overall_codes.push_back(over_grpc.overall_code());
     over_limit += over_grpc.overall_code() == RateLimitResponse::OVER_LIMIT;
   }
