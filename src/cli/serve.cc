@@ -163,7 +163,8 @@ int RunServe(const ServeOptions& options) {
       server::CheckService::Create({.store = store->store,
                                     .sync_store = store->sync_store,
                                     .clock = nullptr,
-                                    .metrics = &metrics},
+                                    .metrics = &metrics,
+                                    .max_override_limits = 1000},
                                    *std::move(config));
   if (!made_service.ok()) {
     spdlog::error("invalid config: {}", std::string(made_service.status().message()));

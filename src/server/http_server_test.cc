@@ -77,7 +77,8 @@ class HttpServerTest : public ::testing::Test {
     limit.numbers = {.algorithm = Algorithm::kFixedWindow, .limit = 3, .window_micros = 60'000'000};
     limit.on_store_failure = FailureMode::kFailClosed;
     store_ = std::make_shared<ParkedStore>();
-    auto service = CheckService::Create({.store = store_}, LoadedConfigs{.limits = {limit}});
+    auto service = CheckService::Create(
+        CheckServiceOptions{store_, nullptr, nullptr, nullptr, 1000}, LoadedConfigs{{limit}, {}});
     ASSERT_TRUE(service.ok()) << service.status();
     auto server =
         HttpServer::Start(Loopback(0, 2), std::shared_ptr<CheckService>(*std::move(service)));
@@ -160,7 +161,7 @@ TEST_F(HttpServerTest, StoreErrorIs503WithAnError) {
 }
 
 TEST(HttpServerStartTest, AnAddressInUseIsUnavailable) {
-  auto service = CheckService::Create({}, LoadedConfigs{});
+  auto service = CheckService::Create(CheckServiceOptions(), LoadedConfigs());
   ASSERT_TRUE(service.ok());
   std::shared_ptr<CheckService> shared(*std::move(service));
   auto first = HttpServer::Start(Loopback(0, 1), shared);

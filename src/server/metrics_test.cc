@@ -211,12 +211,16 @@ class HandlerOpsTest : public ::testing::Test {
     bucket.name = "bucket";
     bucket.numbers = {
         .algorithm = Algorithm::kFixedWindow, .limit = capacity, .window_micros = 3'600'000'000};
-    return LoadedConfigs{.limits = {bucket}};
+    return LoadedConfigs{{bucket}, {}};
   }
   static std::shared_ptr<CheckService> MakeService(Clock* clock, std::shared_ptr<Store> store,
                                                    int64_t capacity, Metrics* metrics = nullptr) {
-    auto service = CheckService::Create(
-        {.store = std::move(store), .clock = clock, .metrics = metrics}, Config(capacity));
+    auto service = CheckService::Create({.store = std::move(store),
+                                         .sync_store = nullptr,
+                                         .clock = clock,
+                                         .metrics = metrics,
+                                         .max_override_limits = 1000},
+                                        Config(capacity));
     EXPECT_TRUE(service.ok()) << service.status();
     return std::shared_ptr<CheckService>(*std::move(service));
   }
