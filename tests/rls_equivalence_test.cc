@@ -95,6 +95,7 @@ RateLimitRequest BuildRequest(const Step& step, const std::string& tag) {
 std::vector<Step> Sequence() {
   const Descriptor user_a{{{"user", "$-a"}}};
   const Descriptor user_c{{{"user", "$-c"}}};
+  const Descriptor user_d{{{"user", "$-d"}}};
   const Descriptor ip{{{"ip", "$-10.0.0.1"}}};
   const Descriptor api{{{"api_key", "$-k"}}};
   const Descriptor beta{{{"beta", "$-x"}}};
@@ -135,6 +136,8 @@ std::vector<Step> Sequence() {
       {{override_limit}},
       {{override_limit}},
       {{override_limit}},  // over: the override's 2 a day
+      {{user_d, user_a}},  // over: user_a; user_d is not charged and reports its 3
+      {{user_d}},          // counted: 2 left
   };
 }
 
@@ -188,12 +191,33 @@ TEST(RlsEquivalenceTest, GrpcAndJsonGiveTheSameDecisions) {
       EXPECT_EQ(j.current_limit().requests_per_unit(), g.current_limit().requests_per_unit());
       EXPECT_EQ(j.current_limit().unit(), g.current_limit().unit());
       EXPECT_EQ(j.current_limit().name(), g.current_limit().name());
+      // Whole seconds, as envoyproxy/ratelimit sends (Envoy reads only .seconds()).
+      EXPECT_EQ(g.duration_until_reset().nanos(), 0);
+      EXPECT_EQ(j.duration_until_reset().nanos(), 0);
+      if (g.code() == RateLimitResponse::OVER_LIMIT) {
+        EXPECT_EQ(g.limit_remaining(), 0u);
+      }
+    }
+    // What a refusal reports for the descriptors it did not charge: what they really have.
+    if (i == 4) {  // ip: 3 left, 4 asked
+      EXPECT_EQ(over_grpc.statuses(0).limit_remaining(), 0u);
+    }
+    if (i == 12) {  // user_c, counted once at step 11, only looked at
+      EXPECT_EQ(over_grpc.statuses(1).limit_remaining(), 2u);
+    }
+    if (i == 24) {  // user_d not charged by the refusal: 3 left, not 2
+      EXPECT_EQ(over_grpc.statuses(0).limit_remaining(), 3u);
+      EXPECT_EQ(over_grpc.statuses(1).limit_remaining(), 0u);
+    }
+    if (i == 25) {
+      EXPECT_EQ(over_grpc.overall_code(), RateLimitResponse::OK);
+      EXPECT_EQ(over_grpc.statuses(0).limit_remaining(), 2u);
     }
     overall_codes.push_back(over_grpc.overall_code());
     over_limit += over_grpc.overall_code() == RateLimitResponse::OVER_LIMIT;
   }
   // The sequence means something: these steps refuse, the others pass.
-  const std::vector<size_t> refused = {3, 4, 9, 12, 16, 23};
+  const std::vector<size_t> refused = {3, 4, 9, 12, 16, 23, 24};
   for (size_t i = 0; i < overall_codes.size(); ++i) {
     const bool expect_refused = std::find(refused.begin(), refused.end(), i) != refused.end();
     EXPECT_EQ(overall_codes[i],

@@ -225,6 +225,71 @@ TEST_P(StoreConformanceTest, ConcurrentChecksNeverOverAdmit) {
   }
 }
 
+// A refused batch consumed nothing, and its decisions say so: an item that alone would
+// pass reports what it really has left, not that minus its cost.
+TEST_P(StoreConformanceTest, ARefusedBatchReportsWhatIsReallyLeft) {
+  const std::vector<Limit> limits = SlowLimits(5);
+  const Limit full = Window("conformance_full", Algorithm::kFixedWindow, 1, kYear);
+  ASSERT_TRUE(CheckOne(full, "k").allowed);
+  std::vector<CheckItem> items;
+  for (const Limit& limit : limits) items.push_back(CheckItem{&limit, Key("k"), 2});
+  items.push_back(CheckItem{&full, Key("k"), 1});
+  absl::StatusOr<std::vector<Decision>> refused = store().Check(items);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  for (size_t i = 0; i < limits.size(); ++i) {
+    EXPECT_TRUE((*refused)[i].allowed) << limits[i].name;
+    EXPECT_EQ((*refused)[i].remaining, 5) << limits[i].name;
+  }
+  EXPECT_FALSE((*refused)[3].allowed);
+  for (const Limit& limit : limits) EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 5);
+}
+
+// Shadow items are decided in the same step but never refuse it: when every other item
+// passes, all allowed items are consumed and a refused shadow item consumes nothing; when
+// another item refuses, nothing is consumed, the shadow items included.
+TEST_P(StoreConformanceTest, ShadowItemsNeverRefuseTheBatch) {
+  for (const Limit& limit : SlowLimits(3)) {
+    const Limit shadow_limit = Window("conformance_shadow", Algorithm::kFixedWindow, 1, kYear);
+    ASSERT_TRUE(CheckOne(shadow_limit, limit.name).allowed);  // now full
+    auto batch = [&](int64_t cost, bool with_passing_shadow) {
+      std::vector<CheckItem> items = {CheckItem{&limit, Key("k"), cost},
+                                      CheckItem{&shadow_limit, Key(limit.name), 1}};
+      items[1].shadow = true;
+      if (with_passing_shadow) {
+        items.push_back(CheckItem{&limit, Key("shadow_passing"), 1});
+        items.back().shadow = true;
+      }
+      return items;
+    };
+    absl::StatusOr<std::vector<Decision>> passed = store().Check(batch(1, true));
+    ASSERT_TRUE(passed.ok()) << passed.status();
+    EXPECT_TRUE((*passed)[0].allowed) << limit.name;
+    EXPECT_FALSE((*passed)[1].allowed) << limit.name;
+    EXPECT_EQ((*passed)[1].reason, DenyReason::kOverLimit);
+    EXPECT_TRUE((*passed)[2].allowed) << limit.name;
+    EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 2) << limit.name;  // consumed
+    EXPECT_EQ(CheckOne(limit, "shadow_passing", 0).remaining, 2) << limit.name;
+    EXPECT_EQ(CheckOne(shadow_limit, limit.name, 0).remaining, 0) << limit.name;
+
+    // The enforced item refuses (cost 3 > 2 left): nothing is consumed, shadow or not.
+    absl::StatusOr<std::vector<Decision>> refused = store().Check(batch(3, true));
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_FALSE((*refused)[0].allowed) << limit.name;
+    EXPECT_TRUE((*refused)[2].allowed) << limit.name;
+    EXPECT_EQ((*refused)[2].remaining, 2) << limit.name;  // not taken
+    EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 2) << limit.name;
+    EXPECT_EQ(CheckOne(limit, "shadow_passing", 0).remaining, 2) << limit.name;
+
+    // Shadow items only: the batch passes whatever they decide.
+    std::vector<CheckItem> only_shadow = {CheckItem{&shadow_limit, Key(limit.name), 1}};
+    only_shadow[0].shadow = true;
+    only_shadow.push_back(only_shadow[0]);
+    absl::StatusOr<std::vector<Decision>> shadow = store().Check(only_shadow);
+    ASSERT_TRUE(shadow.ok()) << shadow.status();
+    EXPECT_FALSE((*shadow)[0].allowed);
+  }
+}
+
 // Store::CheckOne (the single-item path; a store may override it) decides exactly as a
 // one-item Check does: two keys given the same sequence, one through each path.
 TEST_P(StoreConformanceTest, SingleItemPathAgreesWithTheBatchPath) {

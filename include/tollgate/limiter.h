@@ -58,6 +58,7 @@ struct MultiDecision {
 };
 
 using MultiDecisionCallback = absl::AnyInvocable<void(absl::StatusOr<MultiDecision>) &&>;
+using DecisionCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>) &&>;
 
 // Checks named limits against a store. A denial is a Decision; an error (unknown limit,
 // empty or oversized key, negative cost, store failure) is a non-OK status.
@@ -81,6 +82,24 @@ class Limiter {
   // Asynchronous CheckAll: `done` runs exactly once, possibly before this returns (memory
   // store) or on a store thread. Validation errors are delivered through `done` too.
   void CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCallback done);
+
+  // CheckAllAsync for limits given by pointer instead of by name (no name lookups): for a
+  // service that resolved its limits already, and for limits this limiter was not created
+  // with (such as Envoy's per-request `limit` overrides, which are checked in `store`).
+  // The same validation (key, cost; an empty list is InvalidArgument) and routing: sync
+  // limits in `sync_store`, everything else in `store`; mixing both is InvalidArgument.
+  // Shadow items (CheckItem::shadow) follow Store's rule: MultiDecision::allowed is true
+  // when every non-shadow item is allowed. `done` runs exactly once, possibly before this
+  // returns. REQUIRES: every item.limit non-null and alive until `done` has run (the
+  // limits() of this limiter live as long as it does).
+  void CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallback done);
+
+  // Checks one limit for one key without blocking: the memory store (and the sync store,
+  // whose decisions are local) answer inline, before this returns, through the single-item
+  // path (a limit of limits() through its prepared form; no vectors); Redis answers later
+  // on a store thread. `key` need only live until this returns. Validation errors go to
+  // `done` too. REQUIRES: `limit` alive until `done` has run.
+  void CheckAsync(const Limit& limit, std::string_view key, int64_t cost, DecisionCallback done);
 
   // Asynchronous CheckAll as a future.
   std::future<absl::StatusOr<MultiDecision>> CheckAllFuture(std::vector<CheckRequest> requests);

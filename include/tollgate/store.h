@@ -24,6 +24,9 @@ struct CheckItem {
   // Only for AddAsync: when the consumption happened, in microseconds since the epoch
   // (Clock::NowMicros()); 0 means now. CheckAsync ignores it.
   int64_t at_micros = 0;
+  // Only for CheckAsync: a shadow item is decided and counted like the others but never
+  // refuses its batch (Envoy's shadow_mode rules). See Store for the rule.
+  bool shadow = false;
 };
 
 using AddCallback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -35,7 +38,13 @@ using CheckCallback = absl::AnyInvocable<void(absl::StatusOr<std::vector<Decisio
 // A check of several items is one all-or-nothing step: if every item passes, all are
 // consumed; if any is refused, nothing is consumed. The decisions come back in the order
 // of the items. In a refused batch each decision says whether that item alone would have
-// passed (`allowed`); none of them consumed anything.
+// passed (`allowed`); none of them consumed anything, and each `remaining` is what the
+// item really has left (an allowed item's cost is not taken off).
+//
+// Shadow items (`CheckItem::shadow`) take part in the same step without deciding it: the
+// batch passes when every non-shadow item passes (a batch of shadow items only always
+// passes), and then every allowed item, shadow or not, is consumed while a refused shadow
+// item consumes nothing. When the batch is refused, nothing is consumed, as above.
 //
 // A failure to reach the state (Redis down, deadline passed) is a non-OK status, never a
 // refusal; the caller's failure policy decides what to answer.

@@ -6,17 +6,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/config/envoy_config.h"
-#include "tollgate/limit.h"
+#include "src/config/loaded_configs.h"
 
 namespace tollgate::cli {
 
-struct LoadedConfigs {
-  // From files in tollgate's own format (top-level `limits:`), merged.
-  std::vector<Limit> limits;
-  // From files in Envoy's format (top-level `domain:`), one per domain.
-  std::vector<EnvoyDomainConfig> envoy_domains;
-};
+using ::tollgate::LoadedConfigs;
 
 // Reads each file, tells the two formats apart by their top-level keys, and validates the
 // whole: a limit name defined twice (in two files, or in both formats) is an error, and so

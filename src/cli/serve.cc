@@ -21,6 +21,7 @@
 #include "spdlog/spdlog.h"
 #include "src/cli/load_configs.h"
 #include "src/config/descriptor_matcher.h"
+#include "src/server/check_service.h"
 #include "src/server/event_loops.h"
 #include "src/server/http_server.h"
 #include "src/server/listen_address.h"
@@ -62,80 +63,31 @@ std::vector<FileVersion> FileVersions(const std::vector<std::string>& paths) {
   return versions;
 }
 
-// The name of a limit (ours or an Envoy rule's) that refuses when the store is down, or "".
-std::string FailClosedLimit(const LoadedConfigs& config) {
-  for (const Limit& limit : config.limits) {
-    if (limit.on_store_failure == FailureMode::kFailClosed) return limit.name;
-  }
-  absl::StatusOr<std::unique_ptr<DescriptorMatcher>> matcher =
-      DescriptorMatcher::Create(config.envoy_domains);
-  if (matcher.ok()) {
-    for (const Limit& limit : (*matcher)->limits()) {
-      if (limit.on_store_failure == FailureMode::kFailClosed) return limit.name;
-    }
-  }
-  return "";
-}
-
-// What GET /readyz needs to know of the running config.
-class FailClosedLimitName {
- public:
-  void Set(std::string name) {
-    absl::MutexLock lock(&mu_);
-    name_ = std::move(name);
-  }
-  std::string Get() const {
-    absl::MutexLock lock(&mu_);
-    return name_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::string name_ ABSL_GUARDED_BY(mu_);
-};
-
 // Reloads every --config file into the running servers. Thread-safe (SIGHUP and the file
 // poller may both ask).
 class Reloader {
  public:
-  Reloader(const ServeOptions& options, const ServeStore& stores, server::Metrics& metrics,
-           server::RlsService& rls, server::HttpServer& http, FailClosedLimitName& fail_closed,
+  Reloader(const ServeOptions& options, server::Metrics& metrics, server::CheckService& service,
            std::vector<FileVersion> versions)
-      : options_(options),
-        stores_(stores),
-        metrics_(metrics),
-        rls_(rls),
-        http_(http),
-        fail_closed_(fail_closed),
-        versions_(std::move(versions)) {}
+      : options_(options), metrics_(metrics), service_(service), versions_(std::move(versions)) {}
 
-  // Loads and validates all files; a valid whole replaces the running config, an invalid
-  // one is logged and the old config keeps serving.
+  // Loads and validates all files; a valid whole replaces the running config (HTTP and
+  // Envoy's alike, in one swap), an invalid one is logged and the old config keeps serving.
   void Reload(std::string_view why) {
     absl::MutexLock lock(&mu_);
     versions_ = FileVersions(options_.config_paths);
     absl::StatusOr<LoadedConfigs> config = LoadConfigs(options_.config_paths);
-    absl::StatusOr<std::unique_ptr<Limiter>> limiter =
-        config.ok() ? Limiter::Create({.limits = config->limits,
-                                       .store = stores_.store,
-                                       .sync_store = stores_.sync_store,
-                                       .clock = nullptr})
-                    : absl::StatusOr<std::unique_ptr<Limiter>>(config.status());
-    absl::Status status = limiter.status();
-    // The RLS service goes first: if it refuses the domains, nothing has changed yet.
-    if (status.ok()) status = rls_.UpdateDomains(config->envoy_domains);
+    const size_t limits = config.ok() ? config->limits.size() : 0;
+    const size_t domains = config.ok() ? config->envoy_domains.size() : 0;
+    absl::Status status = config.ok() ? service_.Reload(*std::move(config)) : config.status();
     if (!status.ok()) {
       metrics_.RecordReload(false);
       spdlog::error("config reload ({}) refused, the old config keeps serving: {}", why,
                     std::string(status.message()));
       return;
     }
-    metrics_.RegisterLimits(config->limits);
-    http_.SetLimiter(std::shared_ptr<Limiter>(*std::move(limiter)));
-    fail_closed_.Set(FailClosedLimit(*config));
     metrics_.RecordReload(true);
-    spdlog::info("config reloaded ({}): {} limits and {} Envoy domains", why, config->limits.size(),
-                 config->envoy_domains.size());
+    spdlog::info("config reloaded ({}): {} limits and {} Envoy domains", why, limits, domains);
   }
 
   // Reloads when a file's version differs from the last one loaded.
@@ -150,11 +102,8 @@ class Reloader {
 
  private:
   const ServeOptions& options_;
-  const ServeStore& stores_;
   server::Metrics& metrics_;
-  server::RlsService& rls_;
-  server::HttpServer& http_;
-  FailClosedLimitName& fail_closed_;
+  server::CheckService& service_;
   absl::Mutex mu_;  // one reload at a time
   std::vector<FileVersion> versions_ ABSL_GUARDED_BY(mu_);
 };
@@ -207,19 +156,11 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("{}", std::string(store.status().message()));
     return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  absl::StatusOr<std::unique_ptr<Limiter>> limiter =
-      Limiter::Create({.limits = config->limits,
-                       .store = store->store,
-                       .sync_store = store->sync_store,
-                       .clock = nullptr});
-  if (!limiter.ok()) {
-    spdlog::error("invalid config: {}", std::string(limiter.status().message()));
-    return 1;
-  }
+  const size_t limit_count = config->limits.size();
+  const size_t domain_count = config->envoy_domains.size();
 
   // Outlives both servers (declared before them).
   server::Metrics metrics;
-  metrics.RegisterLimits(config->limits);
   const auto* resilient = dynamic_cast<const ResilientStore*>(store->store.get());
   metrics.set_resilient_store(resilient);
   if (options.instances > 0) {
@@ -228,15 +169,25 @@ int RunServe(const ServeOptions& options) {
     const InstanceRegistry* registry = store->registry.get();
     metrics.set_instance_count([registry] { return registry->Count(); });
   }
-  FailClosedLimitName fail_closed;
-  fail_closed.Set(FailClosedLimit(*config));
+  // One check service for HTTP and Envoy's API: one snapshot, one Limiter over both stores.
+  absl::StatusOr<std::unique_ptr<server::CheckService>> made_service =
+      server::CheckService::Create({.store = store->store,
+                                    .sync_store = store->sync_store,
+                                    .clock = nullptr,
+                                    .metrics = &metrics,
+                                    .max_override_limits = 1000},
+                                   *std::move(config));
+  if (!made_service.ok()) {
+    spdlog::error("invalid config: {}", std::string(made_service.status().message()));
+    return 1;
+  }
+  std::shared_ptr<server::CheckService> check_service = *std::move(made_service);
 
   // Envoy's rate-limit service, on the same store (the same counters as HTTP).
   server::RlsServerOptions rls_options;
   rls_options.service.metrics = &metrics;
   rls_options.address = server::FormatListenAddress(grpc_address->host, grpc_address->port);
-  rls_options.service.domains = config->envoy_domains;
-  rls_options.service.store = store->store;
+  rls_options.service.check_service = check_service.get();
   rls_options.service.shadow_mode = options.shadow_mode;
   rls_options.service.max_descriptors = options.max_descriptors;
   rls_options.max_receive_message_bytes = options.max_body_bytes;
@@ -260,29 +211,27 @@ int RunServe(const ServeOptions& options) {
   // Ready when the instance's own probe of Redis (the registry's, every 250 ms, whatever
   // the traffic) is answered, or when no limit needs Redis to answer correctly.
   const InstanceRegistry* probe = store->registry.get();
-  http_options.readiness = [probe, &fail_closed]() -> absl::Status {
+  http_options.readiness = [probe, check_service]() -> absl::Status {
     if (probe == nullptr || probe->StoreReachable()) return absl::OkStatus();  // or in memory
-    const std::string limit = fail_closed.Get();
+    const std::string limit = check_service->snapshot()->fail_closed_limit;
     if (limit.empty()) return absl::OkStatus();
     return absl::UnavailableError(absl::StrCat(
         "redis is unreachable (this instance's probe fails) and limit '", limit, "' fails closed"));
   };
-  absl::StatusOr<std::unique_ptr<server::HttpServer>> http = server::HttpServer::Start(
-      std::move(http_options), std::shared_ptr<Limiter>(*std::move(limiter)));
+  absl::StatusOr<std::unique_ptr<server::HttpServer>> http =
+      server::HttpServer::Start(std::move(http_options), check_service);
   if (!http.ok()) {
     spdlog::error("{}", std::string(http.status().message()));
     return 1;
   }
-  spdlog::info("{} limits and {} Envoy domains from {}, store {}", config->limits.size(),
-               config->envoy_domains.size(), absl::StrJoin(options.config_paths, ", "),
-               store->store->Name());
+  spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
+               absl::StrJoin(options.config_paths, ", "), store->store->Name());
   // Tests and scripts read these lines to learn the ports (with HOST:0).
   spdlog::info("listening grpc={}",
                server::FormatListenAddress(grpc_address->host, (*rls)->Port()));
   spdlog::info("listening http={}", (*http)->address());
 
-  Reloader reloader(options, *store, metrics, (*rls)->service(), **http, fail_closed,
-                    std::move(config_versions));
+  Reloader reloader(options, metrics, *check_service, std::move(config_versions));
   absl::Notification stop_polling;
   std::thread poller([&] {
     while (!stop_polling.WaitForNotificationWithTimeout(kConfigPollInterval)) {

@@ -176,6 +176,90 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
   });
 }
 
+void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallback done) {
+  if (items.empty()) {
+    std::move(done)(absl::InvalidArgumentError("no limits to check"));
+    return;
+  }
+  size_t sync_items = 0;
+  for (const CheckItem& item : items) {
+    if (absl::Status status = ValidateRequest(item.limit->name, item.key, item.cost);
+        !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    if (item.limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
+  }
+  if (sync_items != 0 && sync_items != items.size()) {
+    std::move(done)(absl::InvalidArgumentError(
+        "limits in sync mode cannot be checked in one all-or-nothing request together with "
+        "exact limits; check them separately"));
+    return;
+  }
+  Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
+  std::vector<bool> shadow;
+  bool any_shadow = false;
+  for (const CheckItem& item : items) any_shadow |= item.shadow;
+  if (any_shadow) {
+    shadow.reserve(items.size());
+    for (const CheckItem& item : items) shadow.push_back(item.shadow);
+  }
+  store.CheckAsync(std::move(items), [done = std::move(done), shadow = std::move(shadow)](
+                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
+    if (!decisions.ok()) {
+      std::move(done)(decisions.status());
+      return;
+    }
+    MultiDecision result;
+    result.allowed = true;
+    for (size_t i = 0; i < decisions->size(); ++i) {
+      const bool is_shadow = i < shadow.size() && shadow[i];
+      result.allowed &= (*decisions)[i].allowed || is_shadow;
+    }
+    result.decisions = std::move(*decisions);
+    std::move(done)(std::move(result));
+  });
+}
+
+void Limiter::CheckAsync(const Limit& limit, std::string_view key, int64_t cost,
+                         DecisionCallback done) {
+  if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
+    std::move(done)(ValidateRequest(limit.name, key, cost));
+    return;
+  }
+  if (limit.mode == Mode::kSync && state_->sync_store != nullptr) {
+    // Local decisions: the sync store answers inline.
+    std::move(done)(state_->sync_store->CheckOne(limit, key, cost));
+    return;
+  }
+  if (state_->memory_store != nullptr) {
+    // One of ours: its prepared form. Another limit (an override) by its numbers.
+    const Limit* first = state_->limits.data();
+    if (&limit >= first && &limit < first + state_->limits.size()) {
+      if (const std::optional<PreparedLimit>& prepared = state_->prepared[&limit - first];
+          prepared.has_value()) {
+        std::move(done)(state_->memory_store->CheckOne(*prepared, key, cost));
+        return;
+      }
+    }
+    std::move(done)(state_->memory_store->CheckOne(limit, key, cost));
+    return;
+  }
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&limit, std::string(key), cost});
+  state_->store->CheckAsync(
+      std::move(items),
+      [done = std::move(done)](absl::StatusOr<std::vector<Decision>> decisions) mutable {
+        if (!decisions.ok()) {
+          std::move(done)(decisions.status());
+        } else if (decisions->size() != 1) {
+          std::move(done)(absl::InternalError("the store returned a wrong number of decisions"));
+        } else {
+          std::move(done)(decisions->front());
+        }
+      });
+}
+
 absl::StatusOr<MultiDecision> Limiter::CheckAll(absl::Span<const CheckRequest> requests) {
   // The callback writes into this frame, which outlives it: we wait for it before returning.
   // (The memory store answers inline, so the wait is usually already over.)

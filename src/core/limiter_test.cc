@@ -2,6 +2,7 @@
 #include "tollgate/limiter.h"
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -113,6 +114,56 @@ TEST_F(LimiterTest, AsyncAndFutureFormsAnswerOnce) {
   absl::StatusOr<MultiDecision> result = future.get();
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->decisions[0].remaining, 1);
+}
+
+TEST_F(LimiterTest, CheckAsyncAnswersInlineOnTheMemoryStoreAsCheckDoes) {
+  const Limit* api = limiter_->FindLimit("api");
+  ASSERT_NE(api, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    std::optional<absl::StatusOr<Decision>> answer;
+    limiter_->CheckAsync(*api, "user:async", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+    ASSERT_TRUE(answer.has_value()) << "answered before CheckAsync returned";
+    ASSERT_TRUE(answer->ok()) << answer->status();
+    EXPECT_EQ((*answer)->allowed, i < 3) << i;
+    EXPECT_EQ((*answer)->remaining, i < 3 ? 2 - i : 0) << i;
+  }
+  // The same bucket as Check by name.
+  EXPECT_FALSE(limiter_->Check("api", "user:async", 1)->allowed);
+  // A limit the limiter was not created with (an override) is checked by its numbers.
+  const Limit other = FixedWindow("other", 1, 600'000'000);
+  std::optional<absl::StatusOr<Decision>> answer;
+  limiter_->CheckAsync(other, "k", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+  ASSERT_TRUE(answer.has_value() && answer->ok());
+  EXPECT_TRUE((*answer)->allowed);
+  limiter_->CheckAsync(other, "", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+  EXPECT_EQ(answer->status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LimiterTest, CheckItemsAsyncIsAllOrNothingOverTheEnforcedItems) {
+  const Limit* api = limiter_->FindLimit("api");
+  const Limit* otp = limiter_->FindLimit("otp");
+  ASSERT_TRUE(limiter_->Check("otp", "u", 2)->allowed);  // otp is full
+  std::vector<CheckItem> items = {CheckItem{api, "u", 1}, CheckItem{otp, "u", 1}};
+  items[1].shadow = true;
+  std::optional<absl::StatusOr<MultiDecision>> result;
+  limiter_->CheckItemsAsync(items, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  ASSERT_TRUE(result.has_value() && result->ok());
+  EXPECT_TRUE((*result)->allowed);  // refused only by the shadow item
+  EXPECT_FALSE((*result)->decisions[1].allowed);
+  EXPECT_EQ(limiter_->Check("api", "u", 0)->remaining, 2);  // the enforced item was counted
+
+  items[1].shadow = false;
+  limiter_->CheckItemsAsync(items, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  ASSERT_TRUE(result->ok());
+  EXPECT_FALSE((*result)->allowed);
+  EXPECT_EQ((*result)->decisions[0].remaining, 2);  // what is left: nothing was taken
+  EXPECT_EQ(limiter_->Check("api", "u", 0)->remaining, 2);
+
+  limiter_->CheckItemsAsync({}, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  EXPECT_EQ(result->status().code(), absl::StatusCode::kInvalidArgument);
+  limiter_->CheckItemsAsync({CheckItem{api, "u", -1}},
+                            [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  EXPECT_EQ(result->status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(LimiterTest, ManyThreadsOnOneKeyGetExactlyTheCapacity) {

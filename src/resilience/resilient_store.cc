@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "src/algorithm/token_bucket_replay.h"
+#include "src/core/batch.h"
 #include "src/resilience/circuit_breaker.h"
 #include "src/resilience/deadline_scheduler.h"
 #include "tollgate/memory_store.h"
@@ -217,6 +218,7 @@ class Core {
       // With a fail_closed limit in the batch nothing may be consumed: the others only peek.
       const int64_t cost = any_fail_closed ? 0 : items[i].cost;
       local_items.push_back(CheckItem{substitutes[i].get(), items[i].key, cost});
+      local_items.back().shadow = items[i].shadow;
     }
     fallback_->CheckAsync(
         std::move(local_items), [&](absl::StatusOr<std::vector<Decision>> decisions) {
@@ -225,9 +227,15 @@ class Core {
             return;
           }
           if (!any_fail_closed) {
-            bool all_allowed = true;
-            for (const Decision& decision : *decisions) all_allowed &= decision.allowed;
-            if (all_allowed) Admit(items, instances, hold);
+            if (internal::BatchAllowed(items, *decisions)) {
+              // What the fallback consumed: a refused shadow item took nothing.
+              std::vector<CheckItem> consumed;
+              consumed.reserve(items.size());
+              for (size_t i = 0; i < items.size(); ++i) {
+                if ((*decisions)[i].allowed) consumed.push_back(items[i]);
+              }
+              Admit(consumed, instances, hold);
+            }
           }
           for (size_t i = 0; i < decisions->size(); ++i) {
             Decision& decision = (*decisions)[i];

@@ -67,7 +67,7 @@ HttpResponse JsonErrorResponse(http::status status, absl::string_view message, u
   return JsonResponse(status, ErrorBody(message), version, keep_alive);
 }
 
-HttpHandler::HttpHandler(std::shared_ptr<Limiter> limiter) : limiter_(std::move(limiter)) {}
+HttpHandler::HttpHandler(std::shared_ptr<CheckService> service) : service_(std::move(service)) {}
 
 namespace {
 
@@ -142,12 +142,80 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
       request.version(), request.keep_alive()));
 }
 
+namespace {
+
+// The reply to a checked request. REQUIRES: result.decisions.size() == body.requests.size()
+// == limits.size() > 0.
+HttpResponse CheckedResponse(const ParsedCheckBody& body, const MultiDecision& result,
+                             absl::Span<const Limit* const> limits, unsigned version,
+                             bool keep_alive) {
+  size_t top = MostRestrictive(result.allowed, result.decisions);
+  const Decision& top_decision = result.decisions[top];
+  HttpResponse response = JsonResponse(StatusForDecision(result.allowed, top_decision),
+                                       CheckReplyBody(body, result), version, keep_alive);
+
+  // The policy of the item in RateLimit first, then the other limits, each once.
+  std::vector<std::string> policies = {PolicyItem(DecidingNumbers(*limits[top], top_decision))};
+  for (size_t i = 0; i < limits.size(); ++i) {
+    bool seen = limits[i] == limits[top];
+    for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
+    if (!seen) policies.push_back(PolicyItem(DecidingNumbers(*limits[i], result.decisions[i])));
+  }
+  response.set("RateLimit-Policy", absl::StrJoin(policies, ", "));
+  response.set("RateLimit", RateLimitField(top_decision));
+  if (!result.allowed) {
+    std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
+    // A fail_closed refusal always says when to come back, even if the store could not tell.
+    if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
+    if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
+  }
+  return response;
+}
+
+// What the answer to one /v1/check needs once the store has decided.
+struct PendingCheck {
+  // Holds the limits `limits` points to.
+  std::shared_ptr<const CheckSnapshot> snapshot;
+  ParsedCheckBody body;
+  std::vector<const Limit*> limits;
+  unsigned version = 11;
+  bool keep_alive = true;
+  Metrics* metrics = nullptr;
+  int64_t start_micros = 0;
+  HttpResponseCallback done;
+
+  void Answer(absl::StatusOr<MultiDecision> result) && {
+    if (metrics != nullptr) {
+      metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
+      for (size_t i = 0; i < body.requests.size(); ++i) {
+        if (result.ok() && i < result->decisions.size()) {
+          metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
+        } else {
+          metrics->RecordCheckError(body.requests[i].limit);
+        }
+      }
+    }
+    if (!result.ok()) {
+      return std::move(done)(JsonErrorResponse(StatusForError(result.status()),
+                                               result.status().message(), version, keep_alive));
+    }
+    if (result->decisions.size() != body.requests.size()) {
+      return std::move(done)(JsonErrorResponse(http::status::internal_server_error,
+                                               "limiter returned a wrong number of decisions",
+                                               version, keep_alive));
+    }
+    std::move(done)(CheckedResponse(body, *result, limits, version, keep_alive));
+  }
+};
+
+}  // namespace
+
 void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
-  const int64_t start_micros = SteadyMicros();
-  // This request's limiter: a reload may swap limiter_ while the check is in flight.
-  const std::shared_ptr<Limiter> limiter = limiter_.load(std::memory_order_acquire);
+  const int64_t start_micros = metrics_ != nullptr ? SteadyMicros() : 0;
+  // This request's snapshot: a reload may swap it while the check is in flight.
+  std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
   absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body(), max_checks_);
   if (!parsed.ok()) {
     return std::move(done)(JsonErrorResponse(http::status::bad_request, parsed.status().message(),
@@ -158,7 +226,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
   std::vector<const Limit*> limits;
   limits.reserve(parsed->requests.size());
   for (size_t i = 0; i < parsed->requests.size(); ++i) {
-    const Limit* limit = limiter->FindLimit(parsed->requests[i].limit);
+    const Limit* limit = snapshot->FindHttpLimit(parsed->requests[i].limit);
     if (limit == nullptr) {
       std::string field = parsed->batch ? absl::StrCat("checks[", i, "].limit") : "limit";
       return std::move(done)(JsonErrorResponse(
@@ -169,57 +237,42 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
     limits.push_back(limit);
   }
 
-  ParsedCheckBody body = *std::move(parsed);
-  std::vector<CheckRequest> requests = body.requests;
-  // `limiter` rides along so that the Limits pointed to stay alive until the reply.
-  limiter->CheckAllAsync(
-      std::move(requests), [limiter, body = std::move(body), limits = std::move(limits), version,
-                            keep_alive, metrics = metrics_, start_micros,
-                            done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
-        if (metrics != nullptr) {
-          metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
-          for (size_t i = 0; i < body.requests.size(); ++i) {
-            if (result.ok() && i < result->decisions.size()) {
-              metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
-            } else {
-              metrics->RecordCheckError(body.requests[i].limit);
-            }
-          }
-        }
-        if (!result.ok()) {
-          return std::move(done)(JsonErrorResponse(StatusForError(result.status()),
-                                                   result.status().message(), version, keep_alive));
-        }
-        if (result->decisions.size() != body.requests.size()) {
-          return std::move(done)(JsonErrorResponse(http::status::internal_server_error,
-                                                   "limiter returned a wrong number of decisions",
-                                                   version, keep_alive));
-        }
-        size_t top = MostRestrictive(result->allowed, result->decisions);
-        const Decision& top_decision = result->decisions[top];
-        HttpResponse response = JsonResponse(StatusForDecision(result->allowed, top_decision),
-                                             CheckReplyBody(body, *result), version, keep_alive);
-
-        // The policy of the item in RateLimit first, then the other limits, each once.
-        std::vector<std::string> policies = {
-            PolicyItem(DecidingNumbers(*limits[top], top_decision))};
-        for (size_t i = 0; i < limits.size(); ++i) {
-          bool seen = limits[i] == limits[top];
-          for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
-          if (!seen)
-            policies.push_back(PolicyItem(DecidingNumbers(*limits[i], result->decisions[i])));
-        }
-        response.set("RateLimit-Policy", absl::StrJoin(policies, ", "));
-        response.set("RateLimit", RateLimitField(top_decision));
-        if (!result->allowed) {
-          std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
-          // A fail_closed refusal always says when to come back, even if the store could
-          // not tell.
-          if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
-          if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
-        }
-        std::move(done)(std::move(response));
-      });
+  Limiter& limiter = *snapshot->limiter;
+  PendingCheck pending{.snapshot = std::move(snapshot),
+                       .body = *std::move(parsed),
+                       .limits = std::move(limits),
+                       .version = version,
+                       .keep_alive = keep_alive,
+                       .metrics = metrics_,
+                       .start_micros = start_micros,
+                       .done = std::move(done)};
+  if (pending.body.requests.size() == 1) {
+    // The single-item path: inline through the prepared limit for the memory store.
+    const CheckRequest& only = pending.body.requests[0];
+    const Limit& limit = *pending.limits[0];
+    // `only` lives in `pending`, which the callback owns until CheckAsync has returned.
+    const std::string_view key = only.key;
+    const int64_t cost = only.cost;
+    limiter.CheckAsync(limit, key, cost,
+                       [pending = std::move(pending)](absl::StatusOr<Decision> decision) mutable {
+                         if (!decision.ok()) return std::move(pending).Answer(decision.status());
+                         MultiDecision result;
+                         result.allowed = decision->allowed;
+                         result.decisions.push_back(*decision);
+                         std::move(pending).Answer(std::move(result));
+                       });
+    return;
+  }
+  std::vector<CheckItem> items;
+  items.reserve(pending.body.requests.size());
+  for (size_t i = 0; i < pending.body.requests.size(); ++i) {
+    const CheckRequest& check = pending.body.requests[i];
+    items.push_back(CheckItem{pending.limits[i], check.key, check.cost});
+  }
+  limiter.CheckItemsAsync(std::move(items), [pending = std::move(pending)](
+                                                absl::StatusOr<MultiDecision> result) mutable {
+    std::move(pending).Answer(std::move(result));
+  });
 }
 
 }  // namespace tollgate::server

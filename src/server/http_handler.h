@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "boost/beast/http.hpp"
+#include "src/server/check_service.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
@@ -36,10 +37,13 @@ using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 HttpResponse JsonErrorResponse(boost::beast::http::status status, absl::string_view message,
                                unsigned version, bool keep_alive);
 
-// Routes requests to the limiter. Thread-safe: Handle may be called concurrently.
+// Routes requests; checks go to `service`'s running snapshot (parse, check, render), so a
+// reload of the service reaches the next request. Thread-safe: Handle may be called
+// concurrently.
 class HttpHandler {
  public:
-  explicit HttpHandler(std::shared_ptr<Limiter> limiter);
+  // REQUIRES: non-null.
+  explicit HttpHandler(std::shared_ptr<CheckService> service);
   // Serves Envoy's JSON shape on POST /json through `service` (the gRPC service's logic).
   // nullptr (the default) answers /json with 404. REQUIRES: outlives the handler.
   void set_rls_service(RlsService* service) { rls_service_ = service; }
@@ -52,11 +56,6 @@ class HttpHandler {
   void set_max_checks_per_request(size_t max_checks) { max_checks_ = max_checks; }
   // The set_* methods REQUIRE that no request is being handled yet.
 
-  // Replaces the limiter for the requests that start after this returns; requests in
-  // flight finish on the one they started with. Thread-safe. REQUIRES: non-null.
-  void SetLimiter(std::shared_ptr<Limiter> limiter) {
-    limiter_.store(std::move(limiter), std::memory_order_release);
-  }
   HttpHandler(const HttpHandler&) = delete;
   HttpHandler& operator=(const HttpHandler&) = delete;
 
@@ -68,8 +67,8 @@ class HttpHandler {
  private:
   void HandleCheck(const HttpRequest& request, HttpResponseCallback done);
 
-  // Read once per request: a reload swaps it without a lock on the request path.
-  std::atomic<std::shared_ptr<Limiter>> limiter_;
+  // Its snapshot is read once per request: a reload swaps it without a lock.
+  const std::shared_ptr<CheckService> service_;
   RlsService* rls_service_ = nullptr;
   Metrics* metrics_ = nullptr;
   ReadinessCheck readiness_;

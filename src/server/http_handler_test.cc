@@ -28,10 +28,11 @@ class HttpHandlerTest : public ::testing::Test {
     window.name = "window";
     window.numbers = {
         .algorithm = Algorithm::kFixedWindow, .limit = 5, .window_micros = 60'000'000};
-    auto limiter =
-        Limiter::Create({.limits = {bucket, window}, .store = nullptr, .clock = &clock_});
-    EXPECT_TRUE(limiter.ok()) << limiter.status();
-    handler_ = std::make_unique<HttpHandler>(std::shared_ptr<Limiter>(*std::move(limiter)));
+    auto service =
+        CheckService::Create(CheckServiceOptions{nullptr, nullptr, &clock_, nullptr, 1000},
+                             LoadedConfigs{{bucket, window}, {}});
+    EXPECT_TRUE(service.ok()) << service.status();
+    handler_ = std::make_unique<HttpHandler>(std::shared_ptr<CheckService>(*std::move(service)));
   }
 
   HttpResponse Send(http::verb method, const std::string& target, std::string body = "") {

@@ -14,9 +14,9 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 struct HttpServer::State {
-  explicit State(std::shared_ptr<Limiter> limiter)
+  explicit State(std::shared_ptr<CheckService> service)
       : context(std::make_shared<HttpSessionContext>()) {
-    context->handler = std::make_shared<HttpHandler>(std::move(limiter));
+    context->handler = std::make_shared<HttpHandler>(std::move(service));
   }
 
   // Shared with every session.
@@ -28,13 +28,13 @@ struct HttpServer::State {
   bool shut_down ABSL_GUARDED_BY(mu) = false;
 };
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
-                                                              std::shared_ptr<Limiter> limiter) {
-  if (limiter == nullptr) return absl::InvalidArgumentError("HttpServer needs a limiter");
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    HttpServerOptions options, std::shared_ptr<CheckService> service) {
+  if (service == nullptr) return absl::InvalidArgumentError("HttpServer needs a check service");
   if (options.max_checks_per_request < 1) {
     return absl::InvalidArgumentError("max_checks_per_request must be >= 1");
   }
-  auto state = std::make_unique<State>(std::move(limiter));
+  auto state = std::make_unique<State>(std::move(service));
   HttpHandler& handler = *state->context->handler;
   handler.set_rls_service(options.rls_service);
   handler.set_metrics(options.metrics);
@@ -70,10 +70,6 @@ HttpServer::~HttpServer() {
 }
 
 std::string HttpServer::address() const { return state_->listener->address(); }
-
-void HttpServer::SetLimiter(std::shared_ptr<Limiter> limiter) {
-  state_->context->handler->SetLimiter(std::move(limiter));
-}
 
 void HttpServer::Shutdown() {
   {

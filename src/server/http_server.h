@@ -1,6 +1,7 @@
 // Copyright tollgate authors. The HTTP/JSON service: a Beast server around an HttpHandler.
 //
-//   auto server = HttpServer::Start({.host = "127.0.0.1", .port = 0, .loops = &loops}, limiter);
+//   auto server = HttpServer::Start({.host = "127.0.0.1", .port = 0, .loops = &loops},
+//                                   check_service);
 //   spdlog::info("listening http={}", (*server)->address());
 //   ... on SIGTERM:
 //   (*server)->Shutdown();
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/server/check_service.h"
 #include "src/server/http_handler.h"
 #include "src/server/http_session.h"
 #include "tollgate/limiter.h"
@@ -58,23 +60,20 @@ class HttpServer {
  public:
   // Binds, listens and starts the I/O threads. Unavailable when the address cannot be
   // resolved or bound (in use, no permission), naming the address.
+  // Checks go to `service`'s running snapshot (a reload of it reaches the next request).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
-                                                           std::shared_ptr<Limiter> limiter);
+                                                           std::shared_ptr<CheckService> service);
 
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
   // Shuts down and waits (up to 10 s for in-flight requests).
-  // REQUIRES: the limiter's store has answered every check the server made (stores answer
+  // REQUIRES: the service's stores have answered every check the server made (stores answer
   // within their deadline, well inside the drain time).
   ~HttpServer();
 
   // The bound address, e.g. "127.0.0.1:39417" (the real port when options.port was 0).
   std::string address() const;
   uint16_t port() const { return port_; }
-
-  // Checks that start after this returns use `limiter` (a config reload); those in flight
-  // finish on the old one. REQUIRES: non-null, on the same store (the counters carry on).
-  void SetLimiter(std::shared_ptr<Limiter> limiter);
 
   // Stops accepting connections and closes idle ones; a request in flight is answered
   // (with "Connection: close") before its connection closes. Returns at once; idempotent.

@@ -77,9 +77,11 @@ class HttpServerTest : public ::testing::Test {
     limit.numbers = {.algorithm = Algorithm::kFixedWindow, .limit = 3, .window_micros = 60'000'000};
     limit.on_store_failure = FailureMode::kFailClosed;
     store_ = std::make_shared<ParkedStore>();
-    auto limiter = Limiter::Create({.limits = {limit}, .store = store_, .clock = nullptr});
-    ASSERT_TRUE(limiter.ok()) << limiter.status();
-    auto server = HttpServer::Start(Loopback(0, 2), std::shared_ptr<Limiter>(*std::move(limiter)));
+    auto service = CheckService::Create(
+        CheckServiceOptions{store_, nullptr, nullptr, nullptr, 1000}, LoadedConfigs{{limit}, {}});
+    ASSERT_TRUE(service.ok()) << service.status();
+    auto server =
+        HttpServer::Start(Loopback(0, 2), std::shared_ptr<CheckService>(*std::move(service)));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_NE(server_->port(), 0);
@@ -159,9 +161,9 @@ TEST_F(HttpServerTest, StoreErrorIs503WithAnError) {
 }
 
 TEST(HttpServerStartTest, AnAddressInUseIsUnavailable) {
-  auto limiter = Limiter::Create({.limits = {}, .store = nullptr, .clock = nullptr});
-  ASSERT_TRUE(limiter.ok());
-  std::shared_ptr<Limiter> shared(*std::move(limiter));
+  auto service = CheckService::Create(CheckServiceOptions(), LoadedConfigs());
+  ASSERT_TRUE(service.ok());
+  std::shared_ptr<CheckService> shared(*std::move(service));
   auto first = HttpServer::Start(Loopback(0, 1), shared);
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = HttpServer::Start(Loopback((*first)->port(), 1), shared);

@@ -206,15 +206,23 @@ namespace http = boost::beast::http;
 
 class HandlerOpsTest : public ::testing::Test {
  protected:
-  static std::shared_ptr<Limiter> MakeLimiter(Clock* clock, std::shared_ptr<Store> store,
-                                              int64_t capacity) {
+  static LoadedConfigs Config(int64_t capacity) {
     Limit bucket;
     bucket.name = "bucket";
     bucket.numbers = {
         .algorithm = Algorithm::kFixedWindow, .limit = capacity, .window_micros = 3'600'000'000};
-    auto limiter = Limiter::Create({.limits = {bucket}, .store = std::move(store), .clock = clock});
-    EXPECT_TRUE(limiter.ok()) << limiter.status();
-    return std::shared_ptr<Limiter>(*std::move(limiter));
+    return LoadedConfigs{{bucket}, {}};
+  }
+  static std::shared_ptr<CheckService> MakeService(Clock* clock, std::shared_ptr<Store> store,
+                                                   int64_t capacity, Metrics* metrics = nullptr) {
+    auto service = CheckService::Create({.store = std::move(store),
+                                         .sync_store = nullptr,
+                                         .clock = clock,
+                                         .metrics = metrics,
+                                         .max_override_limits = 1000},
+                                        Config(capacity));
+    EXPECT_TRUE(service.ok()) << service.status();
+    return std::shared_ptr<CheckService>(*std::move(service));
   }
 
   HttpResponse Send(HttpHandler& handler, http::verb method, const std::string& target,
@@ -233,9 +241,7 @@ class HandlerOpsTest : public ::testing::Test {
 
 TEST_F(HandlerOpsTest, MetricsCountTheChecksItAnswered) {
   Metrics metrics;
-  std::shared_ptr<Limiter> limiter = MakeLimiter(&clock_, nullptr, 2);
-  metrics.RegisterLimits(limiter->limits());
-  HttpHandler handler(limiter);
+  HttpHandler handler(MakeService(&clock_, nullptr, 2, &metrics));
   handler.set_metrics(&metrics);
   for (int i = 0; i < 3; ++i) {
     HttpResponse check =
@@ -257,7 +263,7 @@ TEST_F(HandlerOpsTest, MetricsCountTheChecksItAnswered) {
 }
 
 TEST_F(HandlerOpsTest, ReadyzFollowsTheReadinessCheck) {
-  HttpHandler handler(MakeLimiter(&clock_, nullptr, 2));
+  HttpHandler handler(MakeService(&clock_, nullptr, 2));
   EXPECT_EQ(Send(handler, http::verb::get, "/readyz").result(), http::status::ok);
   absl::Status ready = absl::UnavailableError("store down and limit 'x' fails closed");
   handler.set_readiness([&] { return ready; });
@@ -268,18 +274,19 @@ TEST_F(HandlerOpsTest, ReadyzFollowsTheReadinessCheck) {
   EXPECT_EQ(Send(handler, http::verb::get, "/readyz").result(), http::status::ok);
 }
 
-TEST_F(HandlerOpsTest, SetLimiterAppliesTheNewLimitsAndKeepsTheCounters) {
+TEST_F(HandlerOpsTest, AReloadAppliesTheNewLimitsAndKeepsTheCounters) {
   auto store = MemoryStore::Create({.clock = &clock_});
   ASSERT_TRUE(store.ok()) << store.status();
   std::shared_ptr<Store> shared(*std::move(store));
-  HttpHandler handler(MakeLimiter(&clock_, shared, 2));
+  std::shared_ptr<CheckService> service = MakeService(&clock_, shared, 2);
+  HttpHandler handler(service);
   const std::string body = R"({"limit":"bucket","key":"k"})";
   EXPECT_EQ(Send(handler, http::verb::post, "/v1/check", body).result(), http::status::ok);
   EXPECT_EQ(Send(handler, http::verb::post, "/v1/check", body).result(), http::status::ok);
   EXPECT_EQ(Send(handler, http::verb::post, "/v1/check", body).result(),
             http::status::too_many_requests);
   // Limit 2 -> 4 on the same store: the 2 requests counted in this window stay counted.
-  handler.SetLimiter(MakeLimiter(&clock_, shared, 4));
+  ASSERT_TRUE(service->Reload(Config(4)).ok());
   EXPECT_EQ(Send(handler, http::verb::post, "/v1/check", body).result(), http::status::ok);
   EXPECT_EQ(Send(handler, http::verb::post, "/v1/check", body).result(), http::status::ok);
   EXPECT_EQ(Send(handler, http::verb::post, "/v1/check", body).result(),

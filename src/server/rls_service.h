@@ -1,24 +1,15 @@
 // Copyright tollgate authors. Envoy's rate-limit service (RLS v3) on tollgate.
 //
 // `RlsService` answers `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` from
-// Envoy-style configs (src/config/envoy_config.h); `RlsServer` serves it over gRPC (callback
-// API) with gRPC's health service, so Envoy's `rate_limit_service` can point at tollgate.
+// Envoy-style configs (src/config/envoy_config.h) through the process's CheckService
+// (src/server/check_service.h): it plans the request (src/server/rls_plan.h, where the rules
+// of an answer are), checks the counted descriptors in one store call, and renders the
+// answer. `RlsServer` serves it over gRPC (callback API) with gRPC's health service, so
+// Envoy's `rate_limit_service` can point at tollgate.
 //
-// How one request is answered:
-// - An unknown domain: OK with no statuses.
-// - Each descriptor is matched (src/config/descriptor_matcher.h); a per-descriptor `limit`
-//   override in the request replaces the configured numbers. No rule: OK, not counted.
-//   `unlimited`: OK, not counted, limit_remaining = 2^32-1. A rule named in another matched
-//   rule's `replaces`: OK, not counted. requests_per_unit 0: always OVER_LIMIT.
-// - All counted descriptors are checked in ONE all-or-nothing Limiter call: if any enforced
-//   descriptor is over its limit, none of the others is incremented (envoyproxy/ratelimit
-//   increments every descriptor of a refused request).
-// - Hits: the descriptor's hits_addend when set (0 checks without counting), else the
-//   request's hits_addend, where 0 means 1.
-// - Shadow mode (a rule's `shadow_mode`, or `shadow_mode` for the whole service): decisions
-//   are computed and counted, but never refuse. An over-limit shadow rule answers OK for its
-//   descriptor; the other descriptors of the request are still counted. The global flag
-//   turns the overall code to OK and leaves each descriptor's status as computed.
+// - One counted descriptor goes through Limiter::CheckAsync (answered inline by the memory
+//   store); several through one Limiter::CheckItemsAsync, all or nothing over the enforced
+//   ones, shadow ones decided in the same call.
 // - The store fails: the descriptors answer OK without a limit (fail open) and it is logged.
 #ifndef TOLLGATE_SRC_SERVER_RLS_SERVICE_H_
 #define TOLLGATE_SRC_SERVER_RLS_SERVICE_H_
@@ -36,6 +27,8 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "grpcpp/server.h"
 #include "src/config/envoy_config.h"
+#include "src/server/check_service.h"
+#include "src/server/rls_plan.h"
 #include "tollgate/clock.h"
 #include "tollgate/store.h"
 
@@ -44,6 +37,11 @@ namespace tollgate::server {
 class Metrics;
 
 struct RlsServiceOptions {
+  // The service holding the running config (shared with HTTP). When set, `domains`,
+  // `store`, `clock` and `max_override_limits` are ignored: the service's apply.
+  // REQUIRES: outlives the RlsService.
+  CheckService* check_service = nullptr;
+  // Without `check_service`: the RlsService makes its own from these.
   // One config per domain; two with the same domain are an error.
   std::vector<EnvoyDomainConfig> domains;
   // Where counters live (shared with the HTTP service). nullptr: a fresh in-memory store.
@@ -70,8 +68,6 @@ struct RlsServiceOptions {
   Metrics* metrics = nullptr;
 };
 
-using RateLimitRequest = envoy::service::ratelimit::v3::RateLimitRequest;
-using RateLimitResponse = envoy::service::ratelimit::v3::RateLimitResponse;
 using RlsCallback = absl::AnyInvocable<void(absl::StatusOr<RateLimitResponse>) &&>;
 
 // Thread-safe.
@@ -100,24 +96,17 @@ class RlsService {
   // Blocking form, for tests and the /json endpoint.
   absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
 
-  // Replaces the configuration; counters of rules whose full key is unchanged carry on.
-  // On error the old configuration stays.
+  // Replaces the Envoy domains (tollgate's own limits stay); counters of rules whose full
+  // key is unchanged carry on. On error the old configuration stays.
   absl::Status UpdateDomains(std::vector<EnvoyDomainConfig> domains);
 
  private:
-  struct Snapshot;
   struct Call;
-  RlsService(RlsServiceOptions options, std::shared_ptr<Store> store);
-  std::shared_ptr<const Snapshot> snapshot() const;
-  // The snapshot that also knows the override limit (requests_per_unit, unit), or nullptr
-  // when too many overrides are known already.
-  std::shared_ptr<const Snapshot> WithOverride(uint32_t requests_per_unit, EnvoyUnit unit,
-                                               std::string* limit_name);
+  RlsService(RlsServiceOptions options, std::unique_ptr<CheckService> owned, CheckService* service);
 
   const RlsServiceOptions options_;
-  const std::shared_ptr<Store> store_;
-  mutable absl::Mutex mu_;
-  std::shared_ptr<const Snapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<CheckService> owned_;  // when no check_service was given
+  CheckService* const service_;
 };
 
 // The answer to `POST /json` (envoyproxy/ratelimit's HTTP endpoint): the request body is a

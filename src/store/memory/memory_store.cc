@@ -45,6 +45,7 @@
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
+#include "src/core/batch.h"
 #include "src/store/memory/line_table.h"
 
 namespace tollgate {
@@ -878,7 +879,10 @@ class MemoryStoreImpl final : public MemoryStore {
         }
       }
       p.step = Compute(items[i].limit->numbers, state, now, items[i].cost);
-      all_allowed = all_allowed && p.step.decision.allowed;
+      // A refused shadow item does not refuse the batch and is not written (a refusal's
+      // state is the state it was decided on).
+      if (!p.step.decision.allowed && items[i].shadow) p.step.changed = false;
+      all_allowed = all_allowed && (p.step.decision.allowed || items[i].shadow);
       decisions[i] = p.step.decision;
     }
 
@@ -887,6 +891,8 @@ class MemoryStoreImpl final : public MemoryStore {
         if (!p.step.changed) continue;
         Commit(*p.shard, p.key, p.step.state, p.step.expires_at_micros, now);
       }
+    } else {
+      internal::GiveBackUncharged(items, absl::MakeSpan(decisions));
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
   }

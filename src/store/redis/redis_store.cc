@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "src/core/batch.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/redis_url.h"
@@ -79,8 +80,9 @@ void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem
 // Binary, not decimal: Redis parses a struct.unpack in a fraction of what four decimal
 // arguments cost it (docs/redis.md, "What a check costs Redis").
 constexpr size_t kItemArgs = 1;
+// check.lua reads a shadow item's algorithm byte in upper case ('T', 'F', 'S').
 void AddItemArgs(CommandWriter& writer, const CheckItem& item,
-                 std::optional<double> extra = std::nullopt) {
+                 std::optional<double> extra = std::nullopt, bool shadow = false) {
   const LimitNumbers& numbers = item.limit->numbers;
   char arg[1 + 4 * 8];
   char* cursor = arg + 1;
@@ -97,6 +99,7 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
       cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.window_micros));
       break;
   }
+  if (shadow) arg[0] = static_cast<char>(arg[0] - 'a' + 'A');
   cursor = PutLittleEndianDouble(cursor, static_cast<double>(item.cost));
   if (extra.has_value()) cursor = PutLittleEndianDouble(cursor, *extra);
   writer.Add(std::string_view(arg, cursor - arg));
@@ -116,7 +119,7 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
   } else {
     writer.Add("");
   }
-  for (const CheckItem& item : items) AddItemArgs(writer, item);
+  for (const CheckItem& item : items) AddItemArgs(writer, item, std::nullopt, item.shadow);
   return std::move(writer).Finish();
 }
 
@@ -249,6 +252,10 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
         break;
     }
     decisions.push_back(decision);
+  }
+  // check.lua reports an allowed item's remaining as if it were consumed.
+  if (!internal::BatchAllowed(items, decisions)) {
+    internal::GiveBackUncharged(items, absl::MakeSpan(decisions));
   }
   return decisions;
 }
@@ -433,8 +440,9 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     }
     bool group_allowed = true;
     for (size_t i = 0; i < parsed->size(); ++i) {
-      decisions[check->groups[group][i]] = (*parsed)[i];
-      group_allowed = group_allowed && (*parsed)[i].allowed;
+      const size_t index = check->groups[group][i];
+      decisions[index] = (*parsed)[i];
+      group_allowed = group_allowed && ((*parsed)[i].allowed || check->items[index].shadow);
     }
     all_allowed = all_allowed && group_allowed;
     if (group_allowed) admitted.push_back({group, *std::move(parsed), now});
@@ -449,6 +457,7 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     for (size_t i = 0; i < group.decisions.size(); ++i) {
       const size_t index = check->groups[group.group][i];
       Decision& decision = decisions[index];
+      if (!decision.allowed) continue;  // a refused shadow item: nothing was taken
       decision.remaining = std::min(decision.limit, decision.remaining + check->items[index].cost);
     }
   }
@@ -457,14 +466,29 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
   } else {
     check->result = error;
   }
-  if (admitted.empty()) {
+  // Only what a group's script consumed is given back: its refused shadow items took nothing.
+  std::vector<std::vector<CheckItem>> refunds;
+  std::vector<Admitted> consumed;
+  for (Admitted& group : admitted) {
+    std::vector<CheckItem> items = check->GroupItems(group.group);
+    for (size_t i = items.size(); i-- > 0;) {
+      if (group.decisions[i].allowed) continue;
+      items.erase(items.begin() + static_cast<ptrdiff_t>(i));
+      group.decisions.erase(group.decisions.begin() + static_cast<ptrdiff_t>(i));
+    }
+    if (items.empty()) continue;
+    refunds.push_back(std::move(items));
+    consumed.push_back(std::move(group));
+  }
+  if (consumed.empty()) {
     std::move(check->done)(std::move(check->result));
     return;
   }
-  check->pending_refunds.store(admitted.size());
+  check->pending_refunds.store(consumed.size());
   RedisStoreImpl* store = check->store;
-  for (const Admitted& group : admitted) {
-    std::vector<CheckItem> items = check->GroupItems(group.group);
+  for (size_t r = 0; r < consumed.size(); ++r) {
+    const Admitted& group = consumed[r];
+    const std::vector<CheckItem>& items = refunds[r];
     const int slot = ItemSlot(store->options_.key_prefix, items[0]);
     // A refund that fails leaves its consumption in place: an over-refusal until the
     // window ends or the bucket refills, never an over-admission.

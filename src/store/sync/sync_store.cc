@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
+#include "src/core/batch.h"
 #include "src/store/redis/client.h"
 #include "src/store/redis/redis_url.h"
 #include "src/store/sync/sync_script.h"
@@ -402,7 +403,7 @@ class SyncStoreImpl final : public SyncStore {
     for (size_t i = 0; i < items.size(); ++i) {
       if (pending[i].entry == nullptr) continue;
       decisions[i] = DecideOne(*pending[i].entry, items[i], clock_now, now, instances);
-      all_allowed = all_allowed && decisions[i].allowed;
+      all_allowed = all_allowed && (decisions[i].allowed || items[i].shadow);
     }
     if (any_overflow) {
       // After a refusal the overflow items are only peeked at, so nothing is consumed.
@@ -415,6 +416,7 @@ class SyncStoreImpl final : public SyncStore {
           pending[i].entry->unsent_current -= items[i].cost;
         }
       }
+      internal::GiveBackUncharged(items, absl::MakeSpan(decisions));
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
     return decisions;

@@ -8,7 +8,10 @@
 -- ARGV[1+i] limit i, 25 bytes: struct '<Bddd' = algorithm, a, b, cost, where algorithm is
 --           the byte 't' (token bucket: a = capacity, b = refill per second), 'f' (fixed
 --           window) or 's' (sliding window: a = limit, b = window µs), and the numbers are
---           little-endian IEEE doubles (exact for whole numbers up to 2^53).
+--           little-endian IEEE doubles (exact for whole numbers up to 2^53). The byte in
+--           upper case ('T', 'F', 'S') marks a shadow item: it never refuses the batch; the
+--           batch's writes are those of its allowed items, made when every other item
+--           passes.
 --
 -- Returns one string, struct '<d' + N × '<Bddd': now_micros, then per limit: flags
 -- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit), remaining,
@@ -192,6 +195,10 @@ local all_allowed = true
 local n = #KEYS
 for i = 1, n do
   local code, a, b, cost = struct.unpack('<Bddd', ARGV[1 + i])
+  -- An upper-case algorithm byte marks a shadow item: decided and, when allowed, counted,
+  -- but it never refuses the batch.
+  local shadow = code < 97
+  if shadow then code = code + 32 end
   local algorithm = string.char(code)
   local key = KEYS[i]
   local allowed, remaining, reset_after, retry_after, reason = 0, 0, 0, 0, 0
@@ -266,7 +273,7 @@ for i = 1, n do
     return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
   end
 
-  if allowed == 0 then all_allowed = false end
+  if allowed == 0 and not shadow then all_allowed = false end
   out[#out + 1] = struct.pack('<Bddd', allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 

@@ -1,0 +1,21 @@
+// Copyright tollgate authors. Everything `tollgate serve` loads from its --config files.
+#ifndef TOLLGATE_SRC_CONFIG_LOADED_CONFIGS_H_
+#define TOLLGATE_SRC_CONFIG_LOADED_CONFIGS_H_
+
+#include <vector>
+
+#include "src/config/envoy_config.h"
+#include "tollgate/limit.h"
+
+namespace tollgate {
+
+struct LoadedConfigs {
+  // From files in tollgate's own format (top-level `limits:`), merged.
+  std::vector<Limit> limits;
+  // From files in Envoy's format (top-level `domain:`), one per domain.
+  std::vector<EnvoyDomainConfig> envoy_domains;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_SRC_CONFIG_LOADED_CONFIGS_H_

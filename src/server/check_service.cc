@@ -1,0 +1,97 @@
+// Copyright tollgate authors.
+#include "src/server/check_service.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/server/metrics.h"
+#include "tollgate/memory_store.h"
+
+namespace tollgate::server {
+
+const Limit* CheckSnapshot::FindHttpLimit(std::string_view name) const {
+  const Limit* limit = limiter->FindLimit(name);
+  if (limit == nullptr || static_cast<size_t>(limit - limiter->limits().data()) >= http_limits) {
+    return nullptr;
+  }
+  return limit;
+}
+
+CheckService::CheckService(CheckServiceOptions options, std::shared_ptr<Store> store)
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
+      overrides_(options_.max_override_limits, options_.metrics) {}
+
+CheckService::~CheckService() = default;
+
+absl::StatusOr<std::unique_ptr<CheckService>> CheckService::Create(CheckServiceOptions options,
+                                                                   LoadedConfigs config) {
+  if (options.max_override_limits < 0) {
+    return absl::InvalidArgumentError("max_override_limits must be >= 0");
+  }
+  std::shared_ptr<Store> store = options.store;
+  if (store == nullptr) {
+    MemoryStoreOptions memory_options;
+    memory_options.clock = options.clock;
+    absl::StatusOr<std::unique_ptr<MemoryStore>> memory = MemoryStore::Create(memory_options);
+    if (!memory.ok()) return memory.status();
+    store = *std::move(memory);
+  }
+  std::unique_ptr<CheckService> service(new CheckService(std::move(options), std::move(store)));
+  if (absl::Status status = service->Reload(std::move(config)); !status.ok()) return status;
+  return service;
+}
+
+absl::StatusOr<std::shared_ptr<const CheckSnapshot>> CheckService::Build(
+    LoadedConfigs config) const {
+  absl::StatusOr<std::unique_ptr<DescriptorMatcher>> matcher =
+      DescriptorMatcher::Create(std::move(config.envoy_domains));
+  if (!matcher.ok()) return matcher.status();
+  auto snapshot = std::make_shared<CheckSnapshot>();
+  snapshot->http_limits = config.limits.size();
+  std::vector<Limit> limits = std::move(config.limits);
+  // One Limiter for both: a name given to a tollgate limit and to an Envoy rule is refused
+  // by Limiter::Create (LoadConfigs refuses it first, naming the files).
+  limits.insert(limits.end(), (*matcher)->limits().begin(), (*matcher)->limits().end());
+  for (const Limit& limit : limits) {
+    if (limit.on_store_failure == FailureMode::kFailClosed && snapshot->fail_closed_limit.empty()) {
+      snapshot->fail_closed_limit = limit.name;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Limiter>> limiter =
+      Limiter::Create({.limits = std::move(limits),
+                       .store = store_,
+                       .sync_store = options_.sync_store,
+                       .clock = options_.clock});
+  if (!limiter.ok()) return limiter.status();
+  snapshot->limiter = *std::move(limiter);
+  snapshot->matcher = *std::move(matcher);
+  return snapshot;
+}
+
+absl::Status CheckService::Reload(LoadedConfigs config) {
+  absl::MutexLock lock(&reload_mu_);
+  absl::StatusOr<std::shared_ptr<const CheckSnapshot>> next = Build(std::move(config));
+  if (!next.ok()) return next.status();
+  if (options_.metrics != nullptr) options_.metrics->RegisterLimits((*next)->limiter->limits());
+  snapshot_.store(*std::move(next), std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::ReloadDomains(std::vector<EnvoyDomainConfig> domains) {
+  absl::MutexLock lock(&reload_mu_);
+  const std::shared_ptr<const CheckSnapshot> now = snapshot();
+  LoadedConfigs config;
+  config.limits.assign(now->limiter->limits().begin(),
+                       now->limiter->limits().begin() + static_cast<ptrdiff_t>(now->http_limits));
+  config.envoy_domains = std::move(domains);
+  absl::StatusOr<std::shared_ptr<const CheckSnapshot>> next = Build(std::move(config));
+  if (!next.ok()) return next.status();
+  if (options_.metrics != nullptr) options_.metrics->RegisterLimits((*next)->limiter->limits());
+  snapshot_.store(*std::move(next), std::memory_order_release);
+  return absl::OkStatus();
+}
+
+}  // namespace tollgate::server

@@ -1,0 +1,114 @@
+// Copyright tollgate authors. The one check service behind every front end of `serve`.
+//
+// A CheckService owns the running configuration as one immutable snapshot: tollgate's own
+// limits (HTTP /v1/check), the Envoy descriptor matcher (POST /json, gRPC ShouldRateLimit),
+// ONE Limiter that holds both sets of limits over the exact store and the sync store, and
+// what readiness needs to know. The adapters (src/server/http_handler.h,
+// src/server/rls_service.h) read the snapshot once per request and only parse, plan, check
+// and render.
+//
+//   auto service = CheckService::Create({.store = store}, *LoadConfigs(paths));
+//   std::shared_ptr<const CheckSnapshot> now = (*service)->snapshot();
+//   now->limiter->CheckAsync(*now->FindHttpLimit("api"), "user:42", 1, done);
+//   ... on SIGHUP:
+//   absl::Status status = (*service)->Reload(*LoadConfigs(paths));  // old one kept on error
+#ifndef TOLLGATE_SRC_SERVER_CHECK_SERVICE_H_
+#define TOLLGATE_SRC_SERVER_CHECK_SERVICE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "src/config/descriptor_matcher.h"
+#include "src/config/loaded_configs.h"
+#include "src/server/rls_plan.h"
+#include "tollgate/clock.h"
+#include "tollgate/limiter.h"
+#include "tollgate/store.h"
+
+namespace tollgate::server {
+
+class Metrics;
+
+struct CheckServiceOptions {
+  // Where exact limits (and every Envoy rule) are counted. nullptr: a fresh in-memory store
+  // on `clock`.
+  std::shared_ptr<Store> store;
+  // Where tollgate limits with `mode: sync` are counted; nullptr: in `store`.
+  std::shared_ptr<Store> sync_store;
+  // Time for the in-memory store made when `store` is nullptr, and for Envoy's block-list
+  // rules' reset times. nullptr: SystemClock(). REQUIRES: outlives the service.
+  Clock* clock = nullptr;
+  // When set, every (re)loaded limit and each new override limit is registered.
+  // REQUIRES: outlives the service.
+  Metrics* metrics = nullptr;
+  // Bound on the distinct Envoy `limit` overrides (requests_per_unit, unit) remembered over
+  // the life of the service (see OverrideLimits).
+  int max_override_limits = 1000;
+};
+
+// One configuration, as it serves. Immutable; shared by the requests that started on it.
+struct CheckSnapshot {
+  // limits() = tollgate's limits, then one per counting Envoy rule.
+  std::unique_ptr<Limiter> limiter;
+  std::unique_ptr<DescriptorMatcher> matcher;
+  // limiter->limits()[0, http_limits) are tollgate's own: the ones /v1/check may name.
+  size_t http_limits = 0;
+  // A limit (tollgate's or an Envoy rule's) that fails closed, or "" (for GET /readyz).
+  std::string fail_closed_limit;
+
+  // The tollgate limit named `name` (not an Envoy rule's), or nullptr. Lives as long as the
+  // snapshot.
+  const Limit* FindHttpLimit(std::string_view name) const;
+};
+
+// Thread-safe: every method may be called concurrently; requests never take a lock.
+class CheckService {
+ public:
+  // The service serving `config`. InvalidArgument (naming the limit or domain) when the
+  // config cannot be served, as Reload.
+  static absl::StatusOr<std::unique_ptr<CheckService>> Create(CheckServiceOptions options,
+                                                              LoadedConfigs config);
+
+  CheckService(const CheckService&) = delete;
+  CheckService& operator=(const CheckService&) = delete;
+  ~CheckService();
+
+  // Validates all of `config` (limits, Envoy domains, one Limiter over both) and only then
+  // swaps it in: requests that start after this returns see the new snapshot, those in
+  // flight finish on theirs. Counters live in the stores, so a limit whose name and numbers
+  // are unchanged carries on. On error nothing changes and the error is returned.
+  absl::Status Reload(LoadedConfigs config);
+
+  // Replaces the Envoy domains only, keeping tollgate's limits (RlsService::UpdateDomains).
+  absl::Status ReloadDomains(std::vector<EnvoyDomainConfig> domains);
+
+  // The running snapshot: one atomic load. Never null.
+  std::shared_ptr<const CheckSnapshot> snapshot() const {
+    return snapshot_.load(std::memory_order_acquire);
+  }
+
+  // Envoy's per-descriptor `limit` overrides, shared by every snapshot.
+  OverrideLimits& overrides() { return overrides_; }
+  // The clock given in the options, or SystemClock().
+  Clock& clock() const { return *clock_; }
+  Metrics* metrics() const { return options_.metrics; }
+
+ private:
+  CheckService(CheckServiceOptions options, std::shared_ptr<Store> store);
+  absl::StatusOr<std::shared_ptr<const CheckSnapshot>> Build(LoadedConfigs config) const;
+
+  const CheckServiceOptions options_;
+  const std::shared_ptr<Store> store_;
+  Clock* const clock_;
+  OverrideLimits overrides_;
+  absl::Mutex reload_mu_;  // one reload at a time (ReloadDomains reads, then swaps)
+  std::atomic<std::shared_ptr<const CheckSnapshot>> snapshot_;
+};
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_CHECK_SERVICE_H_

@@ -1,0 +1,309 @@
+// Copyright tollgate authors.
+#include "src/server/rls_plan.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "src/server/metrics.h"
+#include "src/server/ratelimit_headers.h"
+
+namespace tollgate::server {
+namespace {
+
+using DescriptorStatus = RateLimitResponse::DescriptorStatus;
+using RateLimitDescriptor = envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+
+constexpr std::string_view kLimitHeader = "RateLimit-Limit";
+constexpr std::string_view kRemainingHeader = "RateLimit-Remaining";
+constexpr std::string_view kResetHeader = "RateLimit-Reset";
+
+// The wire enums of both protos number the units alike (SECOND = 1 ... YEAR = 6, WEEK = 7).
+RateLimitResponse::RateLimit::Unit WireUnit(EnvoyUnit unit) {
+  switch (unit) {
+    case EnvoyUnit::kSecond:
+      return RateLimitResponse::RateLimit::SECOND;
+    case EnvoyUnit::kMinute:
+      return RateLimitResponse::RateLimit::MINUTE;
+    case EnvoyUnit::kHour:
+      return RateLimitResponse::RateLimit::HOUR;
+    case EnvoyUnit::kDay:
+      return RateLimitResponse::RateLimit::DAY;
+    case EnvoyUnit::kWeek:
+      return RateLimitResponse::RateLimit::WEEK;
+    case EnvoyUnit::kMonth:
+      return RateLimitResponse::RateLimit::MONTH;
+    case EnvoyUnit::kYear:
+      return RateLimitResponse::RateLimit::YEAR;
+  }
+  return RateLimitResponse::RateLimit::UNKNOWN;
+}
+
+std::optional<EnvoyUnit> UnitOfOverride(int wire_unit) {
+  switch (wire_unit) {
+    case 1:
+      return EnvoyUnit::kSecond;
+    case 2:
+      return EnvoyUnit::kMinute;
+    case 3:
+      return EnvoyUnit::kHour;
+    case 4:
+      return EnvoyUnit::kDay;
+    case 5:
+      return EnvoyUnit::kMonth;
+    case 6:
+      return EnvoyUnit::kYear;
+    case 7:
+      return EnvoyUnit::kWeek;
+    default:
+      return std::nullopt;
+  }
+}
+
+void AppendEscaped(std::string& out, const std::string& text) {
+  for (char c : text) {
+    switch (c) {
+      case '%':
+        out += "%25";
+        break;
+      case ',':
+        out += "%2C";
+        break;
+      case '=':
+        out += "%3D";
+        break;
+      default:
+        out += c;
+    }
+  }
+}
+
+// Whole seconds, rounded up, as envoyproxy/ratelimit sends (Envoy's X-RateLimit-Reset reads
+// only .seconds()).
+void SetDuration(int64_t micros, google::protobuf::Duration* duration) {
+  duration->set_seconds(CeilSeconds(std::max<int64_t>(micros, 0)));
+}
+
+uint32_t ClampUint32(int64_t value) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(value, 0, UINT32_MAX));
+}
+
+absl::string_view View(std::string_view s) { return {s.data(), s.size()}; }
+
+}  // namespace
+
+const Limit* OverrideLimits::Find(uint32_t requests_per_unit, EnvoyUnit unit) {
+  const std::pair<uint32_t, int> shape(requests_per_unit, static_cast<int>(unit));
+  absl::MutexLock lock(&mu_);
+  if (auto it = by_shape_.find(shape); it != by_shape_.end()) return it->second;
+  if (static_cast<int>(limits_.size()) >= max_limits_) return nullptr;
+  Limit& limit = limits_.emplace_back();
+  limit.name = absl::StrCat("override:", requests_per_unit, "/", View(EnvoyUnitName(unit)));
+  limit.numbers = EnvoyLimitNumbers(Algorithm::kFixedWindow, requests_per_unit, unit);
+  by_shape_.emplace(shape, &limit);
+  if (metrics_ != nullptr) metrics_->RegisterLimitNames({limit.name});
+  return &limit;
+}
+
+int OverrideLimits::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(limits_.size());
+}
+
+std::string DescriptorKey(const RateLimitDescriptor& descriptor) {
+  std::string key;
+  for (const auto& entry : descriptor.entries()) {
+    if (!key.empty()) key += ',';
+    AppendEscaped(key, entry.key());
+    key += '=';
+    AppendEscaped(key, entry.value());
+  }
+  return key;
+}
+
+absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
+                                      const DescriptorMatcher& matcher, const Limiter& limiter,
+                                      OverrideLimits* overrides, const RlsPlanOptions& options) {
+  if (request.domain().empty()) {
+    return absl::InvalidArgumentError("rate limit domain must not be empty");
+  }
+  if (request.descriptors().empty()) {
+    return absl::InvalidArgumentError("rate limit descriptor list must not be empty");
+  }
+  if (request.descriptors_size() > options.max_descriptors) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rate limit request has ", request.descriptors_size(),
+                     " descriptors, at most ", options.max_descriptors, " are accepted"));
+  }
+  RlsPlan plan;
+  plan.global_shadow = options.global_shadow;
+  plan.known_domain = matcher.HasDomain(request.domain());
+  // As envoyproxy/ratelimit: an unknown domain limits nothing.
+  if (!plan.known_domain) return plan;
+
+  const int64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
+  std::vector<DescriptorEntry> entries;
+  plan.descriptors.resize(request.descriptors_size());
+  absl::flat_hash_set<std::string_view> replaced;
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    const RateLimitDescriptor& descriptor = request.descriptors(i);
+    PlannedDescriptor& item = plan.descriptors[i];
+    entries.clear();
+    for (const auto& entry : descriptor.entries()) {
+      if (entry.key().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("descriptor ", i, ": an entry has an empty key"));
+      }
+      entries.push_back(DescriptorEntry{entry.key(), entry.value()});
+    }
+    item.cost =
+        descriptor.has_hits_addend()
+            ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend().value(), INT64_MAX))
+            : request_hits;
+
+    std::optional<EnvoyUnit> override_unit;
+    if (descriptor.has_limit()) override_unit = UnitOfOverride(descriptor.limit().unit());
+    if (override_unit.has_value()) {
+      item.requests_per_unit = descriptor.limit().requests_per_unit();
+      item.unit = *override_unit;
+      if (item.requests_per_unit == 0) {
+        item.plan = DescriptorPlan::kBlocked;
+        continue;
+      }
+      const Limit* limit =
+          overrides != nullptr ? overrides->Find(item.requests_per_unit, item.unit) : nullptr;
+      if (limit != nullptr) {
+        item.plan = DescriptorPlan::kCounted;
+        item.limit = limit;
+        item.key = absl::StrCat(request.domain(), "|", DescriptorKey(descriptor));
+        continue;
+      }
+      spdlog::warn("rls: too many distinct limit overrides; ignoring {}/{}", item.requests_per_unit,
+                   EnvoyUnitName(item.unit));
+    }
+
+    const EnvoyRule* rule = matcher.Match(request.domain(), entries);
+    if (rule == nullptr) continue;  // kNoRule
+    item.rule = rule;
+    item.rule_shadow = rule->shadow_mode;
+    item.requests_per_unit = rule->rate_limit.requests_per_unit;
+    item.unit = rule->rate_limit.unit;
+    for (const std::string& name : rule->rate_limit.replaces) replaced.insert(name);
+    if (rule->rate_limit.unlimited) {
+      item.plan = DescriptorPlan::kUnlimited;
+    } else if (rule->limit_name.empty()) {
+      item.plan = DescriptorPlan::kBlocked;
+    } else {
+      item.limit = limiter.FindLimit(rule->limit_name);
+      if (item.limit == nullptr) {
+        return absl::InternalError(
+            absl::StrCat("rule ", rule->full_key, " has no limit in the limiter"));
+      }
+      item.plan = DescriptorPlan::kCounted;
+      item.key = DescriptorKey(descriptor);
+    }
+  }
+
+  for (size_t i = 0; i < plan.descriptors.size(); ++i) {
+    PlannedDescriptor& item = plan.descriptors[i];
+    if (item.rule != nullptr && !item.rule->rate_limit.name.empty() &&
+        replaced.contains(item.rule->rate_limit.name)) {
+      item.plan = DescriptorPlan::kReplaced;
+    }
+    item.enforced = !item.rule_shadow && !plan.global_shadow;
+    if (item.plan == DescriptorPlan::kCounted) {
+      if (item.key.size() > kMaxKeyBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a descriptor's entries are ", item.key.size(), " bytes, more than ", kMaxKeyBytes));
+      }
+      plan.counted.push_back(i);
+    }
+    plan.blocked |= item.plan == DescriptorPlan::kBlocked && item.enforced;
+  }
+  // A block-list rule refuses the request: nothing is counted (all or nothing); the others
+  // are only looked at, for their statuses.
+  if (plan.blocked) {
+    for (size_t i : plan.counted) plan.descriptors[i].cost = 0;
+  }
+  return plan;
+}
+
+std::vector<CheckItem> TakeCheckItems(RlsPlan& plan) {
+  std::vector<CheckItem> items;
+  items.reserve(plan.counted.size());
+  for (size_t i : plan.counted) {
+    PlannedDescriptor& item = plan.descriptors[i];
+    CheckItem check;
+    check.limit = item.limit;
+    check.key = std::move(item.key);
+    check.cost = item.cost;
+    check.shadow = !item.enforced;
+    items.push_back(std::move(check));
+  }
+  return items;
+}
+
+void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
+                             RateLimitResponse* response) {
+  bool over_limit = false;
+  const DescriptorStatus* least_remaining = nullptr;
+  for (const PlannedDescriptor& item : plan.descriptors) {
+    DescriptorStatus* status = response->add_statuses();
+    status->set_code(RateLimitResponse::OK);
+    switch (item.plan) {
+      case DescriptorPlan::kNoRule:
+      case DescriptorPlan::kReplaced:
+        continue;
+      case DescriptorPlan::kUnlimited:
+        status->set_limit_remaining(UINT32_MAX);
+        continue;
+      case DescriptorPlan::kBlocked: {
+        const int64_t window_micros = EnvoyUnitSeconds(item.unit) * 1'000'000;
+        SetDuration(window_micros - (now_micros % window_micros + window_micros) % window_micros,
+                    status->mutable_duration_until_reset());
+        if (!item.rule_shadow) status->set_code(RateLimitResponse::OVER_LIMIT);
+        break;
+      }
+      case DescriptorPlan::kCounted:
+        if (!item.decision.has_value()) continue;  // store failed: fail open
+        SetDuration(item.decision->reset_after_micros, status->mutable_duration_until_reset());
+        if (!item.decision->allowed && !item.rule_shadow) {
+          // As envoyproxy/ratelimit: an over-limit descriptor has nothing left for this
+          // request, whatever a smaller one could still take.
+          status->set_code(RateLimitResponse::OVER_LIMIT);
+          status->set_limit_remaining(0);
+        } else {
+          status->set_limit_remaining(ClampUint32(item.decision->remaining));
+        }
+        break;
+    }
+    RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
+    limit->set_requests_per_unit(item.requests_per_unit);
+    limit->set_unit(WireUnit(item.unit));
+    if (item.rule != nullptr) limit->set_name(item.rule->rate_limit.name);
+    over_limit |= status->code() == RateLimitResponse::OVER_LIMIT;
+    if (least_remaining == nullptr ||
+        status->limit_remaining() < least_remaining->limit_remaining()) {
+      least_remaining = status;
+    }
+  }
+  response->set_overall_code(over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT
+                                                               : RateLimitResponse::OK);
+  if (headers && least_remaining != nullptr) {
+    auto add = [&](std::string_view name, int64_t value) {
+      auto* header = response->add_response_headers_to_add();
+      header->set_key(std::string(name));
+      header->set_value(absl::StrCat(value));
+    };
+    add(kLimitHeader, least_remaining->current_limit().requests_per_unit());
+    add(kRemainingHeader, least_remaining->limit_remaining());
+    add(kResetHeader, least_remaining->duration_until_reset().seconds());
+  }
+}
+
+}  // namespace tollgate::server

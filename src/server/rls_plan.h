@@ -1,0 +1,162 @@
+// Copyright tollgate authors. Envoy's ShouldRateLimit as pure steps: plan, then render.
+//
+// PlanRateLimit turns a RateLimitRequest into what to check: per descriptor, whether it is
+// counted (and against which Limit, with which store key and cost), unlimited, replaced by
+// another rule, blocked (requests_per_unit 0) or not limited at all, and whether a refusal
+// of it refuses the request (enforced) or is only reported (shadow). The caller checks the
+// counted descriptors in ONE store call (Limiter::CheckItemsAsync, or Limiter::CheckAsync
+// for one), stores each decision in the plan, and RenderRateLimitResponse writes the answer.
+// Nothing here touches gRPC, sockets or a store; tests drive it directly (rls_plan_test.cc).
+//
+// The rules (as envoyproxy/ratelimit, except where docs/envoy.md says otherwise):
+// - An unknown domain: OK with no statuses.
+// - A per-descriptor `limit` override replaces the configured numbers, whether or not a rule
+//   matches; it is never in shadow mode and takes no part in `replaces`. Its limit comes
+//   from OverrideLimits (no Limiter is rebuilt); its key carries the domain.
+// - No rule: OK, not counted. `unlimited`: OK, not counted, limit_remaining = 2^32-1. A rule
+//   named in another matched rule's `replaces`: OK, not counted. requests_per_unit 0:
+//   OVER_LIMIT (unless the rule is in shadow mode).
+// - Hits: the descriptor's hits_addend when set (0 checks without counting), else the
+//   request's hits_addend, where 0 means 1.
+// - All or nothing over the enforced descriptors: if one is refused (or blocked), nothing is
+//   counted. Shadow descriptors never refuse; when the request passes, each is counted if it
+//   passes on its own (CheckItem::shadow: decided in the same store call).
+// - Statuses: an OVER_LIMIT descriptor reports limit_remaining 0; the others what they have
+//   left (after their hits if counted, before if the request was refused and they were
+//   not). duration_until_reset is whole seconds, rounded up.
+// - Global shadow mode: every descriptor is shadow, and the overall code is OK while each
+//   descriptor's code stays as computed.
+#ifndef TOLLGATE_SRC_SERVER_RLS_PLAN_H_
+#define TOLLGATE_SRC_SERVER_RLS_PLAN_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "src/config/descriptor_matcher.h"
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+#include "tollgate/limiter.h"
+#include "tollgate/store.h"
+
+namespace tollgate::server {
+
+class Metrics;
+
+using RateLimitRequest = envoy::service::ratelimit::v3::RateLimitRequest;
+using RateLimitResponse = envoy::service::ratelimit::v3::RateLimitResponse;
+
+// The limits made for Envoy's per-descriptor `limit` overrides: one fixed-window Limit per
+// distinct (requests_per_unit, unit), shared by all domains (the key carries the domain),
+// created on first use and kept for the life of the table, at stable addresses, so that a
+// check in flight may point at one. Bounded: beyond `max_limits` distinct shapes, Find
+// answers nullptr and the caller applies the configured rule instead.
+// Thread-safe (a lock per Find of an override; descriptors without one never call it).
+class OverrideLimits {
+ public:
+  // `metrics`, when set, gets each new limit's name registered. REQUIRES: outlives this.
+  explicit OverrideLimits(int max_limits, Metrics* metrics = nullptr)
+      : max_limits_(max_limits), metrics_(metrics) {}
+  OverrideLimits(const OverrideLimits&) = delete;
+  OverrideLimits& operator=(const OverrideLimits&) = delete;
+
+  // The limit "override:<requests_per_unit>/<unit>", or nullptr when the table is full.
+  // The pointer lives as long as the table. REQUIRES: requests_per_unit >= 1.
+  const Limit* Find(uint32_t requests_per_unit, EnvoyUnit unit);
+
+  // How many distinct overrides are known.
+  int size() const;
+
+ private:
+  const int max_limits_;
+  Metrics* const metrics_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::pair<uint32_t, int>, const Limit*> by_shape_ ABSL_GUARDED_BY(mu_);
+  std::deque<Limit> limits_ ABSL_GUARDED_BY(mu_);  // stable addresses
+};
+
+// What one descriptor of a request turned into.
+enum class DescriptorPlan {
+  kNoRule,     // OK, nothing counted
+  kUnlimited,  // OK, nothing counted, remaining = max
+  kReplaced,   // another matched rule replaces it: OK, nothing counted
+  kBlocked,    // requests_per_unit 0: always over the limit
+  kCounted,    // checked in the store
+};
+
+struct PlannedDescriptor {
+  DescriptorPlan plan = DescriptorPlan::kNoRule;
+  // The matched rule (lives as long as the matcher); nullptr for an override or no rule.
+  const EnvoyRule* rule = nullptr;
+  // kCounted: the limit to check (the Limiter's, or an override's), its store key and the
+  // hits to count (0 when the request is blocked: only looked at).
+  const Limit* limit = nullptr;
+  std::string key;
+  int64_t cost = 0;
+  // For current_limit.
+  uint32_t requests_per_unit = 0;
+  EnvoyUnit unit = EnvoyUnit::kSecond;
+  // The rule is in shadow mode (its refusal answers OK for its descriptor).
+  bool rule_shadow = false;
+  // A refusal refuses the request: neither the rule nor the service is in shadow mode.
+  bool enforced = true;
+  // kCounted: the store's decision, set by the caller; nullopt when the store failed
+  // (the descriptor then answers OK: fail open).
+  std::optional<Decision> decision;
+};
+
+struct RlsPlan {
+  bool known_domain = false;
+  bool global_shadow = false;
+  // An enforced kBlocked descriptor refuses the request: the counted ones are only looked
+  // at (cost 0), so nothing is counted.
+  bool blocked = false;
+  // One per request descriptor, in order.
+  std::vector<PlannedDescriptor> descriptors;
+  // Indexes of the kCounted descriptors, in order: the items of the one store call.
+  std::vector<size_t> counted;
+};
+
+struct RlsPlanOptions {
+  // Every rule in shadow mode.
+  bool global_shadow = false;
+  // More descriptors than this is InvalidArgument.
+  int max_descriptors = 64;
+};
+
+// The plan for `request`. InvalidArgument for an empty domain or descriptor list, more than
+// `max_descriptors` descriptors, an entry with an empty key, or a counted descriptor whose
+// key is longer than kMaxKeyBytes. `limiter` is the one holding the matcher's limits;
+// `overrides` may be nullptr (overrides are then ignored). The plan points into `matcher`,
+// `limiter` and `overrides`: it must not outlive them.
+absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
+                                      const DescriptorMatcher& matcher, const Limiter& limiter,
+                                      OverrideLimits* overrides, const RlsPlanOptions& options);
+
+// The store items of plan.counted (keys moved out of the plan), shadow set for the ones not
+// enforced.
+std::vector<CheckItem> TakeCheckItems(RlsPlan& plan);
+
+// Writes the answer to `plan` (decisions set) into `*response`: statuses, overall code and,
+// when `headers`, RateLimit-Limit/-Remaining/-Reset from the counted descriptor with the
+// least remaining. `now_micros` gives block-list rules their reset time.
+// REQUIRES: `*response` empty.
+void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
+                             RateLimitResponse* response);
+
+// The store key of a descriptor: "k=v,k=v" with '%', ',' and '=' percent-encoded, so two
+// different entry lists never give the same key.
+std::string DescriptorKey(
+    const envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_RLS_PLAN_H_

@@ -1,0 +1,276 @@
+// Copyright tollgate authors. Envoy requests planned, checked in one store call and rendered,
+// without gRPC: overrides, shadow rules, block lists and the statuses of refused requests.
+#include "src/server/rls_plan.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tollgate/clock.h"
+#include "tollgate/limiter.h"
+
+namespace tollgate::server {
+namespace {
+
+using Status = RateLimitResponse::DescriptorStatus;
+
+constexpr char kConfig[] = R"(domain: plan
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: ip
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: beta
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: banned
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: second
+    rate_limit: {unit: second, requests_per_unit: 5}
+)";
+
+struct Descriptor {
+  std::string key;
+  std::string value;
+  uint32_t override_per_minute = 0;  // > 0: a `limit` override
+};
+
+RateLimitRequest Request(const std::vector<Descriptor>& descriptors) {
+  RateLimitRequest request;
+  request.set_domain("plan");
+  for (const Descriptor& d : descriptors) {
+    auto* descriptor = request.add_descriptors();
+    auto* entry = descriptor->add_entries();
+    entry->set_key(d.key);
+    entry->set_value(d.value);
+    if (d.override_per_minute > 0) {
+      descriptor->mutable_limit()->set_requests_per_unit(d.override_per_minute);
+      descriptor->mutable_limit()->set_unit(envoy::type::v3::MINUTE);
+    }
+  }
+  return request;
+}
+
+class RlsPlanTest : public ::testing::Test {
+ protected:
+  RlsPlanTest() {
+    absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kConfig, "plan.yaml");
+    EXPECT_TRUE(config.ok()) << config.status();
+    std::vector<EnvoyDomainConfig> domains;
+    domains.push_back(*std::move(config));
+    auto matcher = DescriptorMatcher::Create(std::move(domains));
+    EXPECT_TRUE(matcher.ok()) << matcher.status();
+    matcher_ = *std::move(matcher);
+    auto limiter = Limiter::Create({.limits = matcher_->limits(), .clock = &clock_});
+    EXPECT_TRUE(limiter.ok()) << limiter.status();
+    limiter_ = *std::move(limiter);
+  }
+
+  absl::StatusOr<RlsPlan> Plan(const RateLimitRequest& request, bool global_shadow = false) {
+    return PlanRateLimit(request, *matcher_, *limiter_, &overrides_,
+                         {.global_shadow = global_shadow, .max_descriptors = 8});
+  }
+
+  // Plans, checks the counted descriptors in one Limiter call (counted in `store_calls_`)
+  // and renders.
+  RateLimitResponse Answer(const RateLimitRequest& request, bool global_shadow = false) {
+    absl::StatusOr<RlsPlan> plan = Plan(request, global_shadow);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (!plan.ok()) return {};
+    if (!plan->counted.empty()) {
+      std::vector<CheckItem> items = TakeCheckItems(*plan);
+      ++store_calls_;
+      std::optional<absl::StatusOr<MultiDecision>> result;
+      limiter_->CheckItemsAsync(std::move(items),
+                                [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+      EXPECT_TRUE(result.has_value()) << "the memory store answers inline";
+      EXPECT_TRUE(result->ok()) << result->status();
+      for (size_t j = 0; j < plan->counted.size(); ++j) {
+        plan->descriptors[plan->counted[j]].decision = (**result).decisions[j];
+      }
+    }
+    RateLimitResponse response;
+    RenderRateLimitResponse(*plan, clock_.NowMicros(), /*headers=*/true, &response);
+    return response;
+  }
+
+  // What `key=value` has left, without counting.
+  uint32_t Remaining(const std::string& key, const std::string& value) {
+    RateLimitRequest request = Request({{key, value}});
+    request.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);
+    return Answer(request).statuses(0).limit_remaining();
+  }
+
+  // 20.5 s into a minute.
+  SimulatedClock clock_{1'700'000'040'000'000 + 20'500'000};
+  std::unique_ptr<DescriptorMatcher> matcher_;
+  std::unique_ptr<Limiter> limiter_;
+  OverrideLimits overrides_{2};
+  int store_calls_ = 0;
+};
+
+TEST_F(RlsPlanTest, PlansEachDescriptor) {
+  absl::StatusOr<RlsPlan> plan =
+      Plan(Request({{"user", "a"}, {"nothing", "x"}, {"banned", "b"}, {"beta", "c"}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->descriptors.size(), 4u);
+  EXPECT_EQ(plan->descriptors[0].plan, DescriptorPlan::kCounted);
+  EXPECT_EQ(plan->descriptors[0].limit, limiter_->FindLimit("plan.user"));
+  EXPECT_EQ(plan->descriptors[0].key, "user=a");
+  EXPECT_EQ(plan->descriptors[1].plan, DescriptorPlan::kNoRule);
+  EXPECT_EQ(plan->descriptors[2].plan, DescriptorPlan::kBlocked);
+  EXPECT_EQ(plan->descriptors[3].plan, DescriptorPlan::kCounted);
+  EXPECT_FALSE(plan->descriptors[3].enforced);
+  EXPECT_TRUE(plan->blocked);
+  // Blocked: the counted descriptors are only looked at.
+  EXPECT_EQ(plan->descriptors[0].cost, 0);
+  EXPECT_EQ(plan->counted, (std::vector<size_t>{0, 3}));
+}
+
+TEST_F(RlsPlanTest, AnOverrideGetsAStableLimitWithoutANewLimiter) {
+  const size_t limits_before = limiter_->limits().size();
+  absl::StatusOr<RlsPlan> first = Plan(Request({{"user", "a", 3}}));
+  absl::StatusOr<RlsPlan> second = Plan(Request({{"user", "b", 3}}));
+  ASSERT_TRUE(first.ok() && second.ok());
+  const PlannedDescriptor& item = first->descriptors[0];
+  ASSERT_EQ(item.plan, DescriptorPlan::kCounted);
+  ASSERT_NE(item.limit, nullptr);
+  EXPECT_EQ(item.limit->name, "override:3/minute");
+  EXPECT_EQ(item.limit->numbers.limit, 3);
+  EXPECT_EQ(item.key, "plan|user=a");                   // the key carries the domain
+  EXPECT_EQ(second->descriptors[0].limit, item.limit);  // the same Limit, same address
+  EXPECT_EQ(limiter_->limits().size(), limits_before);
+  EXPECT_EQ(overrides_.size(), 1);
+
+  // Counted against 3 a minute, not the rule's 2.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Answer(Request({{"user", "o", 3}})).overall_code(), RateLimitResponse::OK) << i;
+  }
+  RateLimitResponse over = Answer(Request({{"user", "o", 3}}));
+  EXPECT_EQ(over.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).current_limit().requests_per_unit(), 3u);
+}
+
+TEST_F(RlsPlanTest, OverridesBeyondTheBoundFallBackToTheRule) {
+  ASSERT_NE(overrides_.Find(7, EnvoyUnit::kMinute), nullptr);
+  ASSERT_NE(overrides_.Find(8, EnvoyUnit::kMinute), nullptr);
+  absl::StatusOr<RlsPlan> plan = Plan(Request({{"user", "a", 9}}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->descriptors[0].limit, limiter_->FindLimit("plan.user"));
+  EXPECT_EQ(plan->descriptors[0].key, "user=a");
+  EXPECT_EQ(overrides_.size(), 2);
+  // A known shape is still served.
+  EXPECT_EQ(overrides_.Find(7, EnvoyUnit::kMinute), overrides_.Find(7, EnvoyUnit::kMinute));
+}
+
+TEST_F(RlsPlanTest, AnOverrideOfZeroBlocks) {
+  RateLimitResponse response = Answer(Request({{"ip", "1", 0}, {"user", "z"}}));
+  // requests_per_unit 0 via an override is no override at all (Find needs >= 1): the rule.
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  RateLimitRequest zero = Request({{"ip", "1"}});
+  zero.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(0);
+  zero.mutable_descriptors(0)->mutable_limit()->set_unit(envoy::type::v3::MINUTE);
+  absl::StatusOr<RlsPlan> plan = Plan(zero);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->descriptors[0].plan, DescriptorPlan::kBlocked);
+  EXPECT_EQ(Answer(zero).overall_code(), RateLimitResponse::OVER_LIMIT);
+}
+
+TEST_F(RlsPlanTest, AShadowRuleIsDecidedInTheSameStoreCallAndNeverRefuses) {
+  ASSERT_EQ(Answer(Request({{"beta", "x"}})).overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(Remaining("beta", "x"), 0u);
+  store_calls_ = 0;
+
+  // beta is over its limit; user is counted anyway, in one store call.
+  RateLimitResponse response = Answer(Request({{"user", "a"}, {"beta", "x"}}));
+  EXPECT_EQ(store_calls_, 1);
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(response.statuses(0).code(), RateLimitResponse::OK);
+  EXPECT_EQ(response.statuses(0).limit_remaining(), 1u);
+  EXPECT_EQ(response.statuses(1).code(), RateLimitResponse::OK);  // shadow: reported, not enforced
+  EXPECT_EQ(Remaining("user", "a"), 1u);
+
+  // A shadow rule that passes is counted with the others.
+  ASSERT_EQ(Answer(Request({{"user", "b"}, {"beta", "y"}})).overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(Remaining("beta", "y"), 0u);
+  EXPECT_EQ(Remaining("user", "b"), 1u);
+}
+
+TEST_F(RlsPlanTest, AnEnforcedRefusalCountsNothingNotEvenShadowRules) {
+  ASSERT_EQ(Answer(Request({{"user", "a"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "a"}})).overall_code(), RateLimitResponse::OK);
+  RateLimitResponse refused = Answer(Request({{"user", "a"}, {"beta", "x"}, {"ip", "1"}}));
+  EXPECT_EQ(refused.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Remaining("beta", "x"), 1u);
+  EXPECT_EQ(Remaining("ip", "1"), 10u);
+}
+
+TEST_F(RlsPlanTest, GlobalShadowCountsWhatPassesAndAnswersOk) {
+  ASSERT_EQ(Answer(Request({{"user", "a"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "a"}})).overall_code(), RateLimitResponse::OK);
+  absl::StatusOr<RlsPlan> plan = Plan(Request({{"user", "a"}, {"ip", "1"}}), true);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->descriptors[0].enforced);
+  EXPECT_FALSE(plan->descriptors[1].enforced);
+  RateLimitResponse response = Answer(Request({{"user", "a"}, {"ip", "1"}}), true);
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(response.statuses(0).code(), RateLimitResponse::OVER_LIMIT);  // as computed
+  EXPECT_EQ(Remaining("ip", "1"), 9u);  // counted: the user's refusal is only shadow
+}
+
+TEST_F(RlsPlanTest, StatusesOfARefusedRequestSayWhatIsReallyLeft) {
+  // As envoyproxy/ratelimit's tests expect: the over-limit descriptor reports 0, the others
+  // what they have (nothing was taken from them: tollgate's refusal spends nothing).
+  ASSERT_EQ(Answer(Request({{"user", "a"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "a"}})).overall_code(), RateLimitResponse::OK);
+  for (int i = 0; i < 2; ++i) {
+    RateLimitResponse refused = Answer(Request({{"ip", "1"}, {"user", "a"}}));
+    ASSERT_EQ(refused.overall_code(), RateLimitResponse::OVER_LIMIT);
+    EXPECT_EQ(refused.statuses(0).code(), RateLimitResponse::OK);
+    EXPECT_EQ(refused.statuses(0).limit_remaining(), 10u) << i;  // not 9
+    EXPECT_EQ(refused.statuses(1).code(), RateLimitResponse::OVER_LIMIT);
+    EXPECT_EQ(refused.statuses(1).limit_remaining(), 0u);
+  }
+  // A cost larger than what is left (1 left, 2 asked): OVER_LIMIT with remaining 0.
+  ASSERT_EQ(Answer(Request({{"ip", "2"}})).overall_code(), RateLimitResponse::OK);
+  RateLimitRequest big = Request({{"user", "b"}});
+  big.set_hits_addend(3);
+  RateLimitResponse over = Answer(big);
+  EXPECT_EQ(over.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
+}
+
+TEST_F(RlsPlanTest, DurationUntilResetIsWholeSecondsRoundedUp) {
+  RateLimitResponse response = Answer(Request({{"user", "a"}, {"second", "s"}, {"banned", "b"}}));
+  // 20.5 s into the minute: 39.5 s left -> 40; 0.5 s of the second -> 1.
+  EXPECT_EQ(response.statuses(0).duration_until_reset().seconds(), 40);
+  EXPECT_EQ(response.statuses(0).duration_until_reset().nanos(), 0);
+  EXPECT_EQ(response.statuses(1).duration_until_reset().seconds(), 1);
+  EXPECT_EQ(response.statuses(1).duration_until_reset().nanos(), 0);
+  EXPECT_EQ(response.statuses(2).duration_until_reset().seconds(), 40);
+  EXPECT_EQ(response.statuses(2).duration_until_reset().nanos(), 0);
+}
+
+TEST_F(RlsPlanTest, BadRequestsAreRefusedBeforeAnythingIsCounted) {
+  RateLimitRequest empty_key = Request({{"user", "a"}, {"", "x"}});
+  EXPECT_EQ(Plan(empty_key).status().code(), absl::StatusCode::kInvalidArgument);
+  RateLimitRequest many;
+  many.set_domain("plan");
+  for (int i = 0; i < 9; ++i) many.add_descriptors()->add_entries()->set_key("user");
+  EXPECT_EQ(Plan(many).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Remaining("user", "a"), 2u);
+  RateLimitRequest unknown = Request({{"user", "a"}});
+  unknown.set_domain("elsewhere");
+  absl::StatusOr<RlsPlan> plan = Plan(unknown);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->known_domain);
+  EXPECT_TRUE(plan->counted.empty());
+}
+
+}  // namespace
+}  // namespace tollgate::server
