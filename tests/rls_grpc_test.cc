@@ -1,5 +1,6 @@
-// Copyright tollgate authors. Envoy's rate-limit service over real gRPC: a generated stub
-// calls an RlsServer started in this process on a free loopback port.
+// Copyright tollgate authors. Envoy's rate-limit service over real gRPC: grpc++'s generated
+// stubs call our GrpcServer (nghttp2 on EventLoops, src/server/rls_grpc.h) started in this
+// process on a free loopback port.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -16,6 +17,9 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "src/server/event_loops.h"
+#include "src/server/grpc_server.h"
+#include "src/server/rls_grpc.h"
 #include "src/server/rls_service.h"
 #include "tollgate/clock.h"
 
@@ -64,28 +68,44 @@ class RlsGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(/*global_shadow=*/false); }
 
-  void Start(bool global_shadow) {
-    if (server_ != nullptr) server_->Shutdown();
-    server::RlsServerOptions options;
-    options.address = "127.0.0.1:0";  // the kernel picks a free port
+  void Start(bool global_shadow, server::GrpcServerOptions options = {}) {
+    Stop();
+    absl::StatusOr<std::unique_ptr<server::EventLoops>> loops = server::EventLoops::Start(2);
+    ASSERT_TRUE(loops.ok()) << loops.status();
+    loops_ = *std::move(loops);
+    server::RlsServiceOptions service_options;
     absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kTiffin, "tiffin.yaml");
     ASSERT_TRUE(config.ok()) << config.status();
-    options.service.domains.push_back(*std::move(config));
-    options.service.clock = &clock_;
-    options.service.shadow_mode = global_shadow;
-    absl::StatusOr<std::unique_ptr<server::RlsServer>> server =
-        server::StartRlsServer(std::move(options));
+    service_options.domains.push_back(*std::move(config));
+    service_options.clock = &clock_;
+    service_options.shadow_mode = global_shadow;
+    absl::StatusOr<std::unique_ptr<server::RlsService>> service =
+        server::RlsService::Create(std::move(service_options));
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    server::GrpcMethods methods;
+    server::AddRlsGrpcMethods(methods, *service_, health_);
+    options.address = {"127.0.0.1", 0};  // the kernel picks a free port
+    absl::StatusOr<std::unique_ptr<server::GrpcServer>> server =
+        server::GrpcServer::Start(*loops_, options, std::move(methods));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ASSERT_GT(server_->Port(), 0);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->Port()),
+    ASSERT_GT(server_->port(), 0);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
                                    grpc::InsecureChannelCredentials());
     stub_ = RateLimitService::NewStub(channel_);
   }
 
-  void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown();
+  void Stop() {
+    stub_.reset();
+    channel_.reset();
+    if (server_ != nullptr) server_->Shutdown(std::chrono::seconds(5));
+    server_.reset();
+    loops_.reset();
+    service_.reset();
   }
+
+  void TearDown() override { Stop(); }
 
   grpc::Status Call(const RateLimitRequest& request, RateLimitResponse* response) {
     grpc::ClientContext context;
@@ -101,7 +121,10 @@ class RlsGrpcTest : public ::testing::Test {
   }
 
   SimulatedClock clock_{1'700'000'040'000'000};  // a minute boundary
-  std::unique_ptr<server::RlsServer> server_;
+  server::GrpcHealth health_;
+  std::unique_ptr<server::EventLoops> loops_;
+  std::unique_ptr<server::RlsService> service_;
+  std::unique_ptr<server::GrpcServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<RateLimitService::Stub> stub_;
 };
