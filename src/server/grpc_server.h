@@ -91,7 +91,8 @@ struct GrpcServerOptions {
 // The answer to one call. Move-only; Finish exactly once, from any thread (it posts to the
 // connection's loop when called elsewhere). Finishing a call whose stream was reset, whose
 // connection closed, or that already got DEADLINE_EXCEEDED does nothing. A responder
-// destroyed without Finish answers INTERNAL ("the handler dropped the call").
+// destroyed without Finish answers INTERNAL ("the handler dropped the call"). A responder
+// whose connection is gone (closed, or destroyed with its EventLoops) does nothing at all.
 class GrpcResponder {
  public:
   struct Call;  // shared with the connection (src/server/h2_session.h)

@@ -123,6 +123,18 @@ struct H2Callbacks {
     }
   }
 
+  // nghttp2 sends GOAWAY with an error itself when a limit of its own is hit (the reset
+  // rate, SETTINGS entries, CONTINUATION): such a connection is closed once it is written,
+  // not left to send the rest of its flood.
+  static int OnFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+      H2Session& session = Of(user_data);
+      session.terminating_ = true;
+      session.close_by_ = std::min(session.close_by_, Clock::now() + kCloseGrace);
+    }
+    return 0;
+  }
+
   static int OnDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
                          size_t length, void* user_data) {
     H2Session& session = Of(user_data);
@@ -170,6 +182,7 @@ GrpcServerShared::GrpcServerShared(GrpcServerOptions options_in, GrpcMethods met
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &H2Callbacks::OnFrameRecv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, &H2Callbacks::OnDataChunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, &H2Callbacks::OnStreamClose);
+  nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, &H2Callbacks::OnFrameSend);
 
   nghttp2_option_new(&session_options);
   nghttp2_option_set_stream_reset_rate_limit(session_options, options.reset_burst,
@@ -188,14 +201,16 @@ GrpcServerShared::~GrpcServerShared() {
 }
 
 void GrpcResponder::Call::Deliver(GrpcOutcome outcome) {
+  // A connection that is gone (closed, or destroyed with its loop) takes no answer, and its
+  // loop is not touched.
+  std::shared_ptr<H2Session> live = session.lock();
+  if (live == nullptr) return;
   if (loop->get_executor().running_in_this_thread()) {
-    if (std::shared_ptr<H2Session> live = session.lock()) {
-      live->Deliver(stream_id, std::move(outcome));
-    }
+    live->Deliver(stream_id, std::move(outcome));
     return;
   }
-  net::post(*loop, [weak = session, id = stream_id, outcome = std::move(outcome)]() mutable {
-    if (std::shared_ptr<H2Session> live = weak.lock()) live->Deliver(id, std::move(outcome));
+  net::post(*loop, [live = std::move(live), id = stream_id, outcome = std::move(outcome)]() mutable {
+    live->Deliver(id, std::move(outcome));
   });
 }
 
