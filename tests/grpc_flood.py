@@ -192,7 +192,12 @@ def main(build_dir):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import grpc
     import grpc_support as g
-    serve = g.Serve(build_dir, ["--threads", "2"])
+    # Under AddressSanitizer, freed memory waits in a quarantine (256 MB by default) before
+    # it is reused: it would count as the server's RSS. A small one keeps the bound about
+    # what the server holds.
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "quarantine_size_mb=4"]))
+    serve = g.Serve(build_dir, ["--threads", "2"], env=env)
     failed = []
     try:
         address = serve.grpc_address
@@ -240,7 +245,13 @@ def main(build_dir):
                                                  len(report["flood"]), report["failures"]))
         if report["failures"]:
             failed.append("%d calls of the well-behaved client failed" % report["failures"])
-        if flood > 2 * base + 2:
+        # Under AddressSanitizer the server's work per flood frame is several times an
+        # optimized build's: the latency bound is checked on optimized builds only.
+        sanitized = b"libasan" in subprocess.run(
+            ["ldd", os.path.join(build_dir, "tollgate")], capture_output=True).stdout
+        if flood > 2 * base + 2 and sanitized:
+            print("(sanitized build: p99 bound not enforced)")
+        elif flood > 2 * base + 2:
             failed.append("p99 during the floods %.2f ms > 2 x %.2f + 2 ms" % (flood, base))
         with grpc.insecure_channel(address) as channel:
             status = g.health_status(g.unary(channel, g.HEALTH_CHECK)(b"", timeout=10))

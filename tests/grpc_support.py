@@ -129,7 +129,7 @@ def unary(channel, path):
 class Serve:
     """`tollgate serve` with the in-memory store on free loopback ports."""
 
-    def __init__(self, build_dir, extra_args=(), config=TIFFIN):
+    def __init__(self, build_dir, extra_args=(), config=TIFFIN, env=None):
         self.dir = tempfile.mkdtemp(prefix="tollgate-grpc-")
         path = os.path.join(self.dir, "tiffin.yaml")
         with open(path, "w") as f:
@@ -139,7 +139,7 @@ class Serve:
         self.process = subprocess.Popen(
             [os.path.join(build_dir, "tollgate"), "serve", "--config", path,
              "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", *extra_args],
-            stdout=subprocess.DEVNULL, stderr=self.log)
+            stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.grpc_address = None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and self.grpc_address is None:

@@ -371,9 +371,10 @@ TEST_F(RlsGrpcTest, AMessageOverTheLimitIsResourceExhausted) {
   RateLimitResponse response;
   grpc::Status status = Call(Request({{{"ip", std::string(5000, 'x')}}}), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-  // Just under the limit is answered.
-  EXPECT_EQ(Call(Request({{{"ip", std::string(4000, 'x')}}})).overall_code(),
-            RateLimitResponse::OK);
+  // Under the limit is answered (RlsService bounds one descriptor's entries at 1 KiB).
+  std::vector<std::vector<std::pair<std::string, std::string>>> descriptors;
+  for (int i = 0; i < 3; ++i) descriptors.push_back({{"ip", std::string(1000, 'a' + i)}});
+  EXPECT_EQ(Call(Request(descriptors)).overall_code(), RateLimitResponse::OK);
 }
 
 TEST_F(RlsGrpcTest, DeadlineExceededAndTheLateAnswerIsIgnored) {
@@ -423,7 +424,8 @@ TEST_F(RlsGrpcTest, AClientThatDisappearsMidCallLeavesTheServerHealthy) {
     grpc::GenericStub stub(channel);
     grpc::CompletionQueue queue;
     auto context = std::make_unique<grpc::ClientContext>();
-    grpc::ByteBuffer request;
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1);
     grpc::ByteBuffer response;
     grpc::Status status;
     auto reader = stub.PrepareUnaryCall(context.get(), kHangPath, request, &queue);

@@ -209,9 +209,10 @@ void GrpcResponder::Call::Deliver(GrpcOutcome outcome) {
     live->Deliver(stream_id, std::move(outcome));
     return;
   }
-  net::post(*loop, [live = std::move(live), id = stream_id, outcome = std::move(outcome)]() mutable {
-    live->Deliver(id, std::move(outcome));
-  });
+  net::post(*loop,
+            [live = std::move(live), id = stream_id, outcome = std::move(outcome)]() mutable {
+              live->Deliver(id, std::move(outcome));
+            });
 }
 
 H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::socket socket)
