@@ -10,6 +10,8 @@ find_package(CLI11 REQUIRED)
 find_package(OpenSSL REQUIRED)  # rediss://
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+# HTTP/2 for the gRPC server (src/server/h2_session.cc).
+pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
 if(TOLLGATE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

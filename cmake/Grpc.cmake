@@ -11,13 +11,14 @@ set(TOLLGATE_PROTO_OUT ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
 file(GLOB_RECURSE TOLLGATE_PROTOS CONFIGURE_DEPENDS ${TOLLGATE_PROTO_DIR}/*.proto)
 file(MAKE_DIRECTORY ${TOLLGATE_PROTO_OUT})
 
-set(TOLLGATE_PROTO_SOURCES)
+set(TOLLGATE_PROTO_SOURCES)  # messages: *.pb.cc
+set(TOLLGATE_GRPC_SOURCES)   # grpc++ stubs and services: *.grpc.pb.cc
 foreach(proto ${TOLLGATE_PROTOS})
   file(RELATIVE_PATH relative ${TOLLGATE_PROTO_DIR} ${proto})
   string(REGEX REPLACE "\\.proto$" "" stem ${relative})
-  set(outputs ${TOLLGATE_PROTO_OUT}/${stem}.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.pb.h
-              ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
-  add_custom_command(OUTPUT ${outputs}
+  set(messages ${TOLLGATE_PROTO_OUT}/${stem}.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.pb.h)
+  set(stubs ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
+  add_custom_command(OUTPUT ${messages} ${stubs}
     COMMAND protobuf::protoc
             --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
             --cpp_out=${TOLLGATE_PROTO_OUT} --grpc_out=${TOLLGATE_PROTO_OUT}
@@ -26,13 +27,22 @@ foreach(proto ${TOLLGATE_PROTOS})
     DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc gRPC::grpc_cpp_plugin
     COMMENT "protoc ${relative}"
     VERBATIM)
-  list(APPEND TOLLGATE_PROTO_SOURCES ${outputs})
+  list(APPEND TOLLGATE_PROTO_SOURCES ${messages})
+  list(APPEND TOLLGATE_GRPC_SOURCES ${stubs})
 endforeach()
 
-add_library(tollgate_grpc STATIC ${TOLLGATE_PROTO_SOURCES})
+# The messages alone (protobuf, no gRPC library): what the server links. Its gRPC is ours
+# (src/server/grpc_server.h, on libnghttp2).
+add_library(tollgate_proto STATIC ${TOLLGATE_PROTO_SOURCES})
 # Generated code: no warnings of ours to fix there.
-target_compile_options(tollgate_grpc PRIVATE -w)
-target_include_directories(tollgate_grpc SYSTEM PUBLIC ${TOLLGATE_PROTO_OUT})
-target_link_libraries(tollgate_grpc PUBLIC gRPC::grpc++ protobuf::libprotobuf)
+target_compile_options(tollgate_proto PRIVATE -w)
+target_include_directories(tollgate_proto SYSTEM PUBLIC ${TOLLGATE_PROTO_OUT})
+target_link_libraries(tollgate_proto PUBLIC protobuf::libprotobuf)
 
-target_link_libraries(tollgate_server PUBLIC tollgate_grpc)
+# The grpc++ stubs, for the tests' clients and the benchmarks (grpc_load, the gRPC C++
+# floor server); never linked into the tollgate binary.
+add_library(tollgate_grpc STATIC ${TOLLGATE_GRPC_SOURCES})
+target_compile_options(tollgate_grpc PRIVATE -w)
+target_link_libraries(tollgate_grpc PUBLIC tollgate_proto gRPC::grpc++)
+
+target_link_libraries(tollgate_server PUBLIC tollgate_proto)

@@ -6,8 +6,8 @@ file(GLOB TOLLGATE_TEST_SUPPORT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/te
 list(FILTER TOLLGATE_TEST_SUPPORT_SOURCES EXCLUDE REGEX "/fault_proxy\\.cc$")
 add_library(tollgate_test_support STATIC ${TOLLGATE_TEST_SUPPORT_SOURCES})
 target_include_directories(tollgate_test_support PUBLIC ${CMAKE_SOURCE_DIR})
-target_link_libraries(tollgate_test_support PUBLIC tollgate_server tollgate_fault_proxy
-  GTest::gtest GTest::gmock
+target_link_libraries(tollgate_test_support PUBLIC tollgate_server tollgate_grpc
+  tollgate_fault_proxy GTest::gtest GTest::gmock
   absl::strings absl::time)
 target_compile_definitions(tollgate_test_support PUBLIC
   TOLLGATE_BINARY="$<TARGET_FILE:tollgate_cli>"

@@ -1,4 +1,6 @@
 // Copyright tollgate authors. The one binary: `tollgate serve | validate | check`.
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -68,6 +70,91 @@ int main(int argc, char** argv) {
                    "more slowly than this")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
+  // The gRPC port's flood limits (docs/envoy.md, "Limits").
+  tollgate::server::GrpcServerOptions& grpc = serve.grpc;
+  int64_t grpc_idle_timeout_ms = grpc.idle_timeout.count();
+  int64_t grpc_keepalive_interval_ms = grpc.keepalive_interval.count();
+  int64_t grpc_keepalive_timeout_ms = grpc.keepalive_timeout.count();
+  const std::string grpc_group = "gRPC limits";
+  serve_command
+      ->add_option("--grpc-max-concurrent-streams", grpc.max_concurrent_streams,
+                   "Calls open at once on one gRPC connection (SETTINGS_MAX_CONCURRENT_STREAMS)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-max-header-list-bytes", grpc.max_header_list_bytes,
+                   "Largest request header list (SETTINGS_MAX_HEADER_LIST_SIZE); larger: HTTP 431")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 1024 * 1024))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-max-continuations", grpc.max_continuations,
+                   "CONTINUATION frames after one HEADERS; more closes the connection")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-reset-burst", grpc.reset_burst,
+                   "RST_STREAM frames a connection may send at once (token bucket)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-reset-rate", grpc.reset_rate,
+                   "RST_STREAM frames a second after the burst; beyond: GOAWAY and close")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-max-settings", grpc.max_settings,
+                   "Entries in one SETTINGS frame; more: GOAWAY ENHANCE_YOUR_CALM")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-control-frame-burst", grpc.control_burst,
+                   "SETTINGS, PING, PRIORITY and unknown frames a connection may send at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-control-frame-rate", grpc.control_rate,
+                   "Such frames a second after the burst; beyond: GOAWAY ENHANCE_YOUR_CALM")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-max-buffered-bytes-per-connection",
+                   grpc.max_buffered_bytes_per_connection,
+                   "Output (and request bytes) one connection may hold; over it, it is not read")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{16 * 1024}, size_t{1} << 30))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-max-buffered-bytes", grpc.max_buffered_bytes,
+                   "Output all gRPC connections together may hold before they stop being read")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{64 * 1024}, size_t{1} << 40))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-idle-timeout-ms", grpc_idle_timeout_ms,
+                   "Close a gRPC connection with no call that received nothing for this long")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-keepalive-interval-ms", grpc_keepalive_interval_ms,
+                   "PING a gRPC connection silent for this long (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->group(grpc_group);
+  serve_command
+      ->add_option("--grpc-keepalive-timeout-ms", grpc_keepalive_timeout_ms,
+                   "Close a connection whose PING is not answered within this long")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->group(grpc_group);
   serve_command->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -95,6 +182,9 @@ int main(int argc, char** argv) {
   }
 
   if (*serve_command) {
+    grpc.idle_timeout = std::chrono::milliseconds(grpc_idle_timeout_ms);
+    grpc.keepalive_interval = std::chrono::milliseconds(grpc_keepalive_interval_ms);
+    grpc.keepalive_timeout = std::chrono::milliseconds(grpc_keepalive_timeout_ms);
     spdlog::set_level(spdlog::level::from_str(log_level));
     return tollgate::cli::RunServe(serve);
   }

@@ -23,9 +23,11 @@
 #include "src/config/descriptor_matcher.h"
 #include "src/server/check_service.h"
 #include "src/server/event_loops.h"
+#include "src/server/grpc_server.h"
 #include "src/server/http_server.h"
 #include "src/server/listen_address.h"
 #include "src/server/metrics.h"
+#include "src/server/rls_grpc.h"
 #include "src/server/rls_service.h"
 #include "tollgate/limiter.h"
 #include "tollgate/resilience.h"
@@ -184,17 +186,27 @@ int RunServe(const ServeOptions& options) {
   std::shared_ptr<server::CheckService> check_service = *std::move(made_service);
 
   // Envoy's rate-limit service, on the same store (the same counters as HTTP).
-  server::RlsServerOptions rls_options;
-  rls_options.service.metrics = &metrics;
-  rls_options.address = server::FormatListenAddress(grpc_address->host, grpc_address->port);
-  rls_options.service.check_service = check_service.get();
-  rls_options.service.shadow_mode = options.shadow_mode;
-  rls_options.service.max_descriptors = options.max_descriptors;
-  rls_options.max_receive_message_bytes = options.max_body_bytes;
-  absl::StatusOr<std::unique_ptr<server::RlsServer>> rls =
-      server::RlsServer::Start(std::move(rls_options));
+  server::RlsServiceOptions rls_options;
+  rls_options.metrics = &metrics;
+  rls_options.check_service = check_service.get();
+  rls_options.shadow_mode = options.shadow_mode;
+  rls_options.max_descriptors = options.max_descriptors;
+  absl::StatusOr<std::unique_ptr<server::RlsService>> rls =
+      server::RlsService::Create(std::move(rls_options));
   if (!rls.ok()) {
-    spdlog::error("{}", std::string(rls.status().message()));
+    spdlog::error("invalid config: {}", std::string(rls.status().message()));
+    return 1;
+  }
+  server::GrpcHealth grpc_health;
+  server::GrpcMethods grpc_methods;
+  server::AddRlsGrpcMethods(grpc_methods, **rls, grpc_health);
+  server::GrpcServerOptions grpc_options = options.grpc;
+  grpc_options.address = *grpc_address;
+  grpc_options.max_message_bytes = static_cast<uint32_t>(options.max_body_bytes);
+  absl::StatusOr<std::unique_ptr<server::GrpcServer>> grpc =
+      server::GrpcServer::Start(**loops, grpc_options, std::move(grpc_methods));
+  if (!grpc.ok()) {
+    spdlog::error("gRPC: {}", std::string(grpc.status().message()));
     return 1;
   }
 
@@ -206,7 +218,7 @@ int RunServe(const ServeOptions& options) {
   http_options.limits.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
   http_options.limits.max_header_bytes = static_cast<uint32_t>(options.max_header_bytes);
   http_options.limits.idle_timeout = std::chrono::milliseconds(options.http_timeout_ms);
-  http_options.rls_service = &(*rls)->service();
+  http_options.rls_service = rls->get();
   http_options.metrics = &metrics;
   // Ready when the instance's own probe of Redis (the registry's, every 250 ms, whatever
   // the traffic) is answered, or when no limit needs Redis to answer correctly.
@@ -227,8 +239,7 @@ int RunServe(const ServeOptions& options) {
   spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
                absl::StrJoin(options.config_paths, ", "), store->store->Name());
   // Tests and scripts read these lines to learn the ports (with HOST:0).
-  spdlog::info("listening grpc={}",
-               server::FormatListenAddress(grpc_address->host, (*rls)->Port()));
+  spdlog::info("listening grpc={}", (*grpc)->address());
   spdlog::info("listening http={}", (*http)->address());
 
   Reloader reloader(options, metrics, *check_service, std::move(config_versions));
@@ -249,13 +260,17 @@ int RunServe(const ServeOptions& options) {
   poller.join();
   spdlog::info("received {}, finishing requests in flight",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Health checks see NOT_SERVING on connections still open, while both servers drain.
+  grpc_health.SetServing(false);
   (*http)->Shutdown();
   bool drained = (*http)->Wait(kDrainTimeout);
+  drained = (*grpc)->Shutdown(kDrainTimeout) && drained;
   if (!drained)
     spdlog::warn("requests still in flight after {}s were dropped", kDrainTimeout.count());
-  // The HTTP server goes first: /json calls into the gRPC service.
+  // Both servers go before the RLS service they call. The loops (declared first) stop last,
+  // after the store has shut its connections on them down.
   http->reset();
-  (*rls)->Shutdown();
+  grpc->reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/server/grpc_server.h"
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
 
@@ -41,6 +42,9 @@ struct ServeOptions {
   // An HTTP connection that does not deliver a whole request head (or body) within this
   // long, or does not read its reply within this long, is closed; so is an idle one.
   int64_t http_timeout_ms = 10'000;
+  // The gRPC port's flood limits (--grpc-...; docs/envoy.md, "Limits"). Its `address` is
+  // taken from grpc_address and its `max_message_bytes` from max_body_bytes.
+  server::GrpcServerOptions grpc;
 };
 
 // The store and what keeps it running.

@@ -12,26 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
-#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "google/protobuf/arena.h"
+#include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_builder.h"
-#include "grpcpp/support/message_allocator.h"
+#include "src/config/descriptor_matcher.h"
 #include "src/server/metrics.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
 namespace {
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  // absl::StatusCode numbers the codes as gRPC does.
-  const absl::string_view message = status.message();
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(message.data(), message.size()));
-}
 
 int64_t SteadyMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -241,110 +230,6 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
     }
     std::move(done)(std::move(reply));
   });
-}
-
-// ---- gRPC ----------------------------------------------------------------------------------
-
-namespace {
-
-// The request and response of one call on a protobuf arena whose first block is part of this
-// object, so that parsing an Envoy request and building its answer take one allocation (this
-// object) instead of one per message and string.
-class ArenaMessages final : public grpc::MessageHolder<RateLimitRequest, RateLimitResponse> {
- public:
-  ArenaMessages() : arena_(Options(block_, sizeof(block_))) {
-    set_request(google::protobuf::Arena::CreateMessage<RateLimitRequest>(&arena_));
-    set_response(google::protobuf::Arena::CreateMessage<RateLimitResponse>(&arena_));
-  }
-  void Release() override { delete this; }
-
- private:
-  static google::protobuf::ArenaOptions Options(char* block, size_t size) {
-    google::protobuf::ArenaOptions options;
-    options.initial_block = block;
-    options.initial_block_size = size;
-    return options;
-  }
-
-  // A one-descriptor request and its answer (with the RateLimit-* headers) need about 1 KiB;
-  // a larger call gets further blocks from the heap.
-  alignas(std::max_align_t) char block_[2048];
-  google::protobuf::Arena arena_;
-};
-
-class ArenaMessageAllocator final
-    : public grpc::MessageAllocator<RateLimitRequest, RateLimitResponse> {
- public:
-  grpc::MessageHolder<RateLimitRequest, RateLimitResponse>* AllocateMessages() override {
-    return new ArenaMessages();
-  }
-};
-
-}  // namespace
-
-class RlsServer::GrpcService final
-    : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
- public:
-  explicit GrpcService(RlsService* service) : service_(service) {
-    SetMessageAllocatorFor_ShouldRateLimit(&allocator_);
-  }
-
-  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
-                                            const RateLimitRequest* request,
-                                            RateLimitResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    // The answer is written into `response` (on this call's arena) in place; the callback may
-    // run before we return.
-    service_->ShouldRateLimit(*request, response, [reactor](const absl::Status& status) {
-      reactor->Finish(status.ok() ? grpc::Status::OK : ToGrpcStatus(status));
-    });
-    return reactor;
-  }
-
- private:
-  RlsService* const service_;
-  ArenaMessageAllocator allocator_;
-};
-
-absl::StatusOr<std::unique_ptr<RlsServer>> RlsServer::Start(RlsServerOptions options) {
-  absl::StatusOr<std::unique_ptr<RlsService>> service =
-      RlsService::Create(std::move(options.service));
-  if (!service.ok()) return service.status();
-  std::unique_ptr<RlsServer> server(new RlsServer());
-  server->service_ = std::move(*service);
-  server->grpc_service_ = std::make_unique<GrpcService>(server->service_.get());
-
-  // A process-wide switch, read by every ServerBuilder built after it.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
-  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  builder.RegisterService(server->grpc_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("gRPC: cannot listen on ", options.address));
-  }
-  if (grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-  }
-  spdlog::info("rls: listening for gRPC on {} (port {})", options.address, server->port_);
-  return server;
-}
-
-RlsServer::~RlsServer() { Shutdown(); }
-
-void RlsServer::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) return;
-    shut_down_ = true;
-  }
-  if (server_ == nullptr) return;
-  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-    health->SetServingStatus(false);
-  }
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  server_->Wait();
 }
 
 }  // namespace tollgate::server

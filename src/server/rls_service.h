@@ -4,8 +4,8 @@
 // Envoy-style configs (src/config/envoy_config.h) through the process's CheckService
 // (src/server/check_service.h): it plans the request (src/server/rls_plan.h, where the rules
 // of an answer are), checks the counted descriptors in one store call, and renders the
-// answer. `RlsServer` serves it over gRPC (callback API) with gRPC's health service, so
-// Envoy's `rate_limit_service` can point at tollgate.
+// answer. src/server/rls_grpc.h serves it over gRPC (GrpcServer on the event loops) with
+// gRPC's health service, so Envoy's `rate_limit_service` can point at tollgate.
 //
 // - One counted descriptor goes through Limiter::CheckAsync (answered inline by the memory
 //   store); several through one Limiter::CheckItemsAsync, all or nothing over the enforced
@@ -25,7 +25,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
-#include "grpcpp/server.h"
 #include "src/config/envoy_config.h"
 #include "src/server/check_service.h"
 #include "src/server/rls_plan.h"
@@ -123,48 +122,6 @@ struct RlsJsonReply {
 // returns or on a store thread.
 void HandleRlsJson(RlsService& service, std::string_view json_body,
                    absl::AnyInvocable<void(RlsJsonReply) &&> done);
-
-struct RlsServerOptions {
-  // HOST:PORT; port 0 picks a free one (see RlsServer::Port).
-  std::string address = "127.0.0.1:8081";
-  // Larger request messages are refused by gRPC (RESOURCE_EXHAUSTED) before they are
-  // parsed. An Envoy request is a few hundred bytes.
-  int max_receive_message_bytes = 64 * 1024;
-  RlsServiceOptions service;
-};
-
-// A running gRPC server: the RLS service and grpc.health.v1.Health (SERVING).
-class RlsServer {
- public:
-  // Starts serving; returns once the port is bound. Unavailable if it cannot bind.
-  static absl::StatusOr<std::unique_ptr<RlsServer>> Start(RlsServerOptions options);
-
-  RlsServer(const RlsServer&) = delete;
-  RlsServer& operator=(const RlsServer&) = delete;
-  // Shuts down.
-  ~RlsServer();
-
-  // The bound port.
-  int Port() const { return port_; }
-  RlsService& service() { return *service_; }
-  // Stops accepting calls, answers those in flight (deadline 5 s), then returns. Idempotent.
-  void Shutdown();
-
- private:
-  class GrpcService;
-  RlsServer() = default;
-  int port_ = 0;
-  // Destroyed in reverse order: the server before what it calls.
-  std::unique_ptr<RlsService> service_;
-  std::unique_ptr<GrpcService> grpc_service_;
-  std::unique_ptr<grpc::Server> server_;
-  absl::Mutex mu_;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-inline absl::StatusOr<std::unique_ptr<RlsServer>> StartRlsServer(RlsServerOptions options) {
-  return RlsServer::Start(std::move(options));
-}
 
 }  // namespace tollgate::server
 

@@ -1,0 +1,152 @@
+// Copyright tollgate authors. One HTTP/2 server connection carrying gRPC unary calls: an
+// nghttp2 session fed from and drained to the socket on the connection's loop
+// (nghttp2_session_mem_recv / mem_send), with the flood limits of GrpcServerOptions.
+//
+// Internal to GrpcServer (src/server/grpc_server.h). Threading: an H2Session lives on its
+// socket's loop; every member function below runs there, except GrpcResponder::Call's
+// Deliver, which posts to it.
+#ifndef TOLLGATE_SRC_SERVER_H2_SESSION_H_
+#define TOLLGATE_SRC_SERVER_H2_SESSION_H_
+
+#include <nghttp2/nghttp2.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "src/server/grpc_server.h"
+#include "src/server/grpc_wire.h"
+
+namespace tollgate::server {
+
+class H2Session;
+
+// What every connection of one server shares with it. Thread-safe.
+struct GrpcServerShared {
+  GrpcServerShared(GrpcServerOptions options, GrpcMethods methods);
+  ~GrpcServerShared();
+  GrpcServerShared(const GrpcServerShared&) = delete;
+  GrpcServerShared& operator=(const GrpcServerShared&) = delete;
+
+  const GrpcServerOptions options;
+  const GrpcMethods methods;
+  // Built once from `options`; nghttp2 copies them into each new session.
+  nghttp2_session_callbacks* callbacks = nullptr;
+  nghttp2_option* session_options = nullptr;
+  // Bytes taken from nghttp2 and not yet written to a socket, over all connections.
+  std::atomic<int64_t> buffered_bytes{0};
+  std::atomic<bool> shutting_down{false};
+
+  absl::Mutex mu;
+  // The open connections, for Shutdown.
+  absl::flat_hash_map<H2Session*, std::weak_ptr<H2Session>> sessions ABSL_GUARDED_BY(mu);
+};
+
+// What a response is, handed from a responder to the connection's loop.
+struct GrpcOutcome {
+  bool ok = false;
+  std::string message;  // ok: the response message
+  absl::Status status;  // !ok
+};
+
+struct GrpcResponder::Call {
+  std::weak_ptr<H2Session> session;
+  boost::asio::io_context* loop = nullptr;
+  int32_t stream_id = 0;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+  // Runs the answer on the loop: at once when called there, else posted.
+  void Deliver(GrpcOutcome outcome);
+};
+
+class H2Session : public std::enable_shared_from_this<H2Session> {
+ public:
+  H2Session(std::shared_ptr<GrpcServerShared> shared, boost::asio::ip::tcp::socket socket);
+  ~H2Session();
+  H2Session(const H2Session&) = delete;
+  H2Session& operator=(const H2Session&) = delete;
+
+  // Registers with the server, sends SETTINGS and starts reading. On the loop thread.
+  void Start();
+  // GOAWAY (no new streams); closes once the calls in flight are answered.
+  void GoAway();
+  // Closes the socket now; calls not answered are dropped.
+  void Close();
+  // The loop the connection lives on (any thread may read it).
+  boost::asio::io_context& loop() const { return loop_; }
+  // Answers stream `stream_id` unless it is gone or answered already.
+  void Deliver(int32_t stream_id, GrpcOutcome outcome);
+
+ private:
+  struct Stream;
+  friend struct H2Callbacks;
+
+  // Reading and writing.
+  void Read();
+  void OnRead(boost::system::error_code error, size_t bytes);
+  void Flush();
+  void OnWritten(boost::system::error_code error, size_t bytes);
+  bool ReadPaused() const;
+  void CloseIfDone();
+  // Queues GOAWAY with `error_code` (nghttp2_error_code) and closes once it is written, or
+  // after at most a second.
+  void Terminate(uint32_t error_code);
+  void Tick();
+  void ArmTick();
+
+  // Streams and answers.
+  Stream* FindStream(int32_t stream_id);
+  void OnRequestHeaders(Stream& stream);
+  void OnRequestData(Stream& stream, const uint8_t* data, size_t length);
+  void OnRequestEnd(Stream& stream);
+  void OnDeadline(int32_t stream_id);
+  void AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,
+                   bool accept_identity = false);
+  void AnswerHttp(Stream& stream, int http_status);
+  void AnswerMessage(Stream& stream, std::string message);
+  bool TakeControlToken();
+
+  const std::shared_ptr<GrpcServerShared> shared_;
+  const GrpcServerOptions& options_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::io_context& loop_;
+  boost::asio::steady_timer tick_timer_;
+  nghttp2_session* session_ = nullptr;
+  absl::flat_hash_map<int32_t, std::unique_ptr<Stream>> streams_;
+
+  std::array<uint8_t, 16 * 1024> read_buffer_;
+  std::string out_;  // being written (writing_) or about to be
+  bool reading_ = false;
+  bool writing_ = false;
+  bool in_recv_ = false;  // inside nghttp2_session_mem_recv: no mem_send now
+  bool closed_ = false;
+  bool terminating_ = false;  // GOAWAY for an error queued: no more reading
+  bool going_away_ = false;   // graceful GOAWAY sent
+  // Request body bytes held by this connection's open streams.
+  size_t held_body_bytes_ = 0;
+
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last_read_;
+  Clock::time_point last_write_progress_;
+  Clock::time_point close_by_ = Clock::time_point::max();
+  std::optional<Clock::time_point> ping_sent_;
+  // SETTINGS / PING / PRIORITY / unknown frames: a token bucket.
+  double control_tokens_ = 0;
+  Clock::time_point control_refilled_;
+};
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SRC_SERVER_H2_SESSION_H_

@@ -1,0 +1,174 @@
+"""Shared by the Python gRPC tests: start `tollgate serve`, hand-encode the few protobuf
+messages they send (field numbers from proto/), and a grpcio client for them."""
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+
+import grpc
+
+SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+
+# RateLimitResponse.Code (proto/envoy/service/ratelimit/v3/rls.proto)
+CODE_OK = 1
+CODE_OVER_LIMIT = 2
+# HealthCheckResponse.ServingStatus
+SERVING = 1
+NOT_SERVING = 2
+
+TIFFIN = """domain: tiffin
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+"""
+
+
+def varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def field_bytes(number, payload):
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def field_varint(number, value):
+    return varint(number << 3) + varint(value)
+
+
+def rate_limit_request(domain, descriptors, hits_addend=0):
+    """descriptors: a list of lists of (key, value)."""
+    out = field_bytes(1, domain.encode())
+    for entries in descriptors:
+        descriptor = b"".join(
+            field_bytes(1, field_bytes(1, k.encode()) + field_bytes(2, v.encode()))
+            for k, v in entries)
+        out += field_bytes(2, descriptor)
+    if hits_addend:
+        out += field_varint(3, hits_addend)
+    return out
+
+
+def health_request(service):
+    return field_bytes(1, service.encode()) if service else b""
+
+
+def parse_fields(data):
+    """{field number: [values]}: ints for varints, bytes for length-delimited."""
+    fields = {}
+    i = 0
+    while i < len(data):
+        key, i = read_varint(data, i)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, i = read_varint(data, i)
+        elif wire_type == 2:
+            length, i = read_varint(data, i)
+            value, i = data[i:i + length], i + length
+        elif wire_type == 5:
+            value, i = data[i:i + 4], i + 4
+        elif wire_type == 1:
+            value, i = data[i:i + 8], i + 8
+        else:
+            raise ValueError("wire type %d" % wire_type)
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def read_varint(data, i):
+    shift = value = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, i
+
+
+def overall_code(response):
+    return parse_fields(response).get(1, [0])[0]
+
+
+def statuses(response):
+    """[(code, limit_remaining)] of each DescriptorStatus."""
+    result = []
+    for status in parse_fields(response).get(2, []):
+        fields = parse_fields(status)
+        result.append((fields.get(1, [0])[0], fields.get(3, [0])[0]))
+    return result
+
+
+def health_status(response):
+    return parse_fields(response).get(1, [0])[0]
+
+
+def identity(x):
+    return x
+
+
+def unary(channel, path):
+    return channel.unary_unary(path, request_serializer=identity,
+                               response_deserializer=identity)
+
+
+class Serve:
+    """`tollgate serve` with the in-memory store on free loopback ports."""
+
+    def __init__(self, build_dir, extra_args=(), config=TIFFIN, env=None):
+        self.dir = tempfile.mkdtemp(prefix="tollgate-grpc-")
+        path = os.path.join(self.dir, "tiffin.yaml")
+        with open(path, "w") as f:
+            f.write(config)
+        self.log_path = os.path.join(self.dir, "serve.log")
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen(
+            [os.path.join(build_dir, "tollgate"), "serve", "--config", path,
+             "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", *extra_args],
+            stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        self.grpc_address = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.grpc_address is None:
+            if self.process.poll() is not None:
+                raise RuntimeError("tollgate serve exited: " + open(self.log_path).read())
+            match = re.search(r"listening grpc=(\S+)", open(self.log_path).read())
+            if match:
+                self.grpc_address = match.group(1)
+            else:
+                time.sleep(0.05)
+        if self.grpc_address is None:
+            raise RuntimeError("tollgate serve did not start: " + open(self.log_path).read())
+        self.port = int(self.grpc_address.rsplit(":", 1)[1])
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.process.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        """SIGTERM; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        return self.process.returncode
