@@ -23,6 +23,7 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/support/message_allocator.h"
 #include "src/config/descriptor_matcher.h"
+#include "src/server/json_errors.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
@@ -564,7 +565,7 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
       google::protobuf::util::JsonStringToMessage(std::string(json_body), &request, parse_options);
   if (!parsed.ok()) {
     std::move(done)(
-        error_reply(400, absl::StrCat("invalid JSON request: ", std::string(parsed.message()))));
+        error_reply(400, RlsJsonParseErrorMessage(json_body, std::string(parsed.message()))));
     return;
   }
   service.ShouldRateLimit(request, [done = std::move(done), error_reply](
