@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "src/server/json_errors.h"
 #include "src/server/ratelimit_headers.h"
 
 namespace tollgate::server {
@@ -16,13 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-// A short rendering of a client's value for an error message.
-std::string Shown(const json& value) {
-  constexpr size_t kMaxShown = 64;
-  std::string text = DumpJson(value);
-  if (text.size() > kMaxShown) text = absl::StrCat(text.substr(0, kMaxShown), "...");
-  return text;
-}
+// A short rendering of a client's value for an error message, without raw bytes of it.
+std::string Shown(const json& value) { return ShowForMessage(value); }
 
 absl::Status FieldError(absl::string_view prefix, absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(prefix, field, ": ", what));
@@ -94,28 +90,10 @@ namespace internal {
 
 absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body,
                                                            size_t max_checks) {
-  // The callback sees every value as it is parsed; refusing values deeper than kMaxJsonDepth
-  // keeps them from being built at all. Parse errors become a status here, at the edge.
-  bool too_deep = false;
-  json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t event,
-                                                    json& /*parsed*/) {
-    if (depth > kMaxJsonDepth) {
-      too_deep = true;
-      return false;
-    }
-    return true;
-  };
-  json document;
-  try {
-    document = json::parse(body.begin(), body.end(), limit_depth);
-  } catch (const json::exception& e) {
-    if (body.empty()) return absl::InvalidArgumentError("empty body: expected a JSON object");
-    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", e.what()));
-  }
-  if (too_deep) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid JSON: nested deeper than ", kMaxJsonDepth, " levels"));
-  }
+  // Parse errors become a status here, at the edge, with messages that quote no input.
+  absl::StatusOr<json> parsed_document = ParseJsonBody(body, kMaxJsonDepth);
+  if (!parsed_document.ok()) return parsed_document.status();
+  const json& document = *parsed_document;
   if (!document.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("body: expected a JSON object, got ", Shown(document)));

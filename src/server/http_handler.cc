@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/server/check_json.h"
+#include "src/server/http_framing.h"
+#include "src/server/json_errors.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 #include "src/server/rls_service.h"
@@ -29,13 +31,6 @@ HttpResponse JsonResponse(http::status status, std::string body, unsigned versio
   response.body().push_back('\n');
   response.prepare_payload();
   return response;
-}
-
-// A client's string, cut short for an error message.
-std::string Quoted(absl::string_view text) {
-  constexpr size_t kMaxQuoted = 64;
-  if (text.size() > kMaxQuoted) return absl::StrCat("\"", text.substr(0, kMaxQuoted), "...\"");
-  return absl::StrCat("\"", text, "\"");
 }
 
 // A limiter error is the client's fault when it is about its input.
@@ -80,6 +75,10 @@ int64_t SteadyMicros() {
 }  // namespace
 
 void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) {
+  if (std::optional<FramingRefusal> refusal = CheckRequestFraming(request)) {
+    return std::move(done)(JsonErrorResponse(refusal->status, refusal->message, request.version(),
+                                             /*keep_alive=*/false));
+  }
   absl::string_view target(request.target().data(), request.target().size());
   absl::string_view path = target.substr(0, target.find('?'));
   auto method_not_allowed = [&](const char* allow) {
@@ -136,10 +135,10 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
     response.prepare_payload();
     return std::move(done)(std::move(response));
   }
-  std::move(done)(JsonErrorResponse(
-      http::status::not_found,
-      absl::StrCat("no such path: ", Quoted(path), " (try POST /v1/check or GET /healthz)"),
-      request.version(), request.keep_alive()));
+  std::move(done)(JsonErrorResponse(http::status::not_found,
+                                    absl::StrCat("no such path: ", QuoteForMessage(path),
+                                                 " (try POST /v1/check or GET /healthz)"),
+                                    request.version(), request.keep_alive()));
 }
 
 namespace {
@@ -231,8 +230,8 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
       std::string field = parsed->batch ? absl::StrCat("checks[", i, "].limit") : "limit";
       return std::move(done)(JsonErrorResponse(
           http::status::bad_request,
-          absl::StrCat(field, ": unknown limit ", Quoted(parsed->requests[i].limit)), version,
-          keep_alive));
+          absl::StrCat(field, ": unknown limit ", QuoteForMessage(parsed->requests[i].limit)),
+          version, keep_alive));
     }
     limits.push_back(limit);
   }

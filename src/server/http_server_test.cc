@@ -99,6 +99,7 @@ class HttpServerTest : public ::testing::Test {
 
   void SendCheck() {
     http::request<http::string_body> request(http::verb::post, "/v1/check", 11);
+    request.set(http::field::host, "127.0.0.1");
     request.body() = R"({"limit":"otp","key":"+4412345"})";
     request.prepare_payload();
     http::write(stream_, request);

@@ -16,6 +16,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "src/config/descriptor_matcher.h"
+#include "src/server/json_errors.h"
 #include "src/server/metrics.h"
 #include "tollgate/limiter.h"
 
@@ -210,7 +211,7 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
       google::protobuf::util::JsonStringToMessage(std::string(json_body), &request, parse_options);
   if (!parsed.ok()) {
     std::move(done)(
-        error_reply(400, absl::StrCat("invalid JSON request: ", std::string(parsed.message()))));
+        error_reply(400, RlsJsonParseErrorMessage(json_body, std::string(parsed.message()))));
     return;
   }
   service.ShouldRateLimit(request, [done = std::move(done), error_reply](

@@ -1,0 +1,95 @@
+// Copyright tollgate authors.
+#include "src/server/http_framing.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tollgate::server {
+namespace {
+
+namespace http = boost::beast::http;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+http::request_header<> Head(unsigned version, bool host = true) {
+  http::request_header<> head;
+  head.method(http::verb::post);
+  head.target("/v1/check");
+  head.version(version);
+  if (host) head.set(http::field::host, "tollgate");
+  return head;
+}
+
+TEST(CheckRequestFramingTest, AcceptsOrdinaryRequests) {
+  EXPECT_EQ(CheckRequestFraming(Head(11)), std::nullopt);
+  EXPECT_EQ(CheckRequestFraming(Head(10, /*host=*/false)), std::nullopt);
+  http::request_header<> chunked = Head(11);
+  chunked.set(http::field::transfer_encoding, "Chunked");
+  EXPECT_EQ(CheckRequestFraming(chunked), std::nullopt);
+  http::request_header<> empty_host = Head(11, /*host=*/false);
+  empty_host.set(http::field::host, "");
+  EXPECT_EQ(CheckRequestFraming(empty_host), std::nullopt);
+}
+
+TEST(CheckRequestFramingTest, AnUnimplementedCodingIs501AndNamesIt) {
+  for (const char* value : {"gzip, chunked", "deflate,chunked", " x-custom ;p=1 , chunked"}) {
+    http::request_header<> head = Head(11);
+    head.set(http::field::transfer_encoding, value);
+    std::optional<FramingRefusal> refusal = CheckRequestFraming(head);
+    ASSERT_TRUE(refusal.has_value()) << value;
+    EXPECT_EQ(refusal->status, http::status::not_implemented) << value;
+    EXPECT_THAT(refusal->message, HasSubstr("transfer coding \"")) << value;
+  }
+  // A second Transfer-Encoding field counts as well.
+  http::request_header<> two = Head(11);
+  two.insert(http::field::transfer_encoding, "gzip");
+  two.insert(http::field::transfer_encoding, "chunked");
+  std::optional<FramingRefusal> refusal = CheckRequestFraming(two);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->message,
+            "transfer coding \"gzip\" is not implemented (only chunked is); send the body uncoded");
+}
+
+TEST(CheckRequestFramingTest, ACodingNameIsNotEchoedRaw) {
+  http::request_header<> head = Head(11);
+  head.set(http::field::transfer_encoding, "g\xC3\xA9zip\xFF, chunked");
+  std::optional<FramingRefusal> refusal = CheckRequestFraming(head);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_THAT(refusal->message, Not(HasSubstr("\xFF")));
+  EXPECT_THAT(refusal->message, HasSubstr("\"g\\u00e9zip\\ufffd\""));
+}
+
+TEST(CheckRequestFramingTest, Http11NeedsExactlyOneHost) {
+  std::optional<FramingRefusal> none = CheckRequestFraming(Head(11, /*host=*/false));
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->status, http::status::bad_request);
+  EXPECT_THAT(none->message, HasSubstr("Host"));
+  http::request_header<> two = Head(11);
+  two.insert(http::field::host, "other");
+  std::optional<FramingRefusal> twice = CheckRequestFraming(two);
+  ASSERT_TRUE(twice.has_value());
+  EXPECT_EQ(twice->status, http::status::bad_request);
+}
+
+TEST(CheckRequestFramingTest, AMalformedOrRepeatedChunkedIs400) {
+  for (const char* value : {"chunked chunked", "chunked, chunked"}) {
+    http::request_header<> head = Head(11);
+    head.set(http::field::transfer_encoding, value);
+    std::optional<FramingRefusal> refusal = CheckRequestFraming(head);
+    ASSERT_TRUE(refusal.has_value()) << value;
+    EXPECT_EQ(refusal->status, http::status::bad_request) << value;
+  }
+}
+
+TEST(CheckRequestFramingTest, TransferEncodingOnHttp10Is400) {
+  http::request_header<> head = Head(10);
+  head.set(http::field::transfer_encoding, "chunked");
+  std::optional<FramingRefusal> refusal = CheckRequestFraming(head);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->status, http::status::bad_request);
+}
+
+}  // namespace
+}  // namespace tollgate::server
