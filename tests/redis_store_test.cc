@@ -338,7 +338,7 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
   absl::StatusOr<std::vector<Decision>> both = store_->Check({{&bucket, "p"}, {&otp, "p"}});
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_TRUE((*both)[0].allowed);
-  EXPECT_EQ((*both)[0].remaining, 4);  // what it would have left, had the batch passed
+  EXPECT_EQ((*both)[0].remaining, 5);  // a refusal charges nothing: what it really has
   EXPECT_FALSE((*both)[1].allowed);
   EXPECT_EQ((*both)[1].reason, DenyReason::kOverLimit);
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{p}"}).integer, 0);  // bucket untouched: still full
