@@ -374,6 +374,27 @@ TEST(TollgateCliTest, ServeOnAPortInUseExits1) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// A second server on a gRPC port already served refuses it (no port sharing, which would
+// split Envoy's calls between two servers with different counters) and says nothing of
+// listening: both ports are bound before either is announced.
+TEST(TollgateCliTest, ServeOnAGrpcPortInUseExits1NamingIt) {
+  std::string path = MakeTempDir("tollgate-serve") + "/good.yaml";
+  WriteFile(path, kConfig);
+  auto server = Server::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  std::smatch match;
+  const std::string log = server->log();
+  ASSERT_TRUE(std::regex_search(log, match, std::regex(R"(listening grpc=(127\.0\.0\.1:\d+))")))
+      << log;
+  const std::string grpc_address = match[1];
+  RunResult run =
+      RunTollgate({"serve", "--config", path, "--http", "127.0.0.1:0", "--grpc", grpc_address});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat("cannot listen on ", grpc_address)));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 TEST(TollgateCliTest, CheckSubcommandTalksToAServer) {
   auto server = Server::Start(kConfig);
   ASSERT_NE(server, nullptr);

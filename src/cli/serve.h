@@ -51,7 +51,8 @@ struct ServeOptions {
 struct ServeStore {
   // With --redis: the live instance count (heartbeats into Redis). Declared first, so
   // destroyed last: the stores read it.
-  std::unique_ptr<InstanceRegistry> registry;
+  // Shared: the stores' instance counts hold it, however long the stores live.
+  std::shared_ptr<InstanceRegistry> registry;
   std::shared_ptr<Store> store;
   // With --redis: where `mode: sync` limits live (local counts synced with Redis); else
   // nullptr and they are checked exactly in `store`.

@@ -252,6 +252,7 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
                              RateLimitResponse* response) {
   bool over_limit = false;
   const DescriptorStatus* least_remaining = nullptr;
+  const Limit* unavailable_limit = nullptr;
   for (const PlannedDescriptor& item : plan.descriptors) {
     DescriptorStatus* status = response->add_statuses();
     status->set_code(RateLimitResponse::OK);
@@ -271,7 +272,16 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
       }
       case DescriptorPlan::kCounted:
         if (!item.decision.has_value()) continue;  // store failed: fail open
-        SetDuration(item.decision->reset_after_micros, status->mutable_duration_until_reset());
+        if (item.decision->reason == DenyReason::kStoreUnavailable) {
+          // Refused because the store is unreachable and the limit fails closed: the wait
+          // is the outage's (when the store may answer again), not the window's.
+          SetDuration(item.decision->retry_after_micros, status->mutable_duration_until_reset());
+          if (!item.rule_shadow && unavailable_limit == nullptr) {
+            unavailable_limit = item.limit;
+          }
+        } else {
+          SetDuration(item.decision->reset_after_micros, status->mutable_duration_until_reset());
+        }
         if (!item.decision->allowed && !item.rule_shadow) {
           // As envoyproxy/ratelimit: an over-limit descriptor has nothing left for this
           // request, whatever a smaller one could still take.
@@ -294,6 +304,13 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
   }
   response->set_overall_code(over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT
                                                                : RateLimitResponse::OK);
+  if (unavailable_limit != nullptr) {
+    // The reason travels in the response's dynamic metadata (Envoy adds it to the request's
+    // metadata, for logs); POST /json answers 503 for it.
+    auto& fields = *response->mutable_dynamic_metadata()->mutable_fields();
+    fields[std::string(kReasonMetadataKey)].set_string_value(std::string(kStoreUnavailableReason));
+    fields[std::string(kLimitMetadataKey)].set_string_value(unavailable_limit->name);
+  }
   if (headers && least_remaining != nullptr) {
     auto add = [&](std::string_view name, int64_t value) {
       auto* header = response->add_response_headers_to_add();
@@ -304,6 +321,13 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
     add(kRemainingHeader, least_remaining->limit_remaining());
     add(kResetHeader, least_remaining->duration_until_reset().seconds());
   }
+}
+
+bool RefusedForStoreUnavailable(const RateLimitResponse& response) {
+  if (response.overall_code() != RateLimitResponse::OVER_LIMIT) return false;
+  const auto& fields = response.dynamic_metadata().fields();
+  const auto reason = fields.find(std::string(kReasonMetadataKey));
+  return reason != fields.end() && reason->second.string_value() == kStoreUnavailableReason;
 }
 
 }  // namespace tollgate::server

@@ -26,6 +26,9 @@
 //   not). duration_until_reset is whole seconds, rounded up.
 // - Global shadow mode: every descriptor is shadow, and the overall code is OK while each
 //   descriptor's code stays as computed.
+// - A fail_closed limit refused because the store is unreachable: OVER_LIMIT with
+//   duration_until_reset the outage's retry time (not the window's), and the response's
+//   dynamic_metadata says why: {"reason": "store_unavailable", "limit": <its name>}.
 #ifndef TOLLGATE_SRC_SERVER_RLS_PLAN_H_
 #define TOLLGATE_SRC_SERVER_RLS_PLAN_H_
 
@@ -33,6 +36,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -151,6 +155,14 @@ std::vector<CheckItem> TakeCheckItems(RlsPlan& plan);
 // REQUIRES: `*response` empty.
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
                              RateLimitResponse* response);
+
+// The dynamic_metadata of a response refused because the store is unreachable.
+inline constexpr std::string_view kReasonMetadataKey = "reason";
+inline constexpr std::string_view kLimitMetadataKey = "limit";
+inline constexpr std::string_view kStoreUnavailableReason = "store_unavailable";
+
+// Whether `response` is a refusal because the store is unreachable (POST /json: 503).
+bool RefusedForStoreUnavailable(const RateLimitResponse& response);
 
 // The store key of a descriptor: "k=v,k=v" with '%', ',' and '=' percent-encoded, so two
 // different entry lists never give the same key.

@@ -256,6 +256,44 @@ TEST_F(RlsPlanTest, DurationUntilResetIsWholeSecondsRoundedUp) {
   EXPECT_EQ(response.statuses(2).duration_until_reset().nanos(), 0);
 }
 
+TEST_F(RlsPlanTest, AFailClosedRefusalSaysTheOutageNotTheWindow) {
+  // What the resilient store answers for a fail_closed limit while Redis is unreachable.
+  absl::StatusOr<RlsPlan> plan = Plan(Request({{"user", "a"}, {"ip", "1"}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->counted.size(), 2u);
+  Decision unavailable;
+  unavailable.allowed = false;
+  unavailable.reason = DenyReason::kStoreUnavailable;
+  unavailable.retry_after_micros = 1'200'000;
+  unavailable.reset_after_micros = 0;
+  Decision open_share;
+  open_share.allowed = true;
+  open_share.remaining = 3;
+  open_share.reset_after_micros = 39'500'000;
+  plan->descriptors[plan->counted[0]].decision = unavailable;
+  plan->descriptors[plan->counted[1]].decision = open_share;
+  RateLimitResponse response;
+  RenderRateLimitResponse(*plan, clock_.NowMicros(), /*headers=*/true, &response);
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(response.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(response.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(response.statuses(0).duration_until_reset().seconds(), 2);  // 1.2 s, rounded up
+  EXPECT_EQ(response.statuses(1).duration_until_reset().seconds(), 40);
+  const auto& fields = response.dynamic_metadata().fields();
+  ASSERT_TRUE(fields.contains("reason"));
+  EXPECT_EQ(fields.at("reason").string_value(), "store_unavailable");
+  EXPECT_EQ(fields.at("limit").string_value(), plan->descriptors[plan->counted[0]].limit->name);
+  EXPECT_TRUE(RefusedForStoreUnavailable(response));
+
+  // An ordinary refusal carries no such reason.
+  ASSERT_EQ(Answer(Request({{"user", "b"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "b"}})).overall_code(), RateLimitResponse::OK);
+  RateLimitResponse over = Answer(Request({{"user", "b"}}));
+  ASSERT_EQ(over.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_TRUE(over.dynamic_metadata().fields().empty());
+  EXPECT_FALSE(RefusedForStoreUnavailable(over));
+}
+
 TEST_F(RlsPlanTest, BadRequestsAreRefusedBeforeAnythingIsCounted) {
   RateLimitRequest empty_key = Request({{"user", "a"}, {"", "x"}});
   EXPECT_EQ(Plan(empty_key).status().code(), absl::StatusCode::kInvalidArgument);

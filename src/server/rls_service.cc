@@ -224,7 +224,9 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
       return;
     }
     RlsJsonReply reply;
-    reply.http_status = response->overall_code() == RateLimitResponse::OVER_LIMIT ? 429 : 200;
+    reply.http_status = RefusedForStoreUnavailable(*response)                       ? 503
+                        : response->overall_code() == RateLimitResponse::OVER_LIMIT ? 429
+                                                                                    : 200;
     if (!google::protobuf::util::MessageToJsonString(*response, &reply.body).ok()) {
       std::move(done)(error_reply(500, "cannot print the response"));
       return;
