@@ -153,6 +153,7 @@ TEST_F(HttpApiTest, BatchIsAllOrNothing) {
   EXPECT_EQ(json["name"], "narrow");
   EXPECT_EQ(json["reason"], "over_limit");
   EXPECT_EQ(json["results"][0]["allowed"], true);
+  EXPECT_EQ(json["results"][0]["remaining"], 7);  // the state as it is: nothing was spent
   EXPECT_EQ(json["results"][1]["allowed"], false);
   EXPECT_FALSE(Header(*refused, "Retry-After").empty());
   EXPECT_EQ(peek("wide"), 7);
