@@ -5,7 +5,6 @@
 // Each transport gets its own server, so the two runs never share a counter.
 #include <chrono>
 #include <memory>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,13 +88,6 @@ RateLimitRequest Request(const std::vector<std::pair<std::string, std::string>>&
   return request;
 }
 
-int GrpcPort(const ServeProcess& server) {
-  const std::regex listening(R"(listening grpc=127\.0\.0\.1:(\d+))");
-  std::smatch match;
-  const std::string log = server.log();
-  return std::regex_search(log, match, listening) ? std::stoi(match[1]) : 0;
-}
-
 enum class Transport { kGrpc, kJson };
 
 class RlsPeerKeysTest : public ::testing::TestWithParam<Transport> {
@@ -103,10 +95,10 @@ class RlsPeerKeysTest : public ::testing::TestWithParam<Transport> {
   void SetUp() override {
     server_ = ServeProcess::Start(kConfig);
     ASSERT_NE(server_, nullptr);
-    const int grpc_port = GrpcPort(*server_);
+    const int grpc_port = server_->grpc_port();
     ASSERT_GT(grpc_port, 0) << server_->log();
-    stub_ = RateLimitService::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", grpc_port), grpc::InsecureChannelCredentials()));
+    stub_ = RateLimitService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                                          grpc::InsecureChannelCredentials()));
     client_ = std::make_unique<HttpTestClient>(server_->port());
   }
 

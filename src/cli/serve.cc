@@ -153,7 +153,7 @@ int RunServe(const ServeOptions& options) {
   }
   std::vector<boost::asio::io_context*> loop_contexts;
   for (int i = 0; i < (*loops)->size(); ++i) loop_contexts.push_back(&(*loops)->loop(i));
-  absl::StatusOr<ServeStore> store = MakeStore(options, std::move(loop_contexts));
+  absl::StatusOr<ServeStore> store = MakeStore(options, *config, std::move(loop_contexts));
   if (!store.ok()) {
     spdlog::error("{}", std::string(store.status().message()));
     return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

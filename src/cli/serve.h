@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/config/loaded_configs.h"
 #include "src/server/grpc_server.h"
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
@@ -62,8 +63,10 @@ struct ServeStore {
 // The store the service checks against: in memory without `redis_url`; else Redis behind
 // deadlines, a circuit breaker and each limit's failure policy, with N learned from
 // heartbeats. Checks issued on one of `loops` talk to Redis over connections of that loop
-// (RedisStoreOptions::caller_loops). REQUIRES: the loops outlive the store.
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
+// (RedisStoreOptions::caller_loops). `config` is what the --config files hold at start: it
+// decides whether sync mode can be served and names the group N is counted in.
+// REQUIRES: the loops outlive the store.
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
                                      std::vector<boost::asio::io_context*> loops = {});
 
 // Loads the configs, builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,

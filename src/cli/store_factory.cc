@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
-#include "src/cli/load_configs.h"
 #include "src/cli/serve.h"
 #include "src/server/resilience_log.h"
 #include "src/store/redis/redis_url.h"
@@ -28,14 +27,11 @@ namespace {
 // limit names and Envoy domains, sorted), so an Envoy-only server does not count in the N
 // of a `limits:` fleet on the same Redis. The same files give the same group on every
 // instance and build (SHA-256, not a process-local hash).
-std::string InstanceGroup(const std::vector<std::string>& config_paths) {
-  absl::StatusOr<LoadedConfigs> config = LoadConfigs(config_paths);
+std::string InstanceGroup(const LoadedConfigs& config) {
   std::vector<std::string> names;
-  if (config.ok()) {
-    for (const Limit& limit : config->limits) names.push_back(absl::StrCat("limit:", limit.name));
-    for (const EnvoyDomainConfig& domain : config->envoy_domains) {
-      names.push_back(absl::StrCat("domain:", domain.domain));
-    }
+  for (const Limit& limit : config.limits) names.push_back(absl::StrCat("limit:", limit.name));
+  for (const EnvoyDomainConfig& domain : config.envoy_domains) {
+    names.push_back(absl::StrCat("domain:", domain.domain));
   }
   std::sort(names.begin(), names.end());
   const std::string joined = absl::StrJoin(names, "\n");
@@ -47,7 +43,7 @@ std::string InstanceGroup(const std::vector<std::string>& config_paths) {
 
 }  // namespace
 
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
                                      std::vector<boost::asio::io_context*> loops) {
   ServeStore result;
   if (options.redis_url.empty()) {
@@ -62,15 +58,12 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
   const redis::Topology topology = redis::UrlTopology(options.redis_url);
   const bool sync_supported = topology == redis::Topology::kStandalone;
   if (!sync_supported) {
-    absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
-    if (config.ok()) {
-      for (const Limit& limit : config->limits) {
-        if (limit.mode != Mode::kSync) continue;
-        return absl::InvalidArgumentError(absl::StrCat(
-            "limit \"", limit.name, "\" has mode: sync, which needs a single Redis (redis://); ",
-            topology == redis::Topology::kCluster ? "redis-cluster://" : "redis-sentinel://",
-            " URLs support exact limits only (docs/redis.md)"));
-      }
+    for (const Limit& limit : config.limits) {
+      if (limit.mode != Mode::kSync) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "limit \"", limit.name, "\" has mode: sync, which needs a single Redis (redis://); ",
+          topology == redis::Topology::kCluster ? "redis-cluster://" : "redis-sentinel://",
+          " URLs support exact limits only (docs/redis.md)"));
     }
   }
 
@@ -90,8 +83,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
   // fixed N it only probes and does not join the set.
   InstanceRegistryOptions registry_options;
   registry_options.redis_url = options.redis_url;
-  registry_options.key =
-      absl::StrCat(registry_options.key, ":", InstanceGroup(options.config_paths));
+  registry_options.key = absl::StrCat(registry_options.key, ":", InstanceGroup(config));
   registry_options.announce = options.instances <= 0;
   registry_options.on_event = on_event;
   absl::StatusOr<std::unique_ptr<InstanceRegistry>> registry =

@@ -62,9 +62,10 @@ struct RlsService::Call {
       for (size_t j = 0; j < plan.counted.size(); ++j) {
         PlannedDescriptor& item = plan.descriptors[plan.counted[j]];
         item.decision = (*decisions)[j];
-        if (record)
+        if (record) {
           metrics->RecordDecision(item.limit->name, *item.decision,
                                   item.rule_shadow || plan.global_shadow);
+        }
       }
     }
     RenderRateLimitResponse(plan, clock->NowMicros(), headers, response);

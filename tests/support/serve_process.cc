@@ -93,13 +93,16 @@ std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml
   if (!process.ok()) return nullptr;
   server->process_.emplace(*std::move(process));
 
+  // serve logs its gRPC port before its HTTP port, once both are bound.
   const std::regex listening(R"(listening http=127\.0\.0\.1:(\d+))");
+  const std::regex listening_grpc(R"(listening grpc=127\.0\.0\.1:(\d+))");
   auto deadline = std::chrono::steady_clock::now() + kServeStartTimeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch match;
     std::string log = ReadFileText(server->log_);
     if (std::regex_search(log, match, listening)) {
       server->port_ = std::stoi(match[1]);
+      if (std::regex_search(log, match, listening_grpc)) server->grpc_port_ = std::stoi(match[1]);
       return server;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

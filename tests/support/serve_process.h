@@ -65,6 +65,8 @@ class ServeProcess {
                                              const std::vector<std::string>& extra_args = {});
 
   int port() const { return port_; }
+  // The gRPC port it logged ("listening grpc=127.0.0.1:PORT"), or 0 if it logged none.
+  int grpc_port() const { return grpc_port_; }
   const std::string& config_path() const { return config_; }
   std::string log() const { return ReadFileText(log_); }
   void Signal(int signal) const { process_->Signal(signal); }
@@ -78,6 +80,7 @@ class ServeProcess {
   std::string log_;
   std::optional<Subprocess> process_;
   int port_ = 0;
+  int grpc_port_ = 0;
 };
 
 }  // namespace tollgate::testing
