@@ -335,5 +335,21 @@ TEST(ServeMemoryStoreTest, AReloadThatChangesTheCapSaysItNeedsARestart) {
   EXPECT_EQ(MetricValue(Metrics(server->port()), "tollgate_memory_store_max_keys"), 3);
 }
 
+TEST(ServeMemoryStoreTest, OneConfigFileSetsTheCap) {
+  const std::string dir = MakeTempDir("tollgate-cap");
+  WriteFile(dir + "/a.yaml",
+            "limits:\n  a: {algorithm: fixed_window, limit: 1, window: 1h}\n"
+            "memory_store: {max_keys: 3}\n");
+  WriteFile(dir + "/b.yaml",
+            "limits:\n  b: {algorithm: fixed_window, limit: 1, window: 1h}\n"
+            "memory_store: {max_keys: 4}\n");
+  std::string output;
+  EXPECT_EQ(RunTollgate({"validate", "--config", dir + "/a.yaml", "--config", dir + "/b.yaml"}, {},
+                        output),
+            1);
+  EXPECT_THAT(output,
+              HasSubstr(dir + "/b.yaml: memory_store.max_keys: also set in " + dir + "/a.yaml"));
+}
+
 }  // namespace
 }  // namespace tollgate
