@@ -46,8 +46,11 @@ std::string InstanceGroup(const LoadedConfigs& config) {
 absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
                                      std::vector<boost::asio::io_context*> loops) {
   ServeStore result;
+  const int64_t max_keys =
+      options.memory_max_keys > 0 ? options.memory_max_keys : kDefaultMemoryMaxKeys;
   if (options.redis_url.empty()) {
-    absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Create();
+    absl::StatusOr<std::unique_ptr<MemoryStore>> store =
+        MemoryStore::Create({.max_keys = max_keys});
     if (!store.ok()) return store.status();
     result.store = std::shared_ptr<Store>(*std::move(store));
     return result;
@@ -79,6 +82,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   ResilienceEventCallback on_event = [log](const ResilienceEvent& event) { log->Log(event); };
   ResilienceOptions resilience;
   resilience.on_event = on_event;
+  resilience.fallback_max_keys = max_keys;
   // The registry is also the instance's own probe of Redis, which /readyz follows; with a
   // fixed N it only probes and does not join the set.
   InstanceRegistryOptions registry_options;

@@ -78,7 +78,8 @@ bool HttpTestClient::ClosedByServer() {
 }
 
 std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml,
-                                                  const std::vector<std::string>& extra_args) {
+                                                  const std::vector<std::string>& extra_args,
+                                                  const std::vector<std::string>& environment) {
   auto server = std::unique_ptr<ServeProcess>(new ServeProcess);
   server->dir_ = MakeTempDir("tollgate-serve");
   server->config_ = server->dir_ + "/limits.yaml";
@@ -88,7 +89,7 @@ std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml
       TOLLGATE_BINARY, "serve",  "--config",    server->config_, "--http",
       "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads",     "2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_);
+  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_, environment);
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return nullptr;
   server->process_.emplace(*std::move(process));
