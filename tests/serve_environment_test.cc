@@ -182,7 +182,7 @@ class ServeRedisSecretTest : public ::testing::Test {
     EXPECT_FALSE(metrics.empty());
     const std::string cmdline = CommandLine(server->pid());
     EXPECT_THAT(cmdline, HasSubstr("serve"));
-    EXPECT_EQ(server->Stop(), 0);
+    EXPECT_EQ(server->Stop(), 0) << server->log();
     for (const std::string& where : {server->log(), metrics, cmdline}) {
       EXPECT_THAT(where, Not(HasSubstr("s3cret")));
     }
@@ -217,7 +217,7 @@ TEST_F(ServeRedisSecretTest, APasswordOnTheCommandLineIsHiddenAndWarnedAbout) {
   EXPECT_THAT(cmdline, HasSubstr(absl::StrCat("@127.0.0.1:", redis_->port())));
   EXPECT_THAT(cmdline, Not(HasSubstr("s3cret")));
   EXPECT_THAT(server->log(), HasSubstr("TOLLGATE_REDIS or with --redis-password-file"));
-  EXPECT_EQ(server->Stop(), 0);
+  EXPECT_EQ(server->Stop(), 0) << server->log();
   EXPECT_THAT(server->log(), Not(HasSubstr("s3cret")));
 }
 

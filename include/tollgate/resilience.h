@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "tollgate/clock.h"
 #include "tollgate/store.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 
@@ -77,6 +78,11 @@ struct ResilienceOptions {
   // Time for the breaker and the local fallback limiters. nullptr means SystemClock().
   // REQUIRES: outlives the store.
   Clock* clock = nullptr;
+  // Where each call's deadline (Limit::timeout_micros) is kept and run: a deadline that
+  // passes answers the call from its limit's failure policy on the timers' thread.
+  // nullptr: ThreadTimers() of the store's own. A service with event loops passes
+  // LoopTimers() over them; tests pass SimulatedTimers. May be shared by several stores.
+  std::shared_ptr<Timers> timers;
   CircuitBreakerOptions breaker;
   // The number of live instances sharing the limits (N), read on every fallback decision.
   // nullptr means 1 (this instance takes the whole limit when the store is down).

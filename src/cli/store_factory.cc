@@ -72,7 +72,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
 
   RedisStoreOptions redis_options;
   redis_options.url = options.redis_url;
-  redis_options.caller_loops = std::move(loops);
+  redis_options.caller_loops = loops;
   absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
   if (!redis.ok()) return redis.status();
   for (const std::string& warning : (*redis)->warnings()) spdlog::warn("redis: {}", warning);
@@ -81,6 +81,8 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   auto log = std::make_shared<server::ResilienceLog>();
   ResilienceEventCallback on_event = [log](const ResilienceEvent& event) { log->Log(event); };
   ResilienceOptions resilience;
+  // A check's deadline runs on the loop that sent it, beside its Redis connection.
+  resilience.timers = LoopTimers(std::move(loops));
   resilience.on_event = on_event;
   resilience.fallback_max_keys = max_keys;
   // The registry is also the instance's own probe of Redis, which /readyz follows; with a

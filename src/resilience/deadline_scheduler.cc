@@ -25,11 +25,7 @@ DeadlineScheduler::~DeadlineScheduler() {
   thread_.join();
 }
 
-void DeadlineScheduler::Schedule(int64_t delay_micros, absl::AnyInvocable<void() &&> callback) {
-  Schedule(delay_micros, nullptr, std::move(callback));
-}
-
-void DeadlineScheduler::Schedule(int64_t delay_micros, const std::atomic<bool>* cancelled,
+void DeadlineScheduler::RunAfter(int64_t delay_micros, const std::atomic<bool>* cancelled,
                                  absl::AnyInvocable<void() &&> callback) {
   const int64_t due = MonotonicMicros() + delay_micros;
   absl::MutexLock lock(&mutex_);
@@ -40,7 +36,7 @@ void DeadlineScheduler::Schedule(int64_t delay_micros, const std::atomic<bool>* 
 }
 
 void DeadlineScheduler::Run() {
-  // Cancelled callbacks, destroyed outside the lock (they may own what calls Schedule).
+  // Cancelled callbacks, destroyed outside the lock (they may own what calls RunAfter).
   std::vector<absl::AnyInvocable<void() &&>> dropped;
   absl::MutexLock lock(&mutex_);
   while (true) {
@@ -69,9 +65,15 @@ void DeadlineScheduler::Run() {
     }
     if (stopping_) return;
     const int64_t wait_micros = queue_.empty() ? 100'000 : queue_.top().due_micros - now;
-    // Woken early by Schedule() when an earlier deadline arrives, or by the destructor.
+    // Woken early by RunAfter() when an earlier deadline arrives, or by the destructor.
     wake_.WaitWithTimeout(&mutex_, absl::Microseconds(wait_micros));
   }
 }
 
 }  // namespace tollgate::resilience
+
+namespace tollgate {
+
+std::shared_ptr<Timers> ThreadTimers() { return std::make_shared<resilience::DeadlineScheduler>(); }
+
+}  // namespace tollgate

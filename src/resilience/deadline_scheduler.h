@@ -11,39 +11,30 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::resilience {
 
-// One thread that runs each scheduled callback once its deadline (monotonic time) passes.
-// Callbacks run on that thread and must be short (they answer a caller from a local
-// limiter). A callback may come with a cancellation flag: once the flag is true the callback
-// is dropped unrun, and the thread does not wake up for its deadline. A callback without one
-// whose work was already done checks that itself and returns.
-//
-// Deadlines are real (monotonic) time by nature: they bound how long a caller waits on a
-// real socket, so they do not use the injected limit Clock.
+// ThreadTimers() (tollgate/timers.h): one thread that runs each scheduled callback once its
+// deadline (steady_clock) passes. Callbacks run on that thread and must be short (they
+// answer a caller from a local limiter). A cancelled callback is dropped unrun, and the
+// thread does not wake up for its deadline: when the store answers first, the thread does
+// not wake for that call (one wake-up per timeout period instead of one per call).
 //
 // Thread-safe. The destructor runs every callback still pending and not cancelled, at once,
 // then joins.
-class DeadlineScheduler {
+class DeadlineScheduler final : public Timers {
  public:
   DeadlineScheduler();
   DeadlineScheduler(const DeadlineScheduler&) = delete;
   DeadlineScheduler& operator=(const DeadlineScheduler&) = delete;
-  ~DeadlineScheduler();
+  ~DeadlineScheduler() override;
 
-  // Runs `callback` about `delay_micros` from now.
-  void Schedule(int64_t delay_micros, absl::AnyInvocable<void() &&> callback);
+  int64_t NowMicros() const override { return MonotonicMicros(); }
+  void RunAfter(int64_t delay_micros, const std::atomic<bool>* cancelled,
+                absl::AnyInvocable<void() &&> callback) override;
 
-  // As above, unless `*cancelled` is true by then: a cancelled callback is destroyed without
-  // running, at its deadline or earlier (when it reaches the front of the queue), outside any
-  // lock. Meant for a deadline that is usually beaten: when the store answers first, the
-  // thread does not wake for that call (one wake-up per timeout period instead of one per
-  // call). REQUIRES: `*cancelled` lives as long as `callback` (e.g. both owned by it).
-  void Schedule(int64_t delay_micros, const std::atomic<bool>* cancelled,
-                absl::AnyInvocable<void() &&> callback);
-
-  // Monotonic microseconds (steady_clock), for measuring waits.
+  // Monotonic microseconds (steady_clock).
   static int64_t MonotonicMicros();
 
  private:

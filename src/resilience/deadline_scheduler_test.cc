@@ -29,20 +29,20 @@ TEST(DeadlineSchedulerTest, CancelledCallbackIsDroppedUnrunAndTheOthersStillRun)
   std::atomic<bool> cancelled_later{true};
   {
     DeadlineScheduler scheduler;
-    scheduler.Schedule(1'000, &cancelled, [&] { cancelled_ran = true; });
+    scheduler.RunAfter(1'000, &cancelled, [&] { cancelled_ran = true; });
     cancelled = true;  // the store answered first
-    scheduler.Schedule(2'000, &not_cancelled, [&] {
+    scheduler.RunAfter(2'000, &not_cancelled, [&] {
       std::lock_guard<std::mutex> lock(mutex);
       order.push_back(1);
     });
-    scheduler.Schedule(3'000, [&] {
+    scheduler.RunAfter(3'000, nullptr, [&] {
       std::lock_guard<std::mutex> lock(mutex);
       order.push_back(2);
       last_ran.Notify();
     });
     last_ran.WaitForNotification();
     // Far away and cancelled: neither run at its deadline nor at destruction.
-    scheduler.Schedule(60'000'000, &cancelled_later, [&] { cancelled_ran = true; });
+    scheduler.RunAfter(60'000'000, &cancelled_later, [&] { cancelled_ran = true; });
   }
   EXPECT_FALSE(cancelled_ran);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
@@ -53,14 +53,14 @@ TEST(DeadlineSchedulerTest, CancelledCallbackIsReleasedLongBeforeItsDeadline) {
   absl::Notification destroyed;
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   // An hour away; the callback owns its flag, as a pending call does.
-  scheduler.Schedule(3'600'000'000, cancelled.get(),
+  scheduler.RunAfter(3'600'000'000, cancelled.get(),
                      [cancelled, signal = std::shared_ptr<DestructionSignal>(
                                      new DestructionSignal{&destroyed})] {});
   *cancelled = true;
   cancelled.reset();
   // Something due now wakes the thread; the cancelled callback in front is then let go.
   absl::Notification ran;
-  scheduler.Schedule(0, [&] { ran.Notify(); });
+  scheduler.RunAfter(0, nullptr, [&] { ran.Notify(); });
   ran.WaitForNotification();
   EXPECT_TRUE(destroyed.WaitForNotificationWithTimeout(absl::Seconds(60)));
 }
@@ -70,7 +70,7 @@ TEST(DeadlineSchedulerTest, UncancelledCallbackRunsAtItsDeadline) {
   std::atomic<bool> cancelled{false};
   absl::Notification ran;
   const int64_t start = DeadlineScheduler::MonotonicMicros();
-  scheduler.Schedule(5'000, &cancelled, [&] { ran.Notify(); });
+  scheduler.RunAfter(5'000, &cancelled, [&] { ran.Notify(); });
   ran.WaitForNotification();
   EXPECT_GE(DeadlineScheduler::MonotonicMicros() - start, 5'000);
 }

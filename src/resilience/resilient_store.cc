@@ -504,7 +504,8 @@ class Core {
 
 class ResilientStoreImpl final : public ResilientStore {
  public:
-  explicit ResilientStoreImpl(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  ResilientStoreImpl(std::shared_ptr<Core> core, std::shared_ptr<Timers> timers)
+      : core_(std::move(core)), timers_(std::move(timers)) {}
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
     const CircuitBreaker::Admission admission = core_->breaker().Admit();
@@ -524,15 +525,21 @@ class ResilientStoreImpl final : public ResilientStore {
 
     std::shared_ptr<Core> core = core_;
     const int64_t sent_micros = DeadlineScheduler::MonotonicMicros();
-    // Cancelled by the answer: the scheduler wakes only for calls still unanswered.
-    scheduler_.Schedule(timeout_micros, &call->answered, [core, call] {
-      if (call->answered.exchange(true)) return;
-      core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
-      core->RecordFailure(call->probe, "deadline missed");
-      CheckCallback done = std::move(call->done);
-      call->done = nullptr;
-      core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
-    });
+    // Cancelled by the answer: the timers wake only for calls still unanswered. The entry
+    // holds the core weakly: a timer queue that outlives the store (loop timers drop theirs
+    // when the loop is destroyed) must not keep the Redis store alive past its loops. While
+    // the primary still owes an answer its callback holds the core, so an expired core
+    // means the call was answered.
+    timers_->RunAfter(timeout_micros, &call->answered,
+                      [weak_core = std::weak_ptr<Core>(core), call] {
+                        std::shared_ptr<Core> core = weak_core.lock();
+                        if (core == nullptr || call->answered.exchange(true)) return;
+                        core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
+                        core->RecordFailure(call->probe, "deadline missed");
+                        CheckCallback done = std::move(call->done);
+                        call->done = nullptr;
+                        core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
+                      });
     core->primary().CheckAsync(
         std::move(items),
         [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
@@ -589,9 +596,10 @@ class ResilientStoreImpl final : public ResilientStore {
 
  private:
   std::shared_ptr<Core> core_;
-  // Declared after core_, so destroyed first: it answers every pending deadline at once
-  // and joins. Its callbacks own the Core they use, never the scheduler.
-  DeadlineScheduler scheduler_;
+  // Declared after core_, so released first (ThreadTimers, when this store owns them,
+  // answer every pending deadline at once and join). Their callbacks own the Core they
+  // use; the Core never owns the timers.
+  std::shared_ptr<Timers> timers_;
 };
 
 }  // namespace
@@ -615,9 +623,13 @@ absl::StatusOr<std::unique_ptr<ResilientStore>> ResilientStore::Create(
   memory_options.max_keys = options.fallback_max_keys;
   absl::StatusOr<std::unique_ptr<MemoryStore>> fallback = MemoryStore::Create(memory_options);
   if (!fallback.ok()) return fallback.status();
+  std::shared_ptr<Timers> timers =
+      options.timers != nullptr ? std::move(options.timers) : ThreadTimers();
+  options.timers = nullptr;
   auto core = std::make_shared<resilience::Core>(std::move(primary), std::move(options),
                                                  std::move(*fallback));
-  return std::unique_ptr<ResilientStore>(new resilience::ResilientStoreImpl(std::move(core)));
+  return std::unique_ptr<ResilientStore>(
+      new resilience::ResilientStoreImpl(std::move(core), std::move(timers)));
 }
 
 }  // namespace tollgate

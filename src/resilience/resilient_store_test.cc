@@ -6,17 +6,22 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/post.hpp"
 #include "gtest/gtest.h"
-#include "src/resilience/deadline_scheduler.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -128,6 +133,7 @@ class ResilientStoreTest : public ::testing::Test {
     primary_ = std::make_shared<ControlledStore>(&clock_);
     ResilienceOptions options;
     options.clock = &clock_;
+    options.timers = timers_;
     options.breaker = {.failure_threshold = 3, .open_duration_ms = 500};
     options.instance_count = [this] { return instances_.load(); };
     options.on_event = [this](const ResilienceEvent& event) {
@@ -139,12 +145,32 @@ class ResilientStoreTest : public ::testing::Test {
     store_ = std::move(*store);
   }
 
+  // A call left silent holds the store that holds it: answered, both go.
+  void TearDown() override { primary_->ReleaseSilent(); }
+
   std::vector<ResilienceEvent> events() {
     std::lock_guard<std::mutex> lock(events_mutex_);
     return events_;
   }
 
+  // A check of one item in simulated time: when the store has not answered, the deadline
+  // is let pass (the timers advance by the limit's timeout), which must answer it.
+  absl::StatusOr<std::vector<Decision>> Check(const Limit& limit, const std::string& key,
+                                              int64_t cost = 1) {
+    std::optional<absl::StatusOr<std::vector<Decision>>> answer;
+    std::vector<CheckItem> items;
+    items.push_back(CheckItem{&limit, key, cost});
+    store_->CheckAsync(std::move(items), [&answer](absl::StatusOr<std::vector<Decision>> got) {
+      answer = std::move(got);
+    });
+    if (!answer.has_value()) timers_->AdvanceMicros(limit.timeout_micros);
+    EXPECT_TRUE(answer.has_value()) << "not answered at the deadline";
+    if (!answer.has_value()) return absl::DeadlineExceededError("unanswered");
+    return *std::move(answer);
+  }
+
   SimulatedClock clock_;
+  std::shared_ptr<SimulatedTimers> timers_ = std::make_shared<SimulatedTimers>();
   std::mutex events_mutex_;
   std::vector<ResilienceEvent> events_;
   std::atomic<int64_t> instances_{4};
@@ -155,7 +181,7 @@ class ResilientStoreTest : public ::testing::Test {
 };
 
 TEST_F(ResilientStoreTest, HealthyStoreAnswers) {
-  auto decisions = CheckOne(*store_, open_, "user:1");
+  auto decisions = Check(open_, "user:1");
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   EXPECT_TRUE((*decisions)[0].allowed);
   EXPECT_EQ((*decisions)[0].source, DecisionSource::kMemory);  // the wrapped store's answer
@@ -166,21 +192,21 @@ TEST_F(ResilientStoreTest, FailOpenUsesThisInstancesShare) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
   int allowed = 0;
   for (int i = 0; i < 100; ++i) {
-    auto decisions = CheckOne(*store_, open_, "user:1");
+    auto decisions = Check(open_, "user:1");
     ASSERT_TRUE(decisions.ok()) << decisions.status();
     EXPECT_EQ((*decisions)[0].source, DecisionSource::kFallback);
     if ((*decisions)[0].allowed) ++allowed;
   }
   EXPECT_EQ(allowed, 100 / 4);  // capacity / N with N = 4
   instances_ = 2;
-  auto fresh = CheckOne(*store_, open_, "user:2", 0);
+  auto fresh = Check(open_, "user:2", 0);
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)[0].limit, 50);  // the share follows N
 }
 
 TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
-  auto decisions = CheckOne(*store_, closed_, "phone:1");
+  auto decisions = Check(closed_, "phone:1");
   ASSERT_TRUE(decisions.ok());
   EXPECT_FALSE((*decisions)[0].allowed);
   EXPECT_EQ((*decisions)[0].reason, DenyReason::kStoreUnavailable);
@@ -191,7 +217,7 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
   auto batch = store_->Check(both);
   ASSERT_TRUE(batch.ok());
   EXPECT_FALSE((*batch)[1].allowed);
-  auto peek = CheckOne(*store_, open_, "user:9", 0);
+  auto peek = Check(open_, "user:9", 0);
   EXPECT_EQ((*peek)[0].remaining, 25);
 }
 
@@ -202,36 +228,108 @@ TEST_F(ResilientStoreTest, LocalPolicyUsesItsOwnNumbers) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
   int allowed = 0;
   for (int i = 0; i < 10; ++i) {
-    if ((*CheckOne(*store_, local, "phone:1"))[0].allowed) ++allowed;
+    if ((*Check(local, "phone:1"))[0].allowed) ++allowed;
   }
   EXPECT_EQ(allowed, 2);
 }
 
 TEST_F(ResilientStoreTest, SilentStoreIsAnsweredAtTheDeadlineAndLateRepliesAreDropped) {
   primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
-  const int64_t start = resilience::DeadlineScheduler::MonotonicMicros();
-  auto decisions = CheckOne(*store_, open_, "user:1");
-  const int64_t waited = resilience::DeadlineScheduler::MonotonicMicros() - start;
-  ASSERT_TRUE(decisions.ok());
-  EXPECT_EQ((*decisions)[0].source, DecisionSource::kFallback);
-  EXPECT_GE(waited, open_.timeout_micros);
+  int answers = 0;
+  std::optional<absl::StatusOr<std::vector<Decision>>> answer;
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&open_, "user:1", 1});
+  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+    ++answers;
+    answer = std::move(got);
+  });
+  timers_->AdvanceMicros(open_.timeout_micros - 1);
+  EXPECT_EQ(answers, 0);  // the caller waits for the store until the deadline
+  timers_->AdvanceMicros(1);
+  ASSERT_EQ(answers, 1);
+  ASSERT_TRUE(answer->ok());
+  EXPECT_EQ((**answer)[0].source, DecisionSource::kFallback);
+  EXPECT_TRUE((**answer)[0].allowed);
   EXPECT_EQ(store_->stats().deadlines_missed, 1);
   primary_->ReleaseSilent();  // the late reply must not answer the caller a second time
+  EXPECT_EQ(answers, 1);
   EXPECT_EQ(store_->stats().late_replies, 1);
+}
+
+// The deadline is the smallest timeout of a batch's limits.
+TEST_F(ResilientStoreTest, ABatchWaitsForItsShortestTimeout) {
+  Limit slow = open_;
+  slow.name = "slow";
+  slow.timeout_micros = 200'000;
+  primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
+  int answers = 0;
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&slow, "user:1", 1});
+  items.push_back(CheckItem{&open_, "user:1", 1});  // 20 ms
+  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+    ++answers;
+    EXPECT_TRUE(got.ok());
+  });
+  timers_->AdvanceMicros(open_.timeout_micros);
+  EXPECT_EQ(answers, 1);
+}
+
+// A store that answers in time cancels its deadline: nothing runs when it would have
+// passed, and the breaker never hears of it.
+TEST_F(ResilientStoreTest, AnAnswerInTimeCancelsTheDeadline) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
+  int answers = 0;
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&open_, "user:1", 1});
+  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+    ++answers;
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ((*got)[0].source, DecisionSource::kMemory);
+  });
+  timers_->AdvanceMicros(open_.timeout_micros / 2);
+  primary_->ReleaseSilent(/*land=*/true);
+  EXPECT_EQ(answers, 1);
+  timers_->AdvanceMicros(open_.timeout_micros);
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(store_->stats().deadlines_missed, 0);
+  EXPECT_EQ(store_->stats().late_replies, 0);
+  EXPECT_EQ(timers_->pending(), 0);
+}
+
+// Missed deadlines open the breaker like errors do: after failure_threshold of them the
+// store is not asked again until the open duration has passed (the limits' clock).
+TEST_F(ResilientStoreTest, MissedDeadlinesOpenTheBreaker) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Check(open_, "user:1").ok());
+  EXPECT_EQ(store_->stats().deadlines_missed, 3);
+  EXPECT_EQ(store_->circuit_state(), CircuitState::kOpen);
+  const int calls = primary_->calls();
+  auto rejected = Check(open_, "user:1");  // answered at once, no deadline to wait
+  ASSERT_TRUE(rejected.ok());
+  EXPECT_EQ((*rejected)[0].source, DecisionSource::kFallback);
+  EXPECT_EQ(primary_->calls(), calls);
+  EXPECT_EQ(timers_->pending(), 0);
+  primary_->ReleaseSilent(/*land=*/true);
+  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+  clock_.AdvanceMillis(500);
+  auto probe = Check(open_, "user:1");
+  ASSERT_TRUE(probe.ok());
+  EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
+  EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
 }
 
 TEST_F(ResilientStoreTest, BreakerOpensThenProbesAndCloses) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Check(open_, "user:1").ok());
   EXPECT_EQ(store_->circuit_state(), CircuitState::kOpen);
   const int calls_when_open = primary_->calls();
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1").ok());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(Check(open_, "user:1").ok());
   EXPECT_EQ(primary_->calls(), calls_when_open);  // no waiting on the store while open
   EXPECT_EQ(store_->stats().breaker_rejections, 50);
 
   primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
   clock_.AdvanceMillis(500);
-  auto probe = CheckOne(*store_, open_, "user:1");
+  auto probe = Check(open_, "user:1");
   ASSERT_TRUE(probe.ok());
   EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
   EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
@@ -239,18 +337,18 @@ TEST_F(ResilientStoreTest, BreakerOpensThenProbesAndCloses) {
 
 TEST_F(ResilientStoreTest, FallbackConsumptionIsAddedBackWhenTheStoreAnswersAgain) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1", 5).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Check(open_, "user:1", 5).ok());
   const int64_t last_at = clock_.NowMicros();
   clock_.AdvanceMillis(100);
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:2", 2).ok());
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:3", 0).ok());   // a peek consumes nothing
-  ASSERT_TRUE(CheckOne(*store_, closed_, "phone:1").ok());   // fail_closed consumes nothing
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:4", 26).ok());  // refused by the share (25)
-  EXPECT_TRUE(primary_->added().empty());                    // nothing sent while the store is down
+  ASSERT_TRUE(Check(open_, "user:2", 2).ok());
+  ASSERT_TRUE(Check(open_, "user:3", 0).ok());   // a peek consumes nothing
+  ASSERT_TRUE(Check(closed_, "phone:1").ok());   // fail_closed consumes nothing
+  ASSERT_TRUE(Check(open_, "user:4", 26).ok());  // refused by the share (25)
+  EXPECT_TRUE(primary_->added().empty());        // nothing sent while the store is down
 
   primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
   clock_.AdvanceMillis(500);
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:9", 0).ok());  // the probe closes the breaker
+  ASSERT_TRUE(Check(open_, "user:9", 0).ok());  // the probe closes the breaker
   ASSERT_EQ(store_->circuit_state(), CircuitState::kClosed);
 
   std::vector<ControlledStore::Added> added = primary_->added();
@@ -266,7 +364,7 @@ TEST_F(ResilientStoreTest, FallbackConsumptionIsAddedBackWhenTheStoreAnswersAgai
   EXPECT_EQ(store_->stats().reconciled_items, 2);
 
   // Sent once: later successes add nothing more.
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:9", 0).ok());
+  ASSERT_TRUE(Check(open_, "user:9", 0).ok());
   EXPECT_EQ(primary_->added().size(), 2u);
 }
 
@@ -280,11 +378,11 @@ TEST_F(ResilientStoreTest, TokenBucketConsumptionIsChargedAsOfWhenItWasAdmitted)
   int allowed_greedy = 0;
   for (int tick = 0; tick < 120; ++tick) {  // 6 s, every 50 ms
     if (tick % 4 == 0) {
-      auto within = CheckOne(*store_, api, "user:within");  // 5/s: the share's rate
+      auto within = Check(api, "user:within");  // 5/s: the share's rate
       ASSERT_TRUE(within.ok());
       EXPECT_TRUE((*within)[0].allowed) << tick;
     }
-    auto greedy = CheckOne(*store_, api, "user:greedy");  // 20/s: 4x the share
+    auto greedy = Check(api, "user:greedy");  // 20/s: 4x the share
     ASSERT_TRUE(greedy.ok());
     allowed_greedy += (*greedy)[0].allowed ? 1 : 0;
     clock_.AdvanceMillis(50);
@@ -294,7 +392,7 @@ TEST_F(ResilientStoreTest, TokenBucketConsumptionIsChargedAsOfWhenItWasAdmitted)
 
   primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
   clock_.AdvanceMillis(500);  // the breaker's next probe; 2.5 tokens come back meanwhile
-  ASSERT_TRUE(CheckOne(*store_, api, "probe", 0).ok());
+  ASSERT_TRUE(Check(api, "probe", 0).ok());
   ASSERT_EQ(store_->circuit_state(), CircuitState::kClosed);
   std::vector<ControlledStore::Added> added = primary_->added();
   int64_t within = 0, greedy = 0;
@@ -318,7 +416,7 @@ TEST_F(ResilientStoreTest, TokenBucketConsumptionIsChargedAsOfWhenItWasAdmitted)
 // failed, it is.
 TEST_F(ResilientStoreTest, LateReplySettlesTheFallbackAdmissionOfItsCall) {
   primary_->set_behaviour(ControlledStore::Behaviour::kSilent);
-  auto first = CheckOne(*store_, open_, "user:landed", 3);
+  auto first = Check(open_, "user:landed", 3);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ((*first)[0].source, DecisionSource::kFallback);
   EXPECT_TRUE((*first)[0].allowed);
@@ -326,14 +424,14 @@ TEST_F(ResilientStoreTest, LateReplySettlesTheFallbackAdmissionOfItsCall) {
   EXPECT_EQ(store_->stats().late_replies, 1);
   EXPECT_EQ(store_->stats().late_replies_settled, 1);
 
-  auto second = CheckOne(*store_, open_, "user:lost", 2);
+  auto second = Check(open_, "user:lost", 2);
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE((*second)[0].allowed);
   primary_->ReleaseSilent(/*land=*/false);  // the late reply is an error: nothing consumed
   EXPECT_EQ(store_->stats().late_replies_settled, 1);
 
   primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
-  ASSERT_TRUE(CheckOne(*store_, open_, "probe", 0).ok());
+  ASSERT_TRUE(Check(open_, "probe", 0).ok());
   std::vector<ControlledStore::Added> added = primary_->added();
   ASSERT_EQ(added.size(), 1u);
   EXPECT_EQ(added[0].key, "user:lost");
@@ -342,11 +440,11 @@ TEST_F(ResilientStoreTest, LateReplySettlesTheFallbackAdmissionOfItsCall) {
 
 TEST_F(ResilientStoreTest, StateChangesAreReportedOncePerChange) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(CheckOne(*store_, open_, "user:1").ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(Check(open_, "user:1").ok());
   primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
   clock_.AdvanceMillis(500);
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:2").ok());
-  ASSERT_TRUE(CheckOne(*store_, open_, "user:2").ok());
+  ASSERT_TRUE(Check(open_, "user:2").ok());
+  ASSERT_TRUE(Check(open_, "user:2").ok());
 
   using Kind = ResilienceEvent::Kind;
   std::vector<ResilienceEvent> seen = events();
@@ -379,28 +477,89 @@ TEST_F(ResilientStoreTest, ReconciliationIsBoundedAndCountsWhatItDrops) {
   EXPECT_EQ(primary_->added().size(), 2u);
 }
 
-TEST(DeadlineSchedulerTest, RunsCallbacksInDeadlineOrderAndAllAtDestruction) {
+// Every implementation of Timers keeps the same contract; `advance` lets `micros` pass.
+void ExpectDeadlineOrderAndDestructionRuns(std::shared_ptr<Timers> timers,
+                                           const std::function<void(int64_t)>& advance) {
   std::vector<int> order;
   std::mutex mutex;
   absl::Notification second_ran;
-  {
-    resilience::DeadlineScheduler scheduler;
-    scheduler.Schedule(20'000, [&] {
-      std::lock_guard<std::mutex> lock(mutex);
-      order.push_back(2);
-      second_ran.Notify();
-    });
-    scheduler.Schedule(1'000, [&] {
-      std::lock_guard<std::mutex> lock(mutex);
-      order.push_back(1);
-    });
-    second_ran.WaitForNotification();
-    scheduler.Schedule(60'000'000, [&] {  // far away: runs at destruction
-      std::lock_guard<std::mutex> lock(mutex);
-      order.push_back(3);
-    });
-  }
+  auto record = [&](int value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    order.push_back(value);
+  };
+  std::atomic<bool> cancelled{false};
+  timers->RunAfter(20'000, nullptr, [&] {
+    record(2);
+    second_ran.Notify();
+  });
+  timers->RunAfter(1'000, nullptr, [&] { record(1); });
+  timers->RunAfter(5'000, &cancelled, [&] { record(-1); });
+  cancelled.store(true);
+  advance(20'000);
+  second_ran.WaitForNotification();
+  timers->RunAfter(60'000'000, nullptr, [&] { record(3); });  // far away: at destruction
+  timers->RunAfter(60'000'000, &cancelled, [&] { record(-1); });
+  timers.reset();
+  std::lock_guard<std::mutex> lock(mutex);
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(TimersTest, ThreadTimersRunInDeadlineOrderAndPendingOnesAtDestruction) {
+  ExpectDeadlineOrderAndDestructionRuns(ThreadTimers(), [](int64_t) {});
+}
+
+TEST(TimersTest, SimulatedTimersRunOnlyWhenTimeIsAdvanced) {
+  auto timers = std::make_shared<SimulatedTimers>();
+  SimulatedTimers* raw = timers.get();
+  ExpectDeadlineOrderAndDestructionRuns(std::move(timers),
+                                        [raw](int64_t micros) { raw->AdvanceMicros(micros); });
+
+  SimulatedTimers simulated(0);
+  int64_t seen = -1;
+  simulated.RunAfter(300, nullptr, [&] { seen = simulated.NowMicros(); });
+  simulated.AdvanceMicros(299);
+  EXPECT_EQ(seen, -1);
+  simulated.AdvanceMicros(1'000);
+  EXPECT_EQ(seen, 300);  // a callback sees its own deadline as now
+  EXPECT_EQ(simulated.NowMicros(), 1'299);
+}
+
+// On an event loop, a callback scheduled from the loop's thread runs on that thread; one
+// scheduled from elsewhere runs too (on a thread of its own).
+TEST(TimersTest, LoopTimersRunOnTheLoopThatScheduled) {
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread loop_thread([&] { io.run(); });
+  std::shared_ptr<Timers> timers = LoopTimers({&io});
+  absl::Notification ran_on_loop;
+  absl::Notification ran_off_loop;
+  std::thread::id ran_on;
+  std::atomic<bool> cancelled{false};
+  std::atomic<int> cancelled_runs{0};
+  boost::asio::post(io, [&] {
+    timers->RunAfter(5'000, &cancelled, [&] { cancelled_runs.fetch_add(1); });
+    cancelled.store(true);
+    timers->RunAfter(10'000, nullptr, [&] {
+      ran_on = std::this_thread::get_id();
+      ran_on_loop.Notify();
+    });
+  });
+  timers->RunAfter(1'000, nullptr, [&] { ran_off_loop.Notify(); });
+  ran_on_loop.WaitForNotification();
+  ran_off_loop.WaitForNotification();
+  EXPECT_EQ(ran_on, loop_thread.get_id());
+  EXPECT_EQ(cancelled_runs.load(), 0);
+
+  // Destroying the timers runs what is pending on its loop at once.
+  absl::Notification flushed;
+  boost::asio::post(io, [&] { timers->RunAfter(60'000'000, nullptr, [&] { flushed.Notify(); }); });
+  absl::Notification posted;
+  boost::asio::post(io, [&] { posted.Notify(); });
+  posted.WaitForNotification();
+  timers.reset();
+  flushed.WaitForNotification();
+  work.reset();
+  loop_thread.join();
 }
 
 }  // namespace
