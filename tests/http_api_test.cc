@@ -96,8 +96,9 @@ TEST_F(HttpApiTest, AllowsTheBurstThenRefusesWithRetryAfter) {
     EXPECT_EQ(json["remaining"], 4 - i);
     EXPECT_EQ(json["limit"], 5);
     EXPECT_EQ(json["source"], "memory");
-    EXPECT_EQ(Header(*response, "RateLimit-Policy"), "5;w=5000");
-    EXPECT_EQ(Header(*response, "RateLimit").rfind(absl::StrCat("limit=5, remaining=", 4 - i), 0),
+    // draft-11 by default: the limit's name is the policy's.
+    EXPECT_EQ(Header(*response, "RateLimit-Policy"), R"("burst";q=5;w=5000)");
+    EXPECT_EQ(Header(*response, "RateLimit").rfind(absl::StrCat(R"("burst";r=)", 4 - i, ";t="), 0),
               0u)
         << Header(*response, "RateLimit");
   }

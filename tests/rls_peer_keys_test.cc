@@ -93,7 +93,8 @@ enum class Transport { kGrpc, kJson };
 class RlsPeerKeysTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
-    server_ = ServeProcess::Start(kConfig);
+    // The peer's RESPONSE_DYNAMIC_METADATA=true, as its integration tests run it.
+    server_ = ServeProcess::Start(kConfig, {"--response-dynamic-metadata"});
     ASSERT_NE(server_, nullptr);
     const int grpc_port = server_->grpc_port();
     ASSERT_GT(grpc_port, 0) << server_->log();
@@ -173,6 +174,33 @@ TEST_P(RlsPeerKeysTest, QuotaModeRefusesOnlyWhenEveryQuotaIsOver) {
   EXPECT_EQ(one_over.statuses(1).code(), kOk);
   RateLimitResponse all_over = Ask(Request({{"quota_a", "t"}, {"quota_b", "t"}}));
   EXPECT_EQ(all_over.overall_code(), kOver);
+}
+
+TEST_P(RlsPeerKeysTest, MetadataOfPassedRulesComesBackAsDynamicMetadata) {
+  RateLimitResponse passed = Ask(Request({{"quota_a", "m"}, {"quota_b", "m"}}));
+  EXPECT_EQ(passed.overall_code(), kOk);
+  const auto& fields = passed.dynamic_metadata().fields();
+  ASSERT_TRUE(fields.contains("metadata")) << passed.ShortDebugString();
+  EXPECT_EQ(fields.at("domain").string_value(), "peer");
+  const auto& metadata = fields.at("metadata").struct_value().fields();
+  EXPECT_EQ(metadata.at("name").string_value(), "service_1");
+  EXPECT_EQ(metadata.at("tiers").list_value().values(1).string_value(), "silver");
+  // quota_a is spent: it did not pass, so its metadata is not sent.
+  RateLimitResponse spent = Ask(Request({{"quota_a", "m"}}));
+  EXPECT_EQ(spent.overall_code(), kOver);
+  EXPECT_FALSE(spent.dynamic_metadata().fields().contains("metadata"));
+  EXPECT_TRUE(spent.dynamic_metadata().fields().contains("descriptors"));
+}
+
+TEST_P(RlsPeerKeysTest, JsonSendsEnvoysXRateLimitFields) {
+  if (GetParam() != Transport::kJson) GTEST_SKIP() << "HTTP headers: POST /json only";
+  auto reply = client_->Send(
+      http::verb::post, "/json",
+      R"({"domain":"peer","descriptors":[{"entries":[{"key":"two_days","value":"h"}]}]})");
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ((*reply)["X-RateLimit-Limit"], "1, 1;w=86400");
+  EXPECT_EQ((*reply)["X-RateLimit-Remaining"], "0");
+  EXPECT_GT(std::stoll(std::string((*reply)["X-RateLimit-Reset"])), 0);
 }
 
 TEST_P(RlsPeerKeysTest, UnitMultiplierWindow) {

@@ -58,6 +58,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_command->add_flag("--shadow-mode", serve.shadow_mode,
                           "Envoy API: count decisions but never answer OVER_LIMIT");
+  serve_command->add_flag("--quota-mode", serve.quota_mode,
+                          "Envoy API: every rule in quota mode (envoyproxy/ratelimit's "
+                          "QUOTA_MODE): refuse only when every descriptor is over its limit");
+  serve_command->add_flag("--response-dynamic-metadata", serve.response_dynamic_metadata,
+                          "Envoy API: answer with dynamic_metadata holding the request and the "
+                          "matched rules' `metadata` (envoyproxy/ratelimit's "
+                          "RESPONSE_DYNAMIC_METADATA)");
+  std::string ratelimit_headers = "draft11";
+  serve_command
+      ->add_option("--ratelimit-headers", ratelimit_headers,
+                   "RateLimit fields of /v1/check: draft11 (\"name\";q=10;w=2 and "
+                   "\"name\";r=9;t=1), draft07 (limit=10, remaining=9, reset=1) or none (also "
+                   "no X-RateLimit-* on /json)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"draft11", "draft07", "none"}));
   serve_command
       ->add_option("--instances", serve.instances,
                    "With --redis: fixed instance count N (default: learned)")
@@ -214,6 +229,9 @@ int main(int argc, char** argv) {
     grpc.idle_timeout = std::chrono::milliseconds(grpc_idle_timeout_ms);
     grpc.keepalive_interval = std::chrono::milliseconds(grpc_keepalive_interval_ms);
     grpc.keepalive_timeout = std::chrono::milliseconds(grpc_keepalive_timeout_ms);
+    // Checked by IsMember above.
+    serve.ratelimit_headers = tollgate::server::ParseRateLimitHeaderFormat(ratelimit_headers)
+                                  .value_or(tollgate::server::RateLimitHeaderFormat::kDraft11);
     spdlog::set_level(spdlog::level::from_str(log_level));
     for (const std::string& warning :
          tollgate::cli::MisspelledEnvironmentVariables(*serve_command)) {

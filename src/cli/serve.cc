@@ -230,6 +230,8 @@ int RunServe(const ServeOptions& given) {
   rls_options.metrics = &metrics;
   rls_options.check_service = check_service.get();
   rls_options.shadow_mode = options.shadow_mode;
+  rls_options.quota_mode = options.quota_mode;
+  rls_options.response_dynamic_metadata = options.response_dynamic_metadata;
   rls_options.max_descriptors = options.max_descriptors;
   absl::StatusOr<std::unique_ptr<server::RlsService>> rls =
       server::RlsService::Create(std::move(rls_options));
@@ -259,6 +261,7 @@ int RunServe(const ServeOptions& given) {
   http_options.limits.max_header_bytes = static_cast<uint32_t>(options.max_header_bytes);
   http_options.limits.idle_timeout = std::chrono::milliseconds(options.http_timeout_ms);
   http_options.rls_service = rls->get();
+  http_options.ratelimit_headers = options.ratelimit_headers;
   http_options.metrics = &metrics;
   // Ready when the instance's own probe of Redis (the registry's, every 250 ms, whatever
   // the traffic) is answered, or when no limit needs Redis to answer correctly.

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "src/config/loaded_configs.h"
 #include "src/server/grpc_server.h"
+#include "src/server/ratelimit_headers.h"
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
 
@@ -43,6 +44,13 @@ struct ServeOptions {
   int threads = 0;
   // Envoy API: compute and count, never answer OVER_LIMIT.
   bool shadow_mode = false;
+  // Envoy API: every rule in quota mode (envoyproxy/ratelimit's QUOTA_MODE; rls_plan.h).
+  bool quota_mode = false;
+  // Envoy API: the response's dynamic_metadata carries the request and the `metadata` of the
+  // rules that passed (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA; rls_plan.h).
+  bool response_dynamic_metadata = false;
+  // The RateLimit fields of POST /v1/check; kNone also drops POST /json's X-RateLimit-*.
+  server::RateLimitHeaderFormat ratelimit_headers = server::RateLimitHeaderFormat::kDraft11;
   // With --redis: a fixed instance count N instead of the learned one (0: learn it).
   int64_t instances = 0;
   // Bounds on what one client may send (see docs/http.md, "Limits").

@@ -106,6 +106,7 @@ void DescriptorMatcher::AddLevel(const std::string& domain, const std::string& p
       rule.rate_limit = std::move(*descriptor.rate_limit);
       rule.shadow_mode = descriptor.shadow_mode;
       rule.quota_mode = descriptor.quota_mode;
+      rule.metadata_json = std::move(descriptor.metadata_json);
       node->rule = &rule;
     }
     if (!descriptor.descriptors.empty()) {

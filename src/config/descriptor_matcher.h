@@ -33,6 +33,9 @@ struct EnvoyRule {
   bool shadow_mode = false;
   // envoyproxy/ratelimit's quota mode (EnvoyDescriptor::quota_mode).
   bool quota_mode = false;
+  // The `metadata` of the descriptor holding the rule, as a JSON object; empty when none
+  // (EnvoyDescriptor::metadata_json).
+  std::string metadata_json;
   // The tollgate::Limit that counts this rule (full_key, made unique if needed). Empty when
   // nothing is counted: unlimited, or requests_per_unit 0 (always over the limit).
   std::string limit_name;

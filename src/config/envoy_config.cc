@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -219,6 +221,118 @@ EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field) 
 }
 
 // A byte that `text` does not hold.
+void AppendJsonString(absl::string_view text, std::string& out) {
+  out.push_back('"');
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+// Whether a plain scalar reads as a number in YAML (decimal, with an optional fraction and
+// exponent), as envoyproxy/ratelimit's YAML decoder types it.
+bool IsYamlNumber(absl::string_view text) {
+  size_t i = 0;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+  size_t digits = 0;
+  while (i < text.size() && absl::ascii_isdigit(text[i])) ++i, ++digits;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    while (i < text.size() && absl::ascii_isdigit(text[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+    size_t exponent = 0;
+    while (i < text.size() && absl::ascii_isdigit(text[i])) ++i, ++exponent;
+    if (exponent == 0) return false;
+  }
+  return i == text.size();
+}
+
+// `node` as JSON: maps as objects, sequences as arrays; a plain scalar as null, a boolean
+// (true/false, yes/no, on/off in any case, as YAML 1.1) or a number when it reads as one,
+// else (and always when quoted) a string.
+void AppendYamlAsJson(const YAML::Node& node, std::string& out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      out.push_back('{');
+      bool first = true;
+      for (const auto& entry : node) {
+        if (!first) out.push_back(',');
+        first = false;
+        AppendJsonString(entry.first.IsScalar() ? entry.first.Scalar() : "", out);
+        out.push_back(':');
+        AppendYamlAsJson(entry.second, out);
+      }
+      out.push_back('}');
+      return;
+    }
+    case YAML::NodeType::Sequence: {
+      out.push_back('[');
+      for (size_t i = 0; i < node.size(); ++i) {
+        if (i > 0) out.push_back(',');
+        AppendYamlAsJson(node[i], out);
+      }
+      out.push_back(']');
+      return;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& text = node.Scalar();
+      if (node.Tag() != "!") {  // plain, not quoted
+        const std::string lower = absl::AsciiStrToLower(text);
+        if (lower == "null" || lower == "~" || lower.empty()) {
+          out += "null";
+          return;
+        }
+        if (lower == "true" || lower == "yes" || lower == "on") {
+          out += "true";
+          return;
+        }
+        if (lower == "false" || lower == "no" || lower == "off") {
+          out += "false";
+          return;
+        }
+        if (IsYamlNumber(text)) {
+          // JSON has no leading '+' nor a bare '.5' or '5.': print the double.
+          double value = 0;
+          if (absl::SimpleAtod(text, &value) && std::isfinite(value)) {
+            absl::StrAppend(&out, value);
+            return;
+          }
+        }
+      }
+      AppendJsonString(text, out);
+      return;
+    }
+    default:
+      out += "null";
+  }
+}
+
 char AbsentByte(absl::string_view text) {
   bool present[256] = {};
   for (unsigned char c : text) present[c] = true;
@@ -304,6 +418,8 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
         Fail(metadata, item_field + ".metadata",
              absl::StrCat("expected a map, got ", Describe(metadata)));
       }
+      if (metadata.IsMap() && metadata.size() > 0)
+        AppendYamlAsJson(metadata, descriptor.metadata_json);
     }
     if (YAML::Node share = item["share_threshold"]) {
       descriptor.share_threshold = Bool(share, item_field + ".share_threshold");

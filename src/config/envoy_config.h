@@ -82,6 +82,11 @@ struct EnvoyDescriptor {
   // Only with a wildcard value: every value it matches shares one counter (the wildcard's)
   // instead of one counter per value.
   bool share_threshold = false;
+  // The `metadata` map as a JSON object ("{"k":"v",...}"), empty when absent or empty:
+  // what envoyproxy/ratelimit returns in the response's dynamic metadata when this
+  // descriptor's rule matched and passed. Plain YAML scalars are typed as YAML 1.1 reads
+  // them (null, booleans, numbers), quoted ones are strings.
+  std::string metadata_json;
   std::vector<EnvoyDescriptor> descriptors;
   // Where it was written, for messages.
   int line = 0;
@@ -97,8 +102,9 @@ struct EnvoyDomainConfig {
 // Parses `yaml_text`. On failure returns InvalidArgument whose message reads
 // "FILE:LINE:COLUMN: FIELD: what was expected", FIELD a path such as
 // "descriptors[1].descriptors[0].rate_limit.unit". Unknown keys are errors, as in
-// envoyproxy/ratelimit. `detailed_metric`, `value_to_metric` (booleans) and `metadata` (a
-// map) are accepted, checked and otherwise ignored (docs/envoy.md says why).
+// envoyproxy/ratelimit. `detailed_metric` and `value_to_metric` (booleans) are accepted,
+// checked and otherwise ignored (docs/envoy.md says why); `metadata` (a map) is kept as
+// EnvoyDescriptor::metadata_json.
 absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
                                                    std::string_view file_name);
 

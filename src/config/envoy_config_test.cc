@@ -234,6 +234,32 @@ descriptors:
   EXPECT_FALSE(method.share_threshold);
   EXPECT_EQ(method.rate_limit->unit, EnvoyUnit::kSecond);
   EXPECT_EQ(method.rate_limit->unit_multiplier, 30u);
+  EXPECT_EQ(method.metadata_json,
+            R"({"owner":"payments","tiers":["gold","silver"],"limits":{"burst":3}})");
+  EXPECT_EQ(config->descriptors[2].metadata_json, "");
+}
+
+TEST(EnvoyConfigTest, MetadataScalarsAreTypedAsYamlReadsThem) {
+  constexpr char kYaml[] = R"(domain: d
+descriptors:
+  - key: k
+    metadata:
+      count: 12
+      ratio: -0.5
+      on: yes
+      off: False
+      none: ~
+      quoted: "12"
+      single: 'true'
+      text: "say \"hi\"\tnow"
+      version: 1.2.3
+    rate_limit: {unit: second, requests_per_unit: 1}
+)";
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kYaml, "m.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->descriptors[0].metadata_json,
+            R"({"count":12,"ratio":-0.5,"on":true,"off":false,"none":null,"quoted":"12",)"
+            R"("single":"true","text":"say \"hi\"\tnow","version":"1.2.3"})");
 }
 
 TEST(EnvoyConfigTest, WildcardsMatchLikeThePeers) {

@@ -108,9 +108,12 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
     const bool keep_alive = request.keep_alive();
     return HandleRlsJson(
         *rls_service_, std::string_view(request.body().data(), request.body().size()),
-        [done = std::move(done), version, keep_alive](const RlsJsonReply& reply) mutable {
-          std::move(done)(JsonResponse(static_cast<http::status>(reply.http_status), reply.body,
-                                       version, keep_alive));
+        header_format_ != RateLimitHeaderFormat::kNone,
+        [done = std::move(done), version, keep_alive](RlsJsonReply reply) mutable {
+          HttpResponse response = JsonResponse(static_cast<http::status>(reply.http_status),
+                                               std::move(reply.body), version, keep_alive);
+          for (auto& [name, value] : reply.headers) response.set(name, std::move(value));
+          std::move(done)(std::move(response));
         });
   }
   if (path == "/readyz") {
@@ -146,22 +149,16 @@ namespace {
 // The reply to a checked request. REQUIRES: result.decisions.size() == body.requests.size()
 // == limits.size() > 0.
 HttpResponse CheckedResponse(const ParsedCheckBody& body, const MultiDecision& result,
-                             absl::Span<const Limit* const> limits, unsigned version,
-                             bool keep_alive) {
+                             absl::Span<const Limit* const> limits, RateLimitHeaderFormat format,
+                             unsigned version, bool keep_alive) {
   size_t top = MostRestrictive(result.allowed, result.decisions);
   const Decision& top_decision = result.decisions[top];
   HttpResponse response = JsonResponse(StatusForDecision(result.allowed, top_decision),
                                        CheckReplyBody(body, result), version, keep_alive);
 
-  // The policy of the item in RateLimit first, then the other limits, each once.
-  std::vector<std::string> policies = {PolicyItem(DecidingNumbers(*limits[top], top_decision))};
-  for (size_t i = 0; i < limits.size(); ++i) {
-    bool seen = limits[i] == limits[top];
-    for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
-    if (!seen) policies.push_back(PolicyItem(DecidingNumbers(*limits[i], result.decisions[i])));
-  }
-  response.set("RateLimit-Policy", absl::StrJoin(policies, ", "));
-  response.set("RateLimit", RateLimitField(top_decision));
+  RateLimitFields fields = RateLimitHeaderFields(format, limits, result.decisions, top);
+  if (!fields.policy.empty()) response.set("RateLimit-Policy", std::move(fields.policy));
+  if (!fields.rate_limit.empty()) response.set("RateLimit", std::move(fields.rate_limit));
   if (!result.allowed) {
     std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
     // A fail_closed refusal always says when to come back, even if the store could not tell.
@@ -180,6 +177,7 @@ struct PendingCheck {
   unsigned version = 11;
   bool keep_alive = true;
   Metrics* metrics = nullptr;
+  RateLimitHeaderFormat header_format = RateLimitHeaderFormat::kDraft11;
   int64_t start_micros = 0;
   HttpResponseCallback done;
 
@@ -203,7 +201,7 @@ struct PendingCheck {
                                                "limiter returned a wrong number of decisions",
                                                version, keep_alive));
     }
-    std::move(done)(CheckedResponse(body, *result, limits, version, keep_alive));
+    std::move(done)(CheckedResponse(body, *result, limits, header_format, version, keep_alive));
   }
 };
 
@@ -243,6 +241,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        .version = version,
                        .keep_alive = keep_alive,
                        .metrics = metrics_,
+                       .header_format = header_format_,
                        .start_micros = start_micros,
                        .done = std::move(done)};
   if (pending.body.requests.size() == 1) {

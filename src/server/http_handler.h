@@ -1,6 +1,8 @@
 // Copyright tollgate authors. The HTTP API, independent of sockets: request in, response out.
 //
-//   POST /v1/check   check one limit, or several all or nothing (src/server/check_json.h)
+//   POST /v1/check   check one limit, or several all or nothing (src/server/check_json.h),
+//                    with the RateLimit fields of src/server/ratelimit_headers.h
+//   POST /json       Envoy's JSON shape (src/server/rls_service.h), when an RlsService is set
 //   GET  /healthz    {"status":"ok"}: the process is up
 //   GET  /readyz     200 {"status":"ready"}, or 503 {"status":"not_ready","reason":...}
 //   GET  /metrics    Prometheus text (src/server/metrics.h), when metrics are set
@@ -19,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "boost/beast/http.hpp"
 #include "src/server/check_service.h"
+#include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
@@ -52,6 +55,9 @@ class HttpHandler {
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Answers GET /readyz; empty (the default) means always ready.
   void set_readiness(ReadinessCheck readiness) { readiness_ = std::move(readiness); }
+  // Which RateLimit fields POST /v1/check sends (src/server/ratelimit_headers.h); kNone also
+  // drops POST /json's X-RateLimit-* fields. Default kDraft11.
+  void set_ratelimit_headers(RateLimitHeaderFormat format) { header_format_ = format; }
   // Bound on the items of one {"checks": [...]}; more is a 400. REQUIRES: >= 1.
   void set_max_checks_per_request(size_t max_checks) { max_checks_ = max_checks; }
   // The set_* methods REQUIRE that no request is being handled yet.
@@ -73,6 +79,7 @@ class HttpHandler {
   Metrics* metrics_ = nullptr;
   ReadinessCheck readiness_;
   size_t max_checks_ = 64;
+  RateLimitHeaderFormat header_format_ = RateLimitHeaderFormat::kDraft11;
 };
 
 }  // namespace tollgate::server

@@ -67,8 +67,9 @@ TEST_F(HttpHandlerTest, AllowedCheckCarriesBodyAndHeaders) {
   HttpResponse response = Check(R"({"limit":"bucket","key":"u1"})");
   EXPECT_EQ(response.result(), http::status::ok);
   EXPECT_EQ(Header(response, "Content-Type"), "application/json");
-  EXPECT_EQ(Header(response, "RateLimit-Policy"), "3;w=3");
-  EXPECT_EQ(Header(response, "RateLimit"), "limit=3, remaining=2, reset=1");
+  // draft-11 by default: the limit's name is the policy's.
+  EXPECT_EQ(Header(response, "RateLimit-Policy"), R"("bucket";q=3;w=3)");
+  EXPECT_EQ(Header(response, "RateLimit"), R"("bucket";r=2;t=1)");
   EXPECT_EQ(Header(response, "Retry-After"), "");
   nlohmann::json json = Json(response);
   EXPECT_EQ(json["allowed"], true);
@@ -88,7 +89,7 @@ TEST_F(HttpHandlerTest, OverTheLimitIs429WithRetryAfter) {
   HttpResponse response = Check(R"({"limit":"bucket","key":"u1","cost":2})");
   EXPECT_EQ(response.result(), http::status::too_many_requests);
   EXPECT_EQ(Header(response, "Retry-After"), "2");
-  EXPECT_EQ(Header(response, "RateLimit"), "limit=3, remaining=0, reset=3");
+  EXPECT_EQ(Header(response, "RateLimit"), R"("bucket";r=0;t=3)");
   nlohmann::json json = Json(response);
   EXPECT_EQ(json["allowed"], false);
   EXPECT_EQ(json["reason"], "over_limit");
@@ -114,7 +115,10 @@ TEST_F(HttpHandlerTest, BatchIsAllOrNothing) {
   EXPECT_EQ(json["name"], "bucket");
   EXPECT_EQ(json["results"][0]["allowed"], true);
   EXPECT_EQ(json["results"][1]["reason"], "cost_exceeds_limit");
-  EXPECT_EQ(Header(refused, "RateLimit-Policy"), "3;w=3, 5;w=60");
+  // The item that refused first, then the other limit of the batch (its fixed window is 20 s
+  // in at the simulated clock's start).
+  EXPECT_EQ(Header(refused, "RateLimit-Policy"), R"("bucket";q=3;w=3, "window";q=5;w=60)");
+  EXPECT_EQ(Header(refused, "RateLimit"), R"("bucket";r=3;t=0, "window";r=5;t=40)");
 
   // Nothing was consumed from "window".
   HttpResponse peek = Check(R"({"limit":"window","key":"u1","cost":0})");
@@ -128,7 +132,28 @@ TEST_F(HttpHandlerTest, BatchIsAllOrNothing) {
   EXPECT_EQ(json["name"], "bucket");  // 2 left, against 3 in "window"
   EXPECT_EQ(json["remaining"], 2);
   EXPECT_EQ(json["results"][0]["remaining"], 3);
-  EXPECT_EQ(Header(allowed, "RateLimit"), "limit=3, remaining=2, reset=1");
+  EXPECT_EQ(Header(allowed, "RateLimit"), R"("bucket";r=2;t=1, "window";r=3;t=40)");
+}
+
+TEST_F(HttpHandlerTest, Draft07FormOnRequest) {
+  handler_->set_ratelimit_headers(RateLimitHeaderFormat::kDraft07);
+  HttpResponse response = Check(
+      R"({"checks":[{"limit":"window","key":"u1","cost":2},{"limit":"bucket","key":"u1","cost":1}]})");
+  EXPECT_EQ(response.result(), http::status::ok);
+  EXPECT_EQ(Header(response, "RateLimit-Policy"), "3;w=3, 5;w=60");
+  EXPECT_EQ(Header(response, "RateLimit"), "limit=3, remaining=2, reset=1");
+}
+
+TEST_F(HttpHandlerTest, NoRateLimitFieldsWithNoneButRetryAfterStays) {
+  handler_->set_ratelimit_headers(RateLimitHeaderFormat::kNone);
+  HttpResponse allowed = Check(R"({"limit":"bucket","key":"u1","cost":3})");
+  EXPECT_EQ(allowed.result(), http::status::ok);
+  EXPECT_EQ(Header(allowed, "RateLimit-Policy"), "");
+  EXPECT_EQ(Header(allowed, "RateLimit"), "");
+  HttpResponse refused = Check(R"({"limit":"bucket","key":"u1"})");
+  EXPECT_EQ(refused.result(), http::status::too_many_requests);
+  EXPECT_EQ(Header(refused, "RateLimit"), "");
+  EXPECT_EQ(Header(refused, "Retry-After"), "1");
 }
 
 TEST_F(HttpHandlerTest, UnknownLimitIs400NamingIt) {

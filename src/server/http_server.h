@@ -43,6 +43,8 @@ struct HttpServerOptions {
   size_t max_checks_per_request = 64;
   // When set, POST /json answers Envoy's JSON shape through it. REQUIRES: outlives the server.
   RlsService* rls_service = nullptr;
+  // The RateLimit fields of /v1/check (HttpHandler::set_ratelimit_headers).
+  RateLimitHeaderFormat ratelimit_headers = RateLimitHeaderFormat::kDraft11;
   // When set, each check is counted and GET /metrics renders it. REQUIRES: outlives the
   // server.
   Metrics* metrics = nullptr;

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace tollgate::server {
 namespace {
@@ -19,11 +21,60 @@ int64_t SaturatingCeil(double value) {
   return static_cast<int64_t>(std::ceil(value));
 }
 
+// The first index of each distinct limit, `top`'s first, then in request order.
+std::vector<size_t> DistinctLimits(absl::Span<const Limit* const> limits, size_t top) {
+  std::vector<size_t> order = {top};
+  for (size_t i = 0; i < limits.size(); ++i) {
+    bool seen = limits[i] == limits[top];
+    for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
+    if (!seen) order.push_back(i);
+  }
+  return order;
+}
+
 }  // namespace
+
+std::optional<RateLimitHeaderFormat> ParseRateLimitHeaderFormat(std::string_view text) {
+  if (text == "draft11" || text == "draft-11") return RateLimitHeaderFormat::kDraft11;
+  if (text == "draft07" || text == "draft-07") return RateLimitHeaderFormat::kDraft07;
+  if (text == "none") return RateLimitHeaderFormat::kNone;
+  return std::nullopt;
+}
+
+std::string_view RateLimitHeaderFormatName(RateLimitHeaderFormat format) {
+  switch (format) {
+    case RateLimitHeaderFormat::kDraft11:
+      return "draft11";
+    case RateLimitHeaderFormat::kDraft07:
+      return "draft07";
+    case RateLimitHeaderFormat::kNone:
+      return "none";
+  }
+  return "none";
+}
 
 int64_t CeilMillis(int64_t micros) { return micros <= 0 ? 0 : (micros - 1) / 1000 + 1; }
 
 int64_t CeilSeconds(int64_t micros) { return micros <= 0 ? 0 : (micros - 1) / 1'000'000 + 1; }
+
+std::string StructuredFieldString(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.push_back('"');
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20 || byte > 0x7e) {
+      out.push_back('?');
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
 
 const LimitNumbers& DecidingNumbers(const Limit& limit, const Decision& decision) {
   if (decision.source == DecisionSource::kFallback &&
@@ -33,8 +84,7 @@ const LimitNumbers& DecidingNumbers(const Limit& limit, const Decision& decision
   return limit.numbers;
 }
 
-std::string PolicyItem(const LimitNumbers& numbers) {
-  int64_t quota = numbers.MaxCost();
+int64_t PolicyWindowSeconds(const LimitNumbers& numbers) {
   int64_t window_seconds = 0;
   if (numbers.algorithm == Algorithm::kTokenBucket) {
     window_seconds =
@@ -44,7 +94,11 @@ std::string PolicyItem(const LimitNumbers& numbers) {
   } else {
     window_seconds = CeilSeconds(numbers.window_micros);
   }
-  return absl::StrCat(quota, ";w=", std::max<int64_t>(window_seconds, 1));
+  return std::max<int64_t>(window_seconds, 1);
+}
+
+std::string PolicyItem(const LimitNumbers& numbers) {
+  return absl::StrCat(numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
 std::string RateLimitField(const Decision& decision) {
@@ -53,9 +107,73 @@ std::string RateLimitField(const Decision& decision) {
                       ", reset=", CeilSeconds(decision.reset_after_micros));
 }
 
+std::string PolicyListItem(std::string_view name, const LimitNumbers& numbers) {
+  return absl::StrCat(StructuredFieldString(name), ";q=", numbers.MaxCost(),
+                      ";w=", PolicyWindowSeconds(numbers));
+}
+
+std::string ServiceLimitItem(std::string_view name, const Decision& decision) {
+  return absl::StrCat(StructuredFieldString(name), ";r=", std::max<int64_t>(decision.remaining, 0),
+                      ";t=", CeilSeconds(decision.reset_after_micros));
+}
+
+RateLimitFields RateLimitHeaderFields(RateLimitHeaderFormat format,
+                                      absl::Span<const Limit* const> limits,
+                                      absl::Span<const Decision> decisions, size_t top) {
+  RateLimitFields fields;
+  if (format == RateLimitHeaderFormat::kNone) return fields;
+  const std::vector<size_t> distinct = DistinctLimits(limits, top);
+  std::vector<std::string> policies;
+  policies.reserve(distinct.size());
+  if (format == RateLimitHeaderFormat::kDraft07) {
+    for (size_t i : distinct)
+      policies.push_back(PolicyItem(DecidingNumbers(*limits[i], decisions[i])));
+    fields.policy = absl::StrJoin(policies, ", ");
+    fields.rate_limit = RateLimitField(decisions[top]);
+    return fields;
+  }
+  std::vector<std::string> items;
+  items.reserve(distinct.size());
+  for (size_t first : distinct) {
+    // The item of this limit with the least left speaks for it (`top` for its own limit).
+    size_t speaking = first;
+    if (first != top) {
+      for (size_t i = first + 1; i < limits.size(); ++i) {
+        if (limits[i] == limits[first] && decisions[i].remaining < decisions[speaking].remaining) {
+          speaking = i;
+        }
+      }
+    }
+    const Limit& limit = *limits[speaking];
+    policies.push_back(PolicyListItem(limit.name, DecidingNumbers(limit, decisions[speaking])));
+    items.push_back(ServiceLimitItem(limit.name, decisions[speaking]));
+  }
+  fields.policy = absl::StrJoin(policies, ", ");
+  fields.rate_limit = absl::StrJoin(items, ", ");
+  return fields;
+}
+
 std::optional<int64_t> RetryAfterSeconds(const Decision& decision) {
   if (decision.allowed || decision.retry_after_micros <= 0) return std::nullopt;
   return std::max<int64_t>(CeilSeconds(decision.retry_after_micros), 1);
+}
+
+std::optional<XRateLimitFields> XRateLimitHeaderFields(
+    absl::Span<const DescriptorLimitStatus> statuses) {
+  if (statuses.empty()) return std::nullopt;
+  const DescriptorLimitStatus* least = &statuses[0];
+  std::string policies;
+  for (const DescriptorLimitStatus& status : statuses) {
+    if (status.limit_remaining < least->limit_remaining) least = &status;
+    absl::StrAppend(&policies, ", ", status.requests_per_unit, ";w=", status.unit_seconds);
+    if (!status.name.empty())
+      absl::StrAppend(&policies, ";name=", StructuredFieldString(status.name));
+  }
+  XRateLimitFields fields;
+  fields.limit = absl::StrCat(least->requests_per_unit, policies);
+  fields.remaining = absl::StrCat(least->limit_remaining);
+  fields.reset = absl::StrCat(least->reset_seconds);
+  return fields;
 }
 
 }  // namespace tollgate::server

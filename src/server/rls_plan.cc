@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "google/protobuf/util/json_util.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 
@@ -97,6 +98,46 @@ uint32_t ClampUint32(int64_t value) {
 
 absl::string_view View(std::string_view s) { return {s.data(), s.size()}; }
 
+// envoyproxy/ratelimit's request part of the dynamic metadata (rls_plan.h).
+google::protobuf::Struct RequestMetadata(const RateLimitRequest& request) {
+  google::protobuf::Struct metadata;
+  auto& fields = *metadata.mutable_fields();
+  fields["domain"].set_string_value(request.domain());
+  google::protobuf::ListValue* descriptors = fields["descriptors"].mutable_list_value();
+  for (const RateLimitDescriptor& descriptor : request.descriptors()) {
+    auto& described = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
+    google::protobuf::ListValue* entries = described["entries"].mutable_list_value();
+    for (const auto& entry : descriptor.entries()) {
+      entries->add_values()->set_string_value(absl::StrCat(entry.key(), "=", entry.value()));
+    }
+    if (descriptor.has_limit()) {
+      described["limit"].set_string_value(descriptor.limit().ShortDebugString());
+    }
+    if (descriptor.has_hits_addend()) {
+      described["hitsAddend"].set_number_value(
+          static_cast<double>(descriptor.hits_addend().value()));
+    }
+  }
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
+  }
+  return metadata;
+}
+
+// Adds `from` into `into`: a key only in `from` is added; when both hold a map the maps
+// merge the same way; otherwise `into`'s value stays (as envoyproxy/ratelimit).
+void MergeMetadata(google::protobuf::Struct& from, google::protobuf::Struct& into) {
+  auto& into_fields = *into.mutable_fields();
+  for (auto& [key, value] : *from.mutable_fields()) {
+    auto existing = into_fields.find(key);
+    if (existing == into_fields.end()) {
+      into_fields[key] = std::move(value);
+    } else if (existing->second.has_struct_value() && value.has_struct_value()) {
+      MergeMetadata(*value.mutable_struct_value(), *existing->second.mutable_struct_value());
+    }
+  }
+}
+
 }  // namespace
 
 const Limit* OverrideLimits::Find(uint32_t requests_per_unit, EnvoyUnit unit) {
@@ -157,6 +198,7 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
   }
   RlsPlan plan;
   plan.global_shadow = options.global_shadow;
+  if (options.dynamic_metadata) plan.dynamic_metadata = RequestMetadata(request);
   plan.known_domain = matcher.HasDomain(request.domain());
   // As envoyproxy/ratelimit: an unknown domain limits nothing.
   if (!plan.known_domain) return plan;
@@ -234,6 +276,7 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
         replaced.contains(item.rule->rate_limit.name)) {
       item.plan = DescriptorPlan::kReplaced;
     }
+    if (options.global_quota && item.plan != DescriptorPlan::kUnlimited) item.quota = true;
     // A quota-mode descriptor never refuses the batch on its own (RenderRateLimitResponse
     // refuses the request when all of them are refused).
     item.enforced = !item.rule_shadow && !plan.global_shadow && !item.quota;
@@ -282,6 +325,8 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
     switch (item.plan) {
       case DescriptorPlan::kNoRule:
       case DescriptorPlan::kReplaced:
+        // In global quota mode a descriptor without a rule is a quota descriptor that passes.
+        quota_descriptors += item.quota ? 1 : 0;
         continue;
       case DescriptorPlan::kUnlimited:
         status->set_limit_remaining(UINT32_MAX);
@@ -336,6 +381,28 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
   over_limit |= quota_descriptors > 0 && quota_over_limit == quota_descriptors;
   response->set_overall_code(over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT
                                                                : RateLimitResponse::OK);
+  if (plan.dynamic_metadata.has_value()) {
+    google::protobuf::Struct* metadata = response->mutable_dynamic_metadata();
+    *metadata = *plan.dynamic_metadata;
+    google::protobuf::Struct passed;
+    for (size_t i = 0; i < plan.descriptors.size(); ++i) {
+      const PlannedDescriptor& item = plan.descriptors[i];
+      if (item.rule == nullptr || item.rule->metadata_json.empty() ||
+          item.plan == DescriptorPlan::kUnlimited || item.plan == DescriptorPlan::kReplaced ||
+          response->statuses(static_cast<int>(i)).code() != RateLimitResponse::OK) {
+        continue;
+      }
+      google::protobuf::Struct rule_metadata;
+      if (!google::protobuf::util::JsonStringToMessage(item.rule->metadata_json, &rule_metadata)
+               .ok()) {
+        continue;  // the config layer wrote it: cannot happen
+      }
+      MergeMetadata(rule_metadata, passed);
+    }
+    if (passed.fields_size() > 0) {
+      *(*metadata->mutable_fields())["metadata"].mutable_struct_value() = std::move(passed);
+    }
+  }
   if (unavailable_limit != nullptr) {
     // The reason travels in the response's dynamic metadata (Envoy adds it to the request's
     // metadata, for logs); POST /json answers 503 for it.

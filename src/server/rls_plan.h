@@ -31,11 +31,22 @@
 // - share_threshold: a descriptor matched by such a wildcard is counted under the wildcard
 //   (one counter for all the values it matches) instead of under its own value.
 // - unit_multiplier: the window is that many units; current_limit still names the unit.
+// - Global quota mode (envoyproxy/ratelimit's QUOTA_MODE): every descriptor but an
+//   `unlimited` one is a quota descriptor, those without a rule too (they pass), so the
+//   request is refused only when every such descriptor is over its limit.
 // - Global shadow mode: every descriptor is shadow, and the overall code is OK while each
 //   descriptor's code stays as computed.
 // - A fail_closed limit refused because the store is unreachable: OVER_LIMIT with
 //   duration_until_reset the outage's retry time (not the window's), and the response's
 //   dynamic_metadata says why: {"reason": "store_unavailable", "limit": <its name>}.
+// - Response dynamic metadata (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA, when
+//   asked for): {"domain": ..., "descriptors": [{"entries": ["k=v", ...], "limit": <the
+//   override in protobuf text form, when set>, "hitsAddend": <when set>}, ...],
+//   "hitsAddend": <the request's, when not 0>, "metadata": <the rules' `metadata` merged>}
+//   with "reason" and "limit" added as above when the store is unreachable. "metadata" merges
+//   the `metadata` of the matched rules whose descriptor answered OK (not `unlimited`), in
+//   request order: maps merge key by key, and for any other value the first one stays;
+//   absent when none has any.
 #ifndef TOLLGATE_SRC_SERVER_RLS_PLAN_H_
 #define TOLLGATE_SRC_SERVER_RLS_PLAN_H_
 
@@ -53,6 +64,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "google/protobuf/struct.pb.h"
 #include "src/config/descriptor_matcher.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
@@ -140,11 +152,18 @@ struct RlsPlan {
   std::vector<PlannedDescriptor> descriptors;
   // Indexes of the kCounted descriptors, in order: the items of the one store call.
   std::vector<size_t> counted;
+  // With RlsPlanOptions::dynamic_metadata: the request's part of the response's dynamic
+  // metadata (domain, descriptors, hitsAddend), completed by RenderRateLimitResponse.
+  std::optional<google::protobuf::Struct> dynamic_metadata;
 };
 
 struct RlsPlanOptions {
   // Every rule in shadow mode.
   bool global_shadow = false;
+  // Every descriptor in quota mode (see above).
+  bool global_quota = false;
+  // Answer with the request and the matched rules' `metadata` in dynamic_metadata.
+  bool dynamic_metadata = false;
   // More descriptors than this is InvalidArgument.
   int max_descriptors = 64;
 };
@@ -162,9 +181,10 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
 // enforced.
 std::vector<CheckItem> TakeCheckItems(RlsPlan& plan);
 
-// Writes the answer to `plan` (decisions set) into `*response`: statuses, overall code and,
-// when `headers`, RateLimit-Limit/-Remaining/-Reset from the counted descriptor with the
-// least remaining. `now_micros` gives block-list rules their reset time.
+// Writes the answer to `plan` (decisions set) into `*response`: statuses, overall code,
+// dynamic metadata and, when `headers`, RateLimit-Limit/-Remaining/-Reset from the counted
+// descriptor with the least remaining. `now_micros` gives block-list rules their reset time.
+// A rule's `metadata` is parsed from its JSON here, only when plan.dynamic_metadata is set.
 // REQUIRES: `*response` empty.
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
                              RateLimitResponse* response);

@@ -49,6 +49,35 @@ descriptors:
     rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 1}
   - key: banned_half_minute
     rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 0}
+  # envoyproxy/ratelimit's own example of `metadata` (examples/ratelimit/config/example.yaml).
+  - key: service
+    value: service_1
+    quota_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+    metadata:
+      service_with_quota:
+        name: "service_1"
+  - key: service
+    value: service_2
+    quota_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+    metadata:
+      service_with_quota:
+        name: "service_2"
+        tier: 2
+      owner: payments
+  - key: tagged
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata:
+      owner: search
+  - key: free
+    rate_limit: {unlimited: true}
+    metadata:
+      owner: nobody
 )";
 
 struct Descriptor {
@@ -90,7 +119,10 @@ class RlsPlanTest : public ::testing::Test {
 
   absl::StatusOr<RlsPlan> Plan(const RateLimitRequest& request, bool global_shadow = false) {
     return PlanRateLimit(request, *matcher_, *limiter_, &overrides_,
-                         {.global_shadow = global_shadow, .max_descriptors = 8});
+                         {.global_shadow = global_shadow,
+                          .global_quota = global_quota_,
+                          .dynamic_metadata = dynamic_metadata_,
+                          .max_descriptors = 8});
   }
 
   // Plans, checks the counted descriptors in one Limiter call (counted in `store_calls_`)
@@ -128,6 +160,9 @@ class RlsPlanTest : public ::testing::Test {
   std::unique_ptr<DescriptorMatcher> matcher_;
   std::unique_ptr<Limiter> limiter_;
   OverrideLimits overrides_{2};
+  // The service's QUOTA_MODE and RESPONSE_DYNAMIC_METADATA.
+  bool global_quota_ = false;
+  bool dynamic_metadata_ = false;
   int store_calls_ = 0;
 };
 
@@ -302,6 +337,19 @@ TEST_F(RlsPlanTest, AFailClosedRefusalSaysTheOutageNotTheWindow) {
   EXPECT_EQ(fields.at("limit").string_value(), plan->descriptors[plan->counted[0]].limit->name);
   EXPECT_TRUE(RefusedForStoreUnavailable(response));
 
+  // With the request's dynamic metadata asked for, the reason joins it.
+  dynamic_metadata_ = true;
+  plan = Plan(Request({{"user", "a"}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  plan->descriptors[plan->counted[0]].decision = unavailable;
+  RateLimitResponse merged;
+  RenderRateLimitResponse(*plan, clock_.NowMicros(), /*headers=*/true, &merged);
+  const auto& merged_fields = merged.dynamic_metadata().fields();
+  EXPECT_EQ(merged_fields.at("reason").string_value(), "store_unavailable");
+  EXPECT_EQ(merged_fields.at("domain").string_value(), "plan");
+  EXPECT_TRUE(RefusedForStoreUnavailable(merged));
+  dynamic_metadata_ = false;
+
   // An ordinary refusal carries no such reason.
   ASSERT_EQ(Answer(Request({{"user", "b"}})).overall_code(), RateLimitResponse::OK);
   ASSERT_EQ(Answer(Request({{"user", "b"}})).overall_code(), RateLimitResponse::OK);
@@ -351,6 +399,99 @@ TEST_F(RlsPlanTest, QuotaDescriptorsRefuseOnlyWhenAllOfThemAreOver) {
   EXPECT_EQ(Answer(Request({{"user", "z"}, {"quota_b", "v"}})).overall_code(),
             RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(Remaining("quota_b", "v"), 1u);  // the refusal spent nothing of the quota
+}
+
+TEST_F(RlsPlanTest, NoDynamicMetadataUnlessAskedFor) {
+  RateLimitResponse response = Answer(Request({{"tagged", "x"}}));
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OK);
+  EXPECT_FALSE(response.has_dynamic_metadata());
+}
+
+TEST_F(RlsPlanTest, DynamicMetadataCarriesTheRequestAndThePassedRulesMetadata) {
+  dynamic_metadata_ = true;
+  // As envoyproxy/ratelimit's example: both quotas pass; service_1's name is first and stays,
+  // the maps merge, and service_2's other keys join.
+  RateLimitRequest request = Request({{"service", "service_1"}, {"service", "service_2"}});
+  request.set_hits_addend(1);
+  RateLimitResponse both = Answer(request);
+  EXPECT_EQ(both.overall_code(), RateLimitResponse::OK);
+  const auto& fields = both.dynamic_metadata().fields();
+  EXPECT_EQ(fields.at("domain").string_value(), "plan");
+  EXPECT_EQ(fields.at("hitsAddend").number_value(), 1);
+  const auto& descriptors = fields.at("descriptors").list_value();
+  ASSERT_EQ(descriptors.values_size(), 2);
+  EXPECT_EQ(descriptors.values(1)
+                .struct_value()
+                .fields()
+                .at("entries")
+                .list_value()
+                .values(0)
+                .string_value(),
+            "service=service_2");
+  const auto& metadata = fields.at("metadata").struct_value().fields();
+  const auto& quota = metadata.at("service_with_quota").struct_value().fields();
+  EXPECT_EQ(quota.at("name").string_value(), "service_1");
+  EXPECT_EQ(quota.at("tier").number_value(), 2);
+  EXPECT_EQ(metadata.at("owner").string_value(), "payments");
+
+  // service_1 (1 a minute) is spent: only service_2 passed, and only its metadata is sent.
+  RateLimitResponse one = Answer(Request({{"service", "service_1"}, {"service", "service_2"}}));
+  EXPECT_EQ(one.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(one.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_FALSE(one.dynamic_metadata().fields().contains("hitsAddend"));
+  EXPECT_EQ(one.dynamic_metadata()
+                .fields()
+                .at("metadata")
+                .struct_value()
+                .fields()
+                .at("service_with_quota")
+                .struct_value()
+                .fields()
+                .at("name")
+                .string_value(),
+            "service_2");
+
+  // Both spent: refused, and no rule passed: no "metadata" key.
+  RateLimitResponse none = Answer(Request({{"service", "service_1"}, {"service", "service_2"}}));
+  EXPECT_EQ(none.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_TRUE(none.dynamic_metadata().fields().contains("domain"));
+  EXPECT_FALSE(none.dynamic_metadata().fields().contains("metadata"));
+
+  // An `unlimited` rule's metadata is not sent (the peer checks no limit for it); an override
+  // is described in protobuf text form.
+  RateLimitResponse unlimited = Answer(Request({{"free", "x"}, {"ip", "o", 7}}));
+  EXPECT_FALSE(unlimited.dynamic_metadata().fields().contains("metadata"));
+  EXPECT_EQ(unlimited.dynamic_metadata()
+                .fields()
+                .at("descriptors")
+                .list_value()
+                .values(1)
+                .struct_value()
+                .fields()
+                .at("limit")
+                .string_value(),
+            "requests_per_unit: 7 unit: MINUTE");
+}
+
+TEST_F(RlsPlanTest, GlobalQuotaModeRefusesOnlyWhenEveryDescriptorIsOver) {
+  global_quota_ = true;
+  ASSERT_EQ(Answer(Request({{"user", "q"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "q"}})).overall_code(), RateLimitResponse::OK);
+  // user q (2 a minute) is spent, ip q is not: the request passes, user q reports OVER_LIMIT.
+  RateLimitResponse one_over = Answer(Request({{"user", "q"}, {"ip", "q"}}));
+  EXPECT_EQ(one_over.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(one_over.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Remaining("ip", "q"), 9u);  // the passing one was counted
+  // As the peer: a descriptor without a rule is a quota descriptor that passes.
+  EXPECT_EQ(Answer(Request({{"user", "q"}, {"no_rule", "x"}})).overall_code(),
+            RateLimitResponse::OK);
+  // Alone, over its limit: refused; a blocked rule too.
+  EXPECT_EQ(Answer(Request({{"user", "q"}})).overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Answer(Request({{"banned", "b"}})).overall_code(), RateLimitResponse::OVER_LIMIT);
+  // Without global quota mode the same request is refused by the spent rate limit.
+  global_quota_ = false;
+  EXPECT_EQ(Answer(Request({{"user", "q"}, {"ip", "q"}})).overall_code(),
+            RateLimitResponse::OVER_LIMIT);
 }
 
 TEST_F(RlsPlanTest, UnitMultiplierWindowsResetAtTheirOwnLength) {

@@ -18,6 +18,7 @@
 #include "src/config/descriptor_matcher.h"
 #include "src/server/json_errors.h"
 #include "src/server/metrics.h"
+#include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
@@ -129,9 +130,12 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RateLimitRespo
   Metrics* const metrics = options_.metrics;
   const int64_t start_micros = metrics != nullptr ? SteadyMicros() : 0;
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
-  absl::StatusOr<RlsPlan> plan = PlanRateLimit(
-      request, *snapshot->matcher, *snapshot->limiter, &service_->overrides(),
-      {.global_shadow = options_.shadow_mode, .max_descriptors = options_.max_descriptors});
+  absl::StatusOr<RlsPlan> plan =
+      PlanRateLimit(request, *snapshot->matcher, *snapshot->limiter, &service_->overrides(),
+                    {.global_shadow = options_.shadow_mode,
+                     .global_quota = options_.quota_mode,
+                     .dynamic_metadata = options_.response_dynamic_metadata,
+                     .max_descriptors = options_.max_descriptors});
   if (!plan.ok()) {
     std::move(done)(plan.status());
     return;
@@ -195,13 +199,60 @@ absl::StatusOr<RateLimitResponse> RlsService::ShouldRateLimitSync(const RateLimi
   return result;
 }
 
-void HandleRlsJson(RlsService& service, std::string_view json_body,
+namespace {
+
+// The length of a wire unit in seconds, as Envoy's rate-limit filter counts it (a month is
+// 30 days, a year 365); 0 for UNKNOWN.
+int64_t WireUnitSeconds(RateLimitResponse::RateLimit::Unit unit) {
+  switch (unit) {
+    case RateLimitResponse::RateLimit::SECOND:
+      return 1;
+    case RateLimitResponse::RateLimit::MINUTE:
+      return 60;
+    case RateLimitResponse::RateLimit::HOUR:
+      return 3600;
+    case RateLimitResponse::RateLimit::DAY:
+      return 86400;
+    case RateLimitResponse::RateLimit::WEEK:
+      return 7 * 86400;
+    case RateLimitResponse::RateLimit::MONTH:
+      return 30 * 86400;
+    case RateLimitResponse::RateLimit::YEAR:
+      return 365 * 86400;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> XRateLimitHeaders(
+    const RateLimitResponse& response) {
+  std::vector<DescriptorLimitStatus> statuses;
+  for (const auto& status : response.statuses()) {
+    if (!status.has_current_limit()) continue;
+    statuses.push_back({.requests_per_unit = status.current_limit().requests_per_unit(),
+                        .unit_seconds = WireUnitSeconds(status.current_limit().unit()),
+                        .name = status.current_limit().name(),
+                        .limit_remaining = status.limit_remaining(),
+                        .reset_seconds = status.duration_until_reset().seconds()});
+  }
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::optional<XRateLimitFields> fields = XRateLimitHeaderFields(statuses);
+  if (!fields.has_value()) return headers;
+  headers.emplace_back("X-RateLimit-Limit", std::move(fields->limit));
+  headers.emplace_back("X-RateLimit-Remaining", std::move(fields->remaining));
+  headers.emplace_back("X-RateLimit-Reset", std::move(fields->reset));
+  return headers;
+}
+
+void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratelimit_headers,
                    absl::AnyInvocable<void(RlsJsonReply) &&> done) {
   auto error_reply = [](int http_status, std::string_view message) {
     // Built by protobuf's JSON printer, so the message is escaped correctly.
     google::protobuf::Struct error;
     (*error.mutable_fields())["error"].set_string_value(std::string(message));
-    RlsJsonReply reply{http_status, ""};
+    RlsJsonReply reply{http_status, "", {}};
     if (!google::protobuf::util::MessageToJsonString(error, &reply.body).ok()) {
       reply.body = R"({"error":"invalid request"})";
     }
@@ -217,7 +268,7 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
         error_reply(400, RlsJsonParseErrorMessage(json_body, std::string(parsed.message()))));
     return;
   }
-  service.ShouldRateLimit(request, [done = std::move(done), error_reply](
+  service.ShouldRateLimit(request, [done = std::move(done), error_reply, x_ratelimit_headers](
                                        absl::StatusOr<RateLimitResponse> response) mutable {
     if (!response.ok()) {
       const absl::string_view message = response.status().message();
@@ -234,6 +285,7 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
       std::move(done)(error_reply(500, "cannot print the response"));
       return;
     }
+    if (x_ratelimit_headers) reply.headers = XRateLimitHeaders(*response);
     std::move(done)(std::move(reply));
   });
 }

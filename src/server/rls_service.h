@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -50,6 +51,11 @@ struct RlsServiceOptions {
   Clock* clock = nullptr;
   // Global shadow mode: never answer OVER_LIMIT overall.
   bool shadow_mode = false;
+  // Global quota mode: every descriptor in quota mode (rls_plan.h).
+  bool quota_mode = false;
+  // Answer with dynamic_metadata holding the request and the matched rules' `metadata`
+  // (rls_plan.h), as envoyproxy/ratelimit with RESPONSE_DYNAMIC_METADATA.
+  bool response_dynamic_metadata = false;
   // Add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to response_headers_to_add,
   // from the counted descriptor with the least remaining (as envoyproxy/ratelimit with
   // LIMIT_RESPONSE_HEADERS_ENABLED).
@@ -111,17 +117,28 @@ class RlsService {
 // The answer to `POST /json` (envoyproxy/ratelimit's HTTP endpoint): the request body is a
 // RateLimitRequest in proto3 JSON ({"domain": ..., "descriptors": [{"entries": [{"key": ...,
 // "value": ...}]}]}), the reply body a RateLimitResponse in proto3 JSON ("overallCode",
-// "statuses", ...). Status 200 when OK, 429 when OVER_LIMIT, 400 with {"error": "..."} for a
-// body that is not such JSON or a malformed request, 500 for anything else.
+// "statuses", ...). Status 200 when OK, 429 when OVER_LIMIT, 503 when refused because a
+// fail_closed limit's store is unreachable, 400 with {"error": "..."} for a body that is not
+// such JSON or a malformed request, 500 for anything else.
 struct RlsJsonReply {
   int http_status = 200;
   std::string body;
+  // Response header fields to add (name, value): X-RateLimit-Limit, -Remaining and -Reset
+  // as Envoy's rate-limit filter adds them with DRAFT_VERSION_03 (XRateLimitHeaderFields in
+  // src/server/ratelimit_headers.h), when asked for and some status carries a limit.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// Answers `json_body` through `service`; `done` runs exactly once, possibly before this
-// returns or on a store thread.
-void HandleRlsJson(RlsService& service, std::string_view json_body,
+// Answers `json_body` through `service`, with the X-RateLimit-* fields when
+// `x_ratelimit_headers`; `done` runs exactly once, possibly before this returns or on a store
+// thread.
+void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratelimit_headers,
                    absl::AnyInvocable<void(RlsJsonReply) &&> done);
+
+// The X-RateLimit-* fields Envoy's DRAFT_VERSION_03 option derives from `response` (its
+// statuses that carry a current_limit), as (name, value); empty when none does.
+std::vector<std::pair<std::string, std::string>> XRateLimitHeaders(
+    const RateLimitResponse& response);
 
 }  // namespace tollgate::server
 

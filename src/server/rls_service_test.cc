@@ -299,7 +299,8 @@ TEST_F(RlsServiceTest, UpdateDomainsKeepsCountersOfUnchangedRules) {
 
 RlsJsonReply Json(RlsService& service, std::string_view body) {
   std::promise<RlsJsonReply> reply;
-  HandleRlsJson(service, body, [&](RlsJsonReply answer) { reply.set_value(std::move(answer)); });
+  HandleRlsJson(service, body, /*x_ratelimit_headers=*/true,
+                [&](RlsJsonReply answer) { reply.set_value(std::move(answer)); });
   return reply.get_future().get();
 }
 
@@ -321,6 +322,37 @@ TEST_F(RlsServiceTest, JsonEndpointUsesEnvoysJsonShape) {
   EXPECT_EQ(bad.http_status, 400);
   EXPECT_THAT(bad.body, HasSubstr("invalid JSON request"));
   EXPECT_EQ(Json(*service_, R"({"domain": "tiffin"})").http_status, 400);
+}
+
+TEST_F(RlsServiceTest, JsonEndpointSendsEnvoysXRateLimitFields) {
+  Call(Request({{{"user", "kim"}}}));
+  RlsJsonReply reply = Json(*service_, R"({"domain": "tiffin", "descriptors": [
+      {"entries": [{"key": "ip", "value": "5.5.5.5"}]},
+      {"entries": [{"key": "tenant", "value": "t"}, {"key": "orders", "value": "o"}]},
+      {"entries": [{"key": "user", "value": "kim"}]},
+      {"entries": [{"key": "health", "value": "h"}]}]})");
+  EXPECT_EQ(reply.http_status, 200);
+  // kim has 1 of 3 a minute left: the least; the unlimited descriptor carries no limit.
+  EXPECT_THAT(
+      reply.headers,
+      ::testing::ElementsAre(::testing::Pair("X-RateLimit-Limit",
+                                             R"(3, 5;w=1, 10;w=3600;name="tenant_orders", 3;w=60)"),
+                             ::testing::Pair("X-RateLimit-Remaining", "1"),
+                             ::testing::Pair("X-RateLimit-Reset", "60")));
+
+  std::promise<RlsJsonReply> without;
+  HandleRlsJson(
+      *service_,
+      R"({"domain": "tiffin", "descriptors": [{"entries": [{"key": "user", "value": "kim"}]}]})",
+      /*x_ratelimit_headers=*/false,
+      [&](RlsJsonReply answer) { without.set_value(std::move(answer)); });
+  EXPECT_TRUE(without.get_future().get().headers.empty());
+  // No status with a limit: no fields, as Envoy.
+  EXPECT_TRUE(
+      Json(
+          *service_,
+          R"({"domain": "tiffin", "descriptors": [{"entries": [{"key": "nothing", "value": "x"}]}]})")
+          .headers.empty());
 }
 
 }  // namespace
