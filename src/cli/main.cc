@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
                    "repeatable")
       ->required();
   serve_command->add_option("--redis", serve.redis_url,
-                            "Redis URL (redis://HOST:PORT); without it, state is in memory");
+                            "Redis URL: redis://, rediss:// (TLS), redis-cluster://, "
+                            "redis-sentinel:// (docs/redis.md); without it, state is in memory");
   serve_command->add_option("--http", serve.http_address, "HTTP listen address HOST:PORT")
       ->capture_default_str();
   serve_command->add_option("--grpc", serve.grpc_address, "gRPC listen address HOST:PORT")
