@@ -44,3 +44,9 @@ foreach(test_script ${script_tests})
   add_test(NAME ${name} COMMAND bash ${test_script} ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES TIMEOUT 900)
 endforeach()
+
+# src/cli/*_test.cc test parts of the binary's sources (not in a library).
+if(TARGET cli_test)
+  target_sources(cli_test PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/serve_environment.cc)
+  target_link_libraries(cli_test PRIVATE CLI11::CLI11)
+endif()

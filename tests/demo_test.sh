@@ -121,6 +121,11 @@ api_up_max=$(awk -v n=$((up_last - up_first + 1)) -v r="$RATE" -v c="$CAPACITY" 
   'BEGIN { printf "%d", 1.1 * r * n + c }')
 check "outage: API after recovery allowed $api_up, within the limit ($api_up_max)" \
   test "$api_up" -le "$api_up_max"
+# No dip after recovery: the user offering 4x the rate gets the limit's rate again (what the
+# shares admitted during the outage is charged as of when it was admitted, docs/resilience.md).
+api_up_min=$(awk -v n=$((up_last - up_first + 1)) -v r="$RATE" 'BEGIN { printf "%d", 0.6 * r * n }')
+check "outage: API after recovery allowed $api_up, at least 60% of the limit's rate ($api_up_min)" \
+  test "$api_up" -ge "$api_up_min"
 
 # partner: OUT/partner_redis.csv has one row per mode (exact, sync):
 #   mode,seconds,redis_calls,redis_calls_per_s,offered,allowed,over_limit,overshoot_pct

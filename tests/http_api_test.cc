@@ -6,7 +6,6 @@
 #include <chrono>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -153,6 +152,7 @@ TEST_F(HttpApiTest, BatchIsAllOrNothing) {
   EXPECT_EQ(json["name"], "narrow");
   EXPECT_EQ(json["reason"], "over_limit");
   EXPECT_EQ(json["results"][0]["allowed"], true);
+  EXPECT_EQ(json["results"][0]["remaining"], 7);  // the state as it is: nothing was spent
   EXPECT_EQ(json["results"][1]["allowed"], false);
   EXPECT_FALSE(Header(*refused, "Retry-After").empty());
   EXPECT_EQ(peek("wide"), 7);
@@ -371,6 +371,24 @@ TEST(TollgateCliTest, ServeOnAPortInUseExits1) {
                    "--grpc", "127.0.0.1:0"});
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_THAT(run.output, HasSubstr("cannot listen on 127.0.0.1:"));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// A second server on a gRPC port already served refuses it (no port sharing, which would
+// split Envoy's calls between two servers with different counters) and says nothing of
+// listening: both ports are bound before either is announced.
+TEST(TollgateCliTest, ServeOnAGrpcPortInUseExits1NamingIt) {
+  std::string path = MakeTempDir("tollgate-serve") + "/good.yaml";
+  WriteFile(path, kConfig);
+  auto server = Server::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(server->grpc_port(), 0) << server->log();
+  const std::string grpc_address = absl::StrCat("127.0.0.1:", server->grpc_port());
+  RunResult run =
+      RunTollgate({"serve", "--config", path, "--http", "127.0.0.1:0", "--grpc", grpc_address});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat("cannot listen on ", grpc_address)));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
   EXPECT_EQ(server->Stop(), 0);
 }
 

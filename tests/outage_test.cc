@@ -15,13 +15,18 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "boost/beast/http.hpp"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/redis_server.h"
@@ -36,6 +41,9 @@ using ::tollgate::testing::HttpTestClient;
 using ::tollgate::testing::RedisServer;
 using ::tollgate::testing::ServeProcess;
 using Clock = std::chrono::steady_clock;
+using ::envoy::service::ratelimit::v3::RateLimitRequest;
+using ::envoy::service::ratelimit::v3::RateLimitResponse;
+using ::envoy::service::ratelimit::v3::RateLimitService;
 
 int64_t MillisSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -249,6 +257,127 @@ TEST(OutageTest, AfterRedisRestartsEmptyUsersGetTheLimitAndTheRunStaysWithinIt) 
   EXPECT_THAT(log, ::testing::ContainsRegex("fallback ended after [1-9][0-9]* decisions"));
   EXPECT_THAT(log, ::testing::ContainsRegex(
                        "reconciled fallback consumption into redis: [1-9][0-9]* items added"));
+}
+
+// An Envoy rule that fails closed answers the outage, not its window: OVER_LIMIT with
+// duration_until_reset the outage's retry time (not the 59 minutes left of an hourly
+// window), the reason in the response's dynamic_metadata, and 503 over POST /json. A
+// fail_open rule in the same domain keeps answering OK from the local share.
+TEST(OutageTest, AFailClosedEnvoyRuleAnswersTheOutageOverGrpcAndJson) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  constexpr char kConfig[] = R"(domain: login
+descriptors:
+  - key: phone
+    rate_limit: {unit: hour, requests_per_unit: 5, on_store_failure: fail_closed}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 100}
+)";
+  auto server = ServeProcess::Start(kConfig, {"--redis", (*redis)->url(), "--instances", "1"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(server->grpc_port(), 0) << server->log();
+  auto stub = RateLimitService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server->grpc_port()), grpc::InsecureChannelCredentials()));
+  auto request = [](const std::string& key) {
+    RateLimitRequest r;
+    r.set_domain("login");
+    auto* entry = r.add_descriptors()->add_entries();
+    entry->set_key(key);
+    entry->set_value("42");
+    return r;
+  };
+  auto call = [&](const std::string& key) {
+    RateLimitResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status status = stub->ShouldRateLimit(&context, request(key), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  };
+  const std::string json_body =
+      R"({"domain":"login","descriptors":[{"entries":[{"key":"phone","value":"42"}]}]})";
+
+  RateLimitResponse before = call("phone");
+  ASSERT_EQ(before.overall_code(), RateLimitResponse::OK);
+  EXPECT_GT(before.statuses(0).duration_until_reset().seconds(), 0);
+  EXPECT_TRUE(before.dynamic_metadata().fields().empty());
+
+  (*redis)->Kill();
+  ASSERT_GE(MillisUntilReadyz(server->port(), 503, 5000), 0) << server->log();
+  RateLimitResponse refused = call("phone");
+  ASSERT_EQ(refused.overall_code(), RateLimitResponse::OVER_LIMIT) << refused.DebugString();
+  ASSERT_EQ(refused.statuses_size(), 1);
+  EXPECT_EQ(refused.statuses(0).limit_remaining(), 0u);
+  // The fail_closed retry time (1 s by default), in whole seconds: not the hour's rest.
+  EXPECT_GE(refused.statuses(0).duration_until_reset().seconds(), 1);
+  EXPECT_LE(refused.statuses(0).duration_until_reset().seconds(), 2);
+  const auto& fields = refused.dynamic_metadata().fields();
+  ASSERT_TRUE(fields.contains("reason")) << refused.DebugString();
+  EXPECT_EQ(fields.at("reason").string_value(), "store_unavailable");
+  EXPECT_THAT(fields.at("limit").string_value(), HasSubstr("phone"));  // the rule's limit
+  EXPECT_EQ(call("user").overall_code(), RateLimitResponse::OK);       // fail_open: the local share
+
+  HttpTestClient client(server->port());
+  auto json = client.Send(http::verb::post, "/json", json_body);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->result_int(), 503) << json->body();
+  EXPECT_THAT(json->body(), HasSubstr("store_unavailable"));
+
+  ASSERT_TRUE((*redis)->Restart().ok());
+  ASSERT_GE(MillisUntilReadyz(server->port(), 200, 5000), 0) << server->log();
+  EXPECT_EQ(call("phone").overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// The tollgate_instances gauge of `server` once it reads `want`, or its last value after 10 s.
+int64_t InstancesOnceThey(ServeProcess& server, int64_t want) {
+  const Clock::time_point start = Clock::now();
+  HttpTestClient client(server.port());
+  int64_t seen = -1;
+  while (MillisSince(start) < 10'000) {
+    auto metrics = client.Send(http::verb::get, "/metrics");
+    if (metrics.has_value()) {
+      std::smatch match;
+      const std::string body = metrics->body();
+      if (std::regex_search(body, match, std::regex(R"(\ntollgate_instances (\d+))"))) {
+        seen = std::stoll(match[1]);
+        if (seen == want) return seen;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return seen;
+}
+
+// N counts the instances that enforce the same limits: an Envoy-only server on the same
+// Redis is not one of a `limits:` fleet's, so it does not shrink the fleet's outage shares.
+TEST(OutageTest, TheFallbackShareCountsOnlyInstancesWithTheSameLimits) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  constexpr char kLimits[] = R"(limits:
+  api:
+    algorithm: token_bucket
+    capacity: 10
+    refill_per_second: 5
+)";
+  constexpr char kEnvoy[] = R"(domain: edge
+descriptors:
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 10}
+)";
+  auto first = ServeProcess::Start(kLimits, {"--redis", (*redis)->url()});
+  auto second = ServeProcess::Start(kLimits, {"--redis", (*redis)->url()});
+  auto envoy = ServeProcess::Start(kEnvoy, {"--redis", (*redis)->url()});
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_NE(envoy, nullptr);
+  EXPECT_EQ(InstancesOnceThey(*first, 2), 2) << first->log();
+  EXPECT_EQ(InstancesOnceThey(*second, 2), 2);
+  EXPECT_EQ(InstancesOnceThey(*envoy, 1), 1) << envoy->log();
+  EXPECT_EQ(envoy->Stop(), 0);
+  EXPECT_EQ(second->Stop(), 0);
+  EXPECT_EQ(InstancesOnceThey(*first, 1), 1);
+  EXPECT_EQ(first->Stop(), 0);
 }
 
 }  // namespace

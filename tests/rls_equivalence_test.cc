@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -141,17 +140,10 @@ std::vector<Step> Sequence() {
   };
 }
 
-int GrpcPort(const ServeProcess& server) {
-  const std::regex listening(R"(listening grpc=127\.0\.0\.1:(\d+))");
-  std::smatch match;
-  const std::string log = server.log();
-  return std::regex_search(log, match, listening) ? std::stoi(match[1]) : 0;
-}
-
 TEST(RlsEquivalenceTest, GrpcAndJsonGiveTheSameDecisions) {
   auto server = ServeProcess::Start(kConfig);
   ASSERT_NE(server, nullptr);
-  const int grpc_port = GrpcPort(*server);
+  const int grpc_port = server->grpc_port();
   ASSERT_GT(grpc_port, 0) << server->log();
   auto stub = RateLimitService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
                                                             grpc::InsecureChannelCredentials()));

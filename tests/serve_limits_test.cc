@@ -6,7 +6,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -57,14 +56,6 @@ nlohmann::json Json(const testing::HttpTestResponse& response) {
   return nlohmann::json::parse(response.body(), nullptr, false);
 }
 
-// The gRPC port the server logged ("listening grpc=127.0.0.1:PORT"), or 0.
-int GrpcPort(const ServeProcess& server) {
-  const std::regex listening(R"(listening grpc=127\.0\.0\.1:(\d+))");
-  std::smatch match;
-  const std::string log = server.log();
-  return std::regex_search(log, match, listening) ? std::stoi(match[1]) : 0;
-}
-
 std::unique_ptr<RateLimitService::Stub> Stub(int port) {
   return RateLimitService::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
@@ -102,7 +93,7 @@ std::string JsonRequest(int count, const std::string& user) {
 TEST(ServeLimitsTest, TooManyDescriptorsIsInvalidArgumentOverGrpcAnd400OverJson) {
   auto server = ServeProcess::Start(kEnvoyConfig, {"--max-descriptors", "3"});
   ASSERT_NE(server, nullptr);
-  const int grpc_port = GrpcPort(*server);
+  const int grpc_port = server->grpc_port();
   ASSERT_GT(grpc_port, 0) << server->log();
   auto stub = Stub(grpc_port);
 
@@ -168,7 +159,7 @@ TEST(ServeLimitsTest, HeadOverTheConfiguredSizeIs431) {
 TEST(ServeLimitsTest, GrpcMessageOverTheBodyLimitIsRefused) {
   auto server = ServeProcess::Start(kEnvoyConfig, {"--max-body-bytes", "2048"});
   ASSERT_NE(server, nullptr);
-  const int grpc_port = GrpcPort(*server);
+  const int grpc_port = server->grpc_port();
   ASSERT_GT(grpc_port, 0) << server->log();
   auto stub = Stub(grpc_port);
   RateLimitRequest big = Request(1, std::string(4000, 'u'));

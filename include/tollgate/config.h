@@ -14,9 +14,12 @@
 //       mode: exact                   # exact (default) | sync
 //       sync_interval: 1s             # with mode: sync
 //       local: { algorithm: fixed_window, limit: 1, window: 10m }  # with on_store_failure: local
+//   memory_store:
+//     max_keys: 1000000               # optional: the embedded store's cap on entries
 #ifndef TOLLGATE_CONFIG_H_
 #define TOLLGATE_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +32,9 @@ namespace tollgate {
 struct Config {
   // Sorted by name; names are unique.
   std::vector<Limit> limits;
+  // `memory_store: {max_keys: N}`: the cap on the embedded in-memory store's entries
+  // (MemoryStoreOptions::max_keys), 1 to 10^12. 0 when the file does not set it.
+  int64_t memory_store_max_keys = 0;
 };
 
 // Parses `yaml_text`. On failure returns InvalidArgument whose message reads

@@ -16,6 +16,7 @@ namespace tollgate::cli {
 absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths) {
   LoadedConfigs loaded;
   absl::flat_hash_set<std::string> names;
+  std::string memory_store_file;  // the file that set memory_store.max_keys
   for (const std::string& path : paths) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
@@ -31,6 +32,15 @@ absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths)
     }
     absl::StatusOr<Config> config = ParseConfig(text.str(), path);
     if (!config.ok()) return config.status();
+    if (config->memory_store_max_keys != 0) {
+      if (!memory_store_file.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": memory_store.max_keys: also set in ", memory_store_file,
+                         "; set it in one --config file"));
+      }
+      memory_store_file = path;
+      loaded.memory_store_max_keys = config->memory_store_max_keys;
+    }
     for (Limit& limit : config->limits) {
       if (!names.insert(limit.name).second) {
         return absl::InvalidArgumentError(

@@ -14,7 +14,8 @@ using ::tollgate::LoadedConfigs;
 
 // Reads each file, tells the two formats apart by their top-level keys, and validates the
 // whole: a limit name defined twice (in two files, or in both formats) is an error, and so
-// is a domain given twice. Errors name the file (and line and field where there is one).
+// is a domain given twice, and so is `memory_store.max_keys` set in more than one file. Errors name
+// the file (and line and field where there is one).
 absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths);
 
 }  // namespace tollgate::cli

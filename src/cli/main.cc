@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "src/cli/check.h"
 #include "src/cli/serve.h"
+#include "src/cli/serve_environment.h"
 #include "src/cli/validate.h"
 
 int main(int argc, char** argv) {
@@ -35,9 +37,21 @@ int main(int argc, char** argv) {
                    "Config file (YAML): tollgate's `limits:` or Envoy's `domain:` format; "
                    "repeatable")
       ->required();
-  serve_command->add_option("--redis", serve.redis_url,
-                            "Redis URL: redis://, rediss:// (TLS), redis-cluster://, "
-                            "redis-sentinel:// (docs/redis.md); without it, state is in memory");
+  serve_command->add_option(
+      "--redis", serve.redis_url,
+      "Redis URL (redis://HOST:PORT); without it, state is in memory. A password here is seen "
+      "by every local user: use TOLLGATE_REDIS or --redis-password-file");
+  serve_command->add_option("--redis-url-file", serve.redis_url_file,
+                            "Read the Redis URL from this file instead of --redis");
+  serve_command->add_option(
+      "--redis-password-file", serve.redis_password_file,
+      "Read the Redis password from this file (a Kubernetes secret, a systemd credential)");
+  serve_command
+      ->add_option("--memory-max-keys", serve.memory_max_keys,
+                   "Most entries (limit and key) the in-memory store holds; at the cap a new key "
+                   "evicts the one closest to full (default: the config's memory_store.max_keys, "
+                   "else 1000000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000}));
   serve_command->add_option("--http", serve.http_address, "HTTP listen address HOST:PORT")
       ->capture_default_str();
   serve_command->add_option("--grpc", serve.grpc_address, "gRPC listen address HOST:PORT")
@@ -160,6 +174,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
+  // Every option above also from the environment, TOLLGATE_<OPTION>; the command line wins.
+  tollgate::cli::ReadOptionsFromEnvironment(*serve_command);
+  serve_command->footer(
+      "Every option can also be set in the environment, as TOLLGATE_ and its name in capitals "
+      "(shown beside each, such as TOLLGATE_REDIS); the command line wins.");
+
   std::vector<std::string> validate_paths;
   CLI::App* validate_command = app.add_subcommand("validate", "Check config files and exit");
   validate_command->add_option("--config", validate_paths, "Config file (YAML); repeatable")
@@ -178,8 +198,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    // Help is a success; every usage error exits 2.
-    return code == 0 ? 0 : 2;
+    if (code == 0) return 0;  // help
+    // The offending value may have come from the environment: name the variables (never
+    // their values, which may be secrets).
+    const std::vector<std::string> from_environment =
+        tollgate::cli::OptionEnvironmentVariablesSet(*serve_command);
+    if (*serve_command && !from_environment.empty()) {
+      std::fprintf(stderr, "(serve options read from the environment: %s)\n",
+                   absl::StrJoin(from_environment, ", ").c_str());
+    }
+    return 2;  // every usage error
   }
 
   if (*serve_command) {
@@ -187,6 +215,16 @@ int main(int argc, char** argv) {
     grpc.keepalive_interval = std::chrono::milliseconds(grpc_keepalive_interval_ms);
     grpc.keepalive_timeout = std::chrono::milliseconds(grpc_keepalive_timeout_ms);
     spdlog::set_level(spdlog::level::from_str(log_level));
+    for (const std::string& warning :
+         tollgate::cli::MisspelledEnvironmentVariables(*serve_command)) {
+      spdlog::warn("{}", warning);
+    }
+    if (tollgate::cli::HideRedisPasswords(argc, argv)) {
+      spdlog::warn(
+          "--redis on the command line carries a password, which every local user can read "
+          "(ps, /proc/PID/cmdline) until it is hidden after start; give it as TOLLGATE_REDIS or "
+          "with --redis-password-file");
+    }
     return tollgate::cli::RunServe(serve);
   }
   if (*validate_command) return tollgate::cli::RunValidate(validate_paths);

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "src/cli/load_configs.h"
+#include "src/cli/serve_environment.h"
 #include "src/config/descriptor_matcher.h"
 #include "src/server/check_service.h"
 #include "src/server/event_loops.h"
@@ -30,6 +31,7 @@
 #include "src/server/rls_grpc.h"
 #include "src/server/rls_service.h"
 #include "tollgate/limiter.h"
+#include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate::cli {
@@ -69,9 +71,17 @@ std::vector<FileVersion> FileVersions(const std::vector<std::string>& paths) {
 // poller may both ask).
 class Reloader {
  public:
+  // `memory_store_max_keys`: the config's memory_store.max_keys at start; `given_memory_max_keys`:
+  // whether --memory-max-keys overrode it.
   Reloader(const ServeOptions& options, server::Metrics& metrics, server::CheckService& service,
-           std::vector<FileVersion> versions)
-      : options_(options), metrics_(metrics), service_(service), versions_(std::move(versions)) {}
+           std::vector<FileVersion> versions, int64_t memory_store_max_keys,
+           bool given_memory_max_keys)
+      : options_(options),
+        metrics_(metrics),
+        service_(service),
+        given_memory_max_keys_(given_memory_max_keys),
+        versions_(std::move(versions)),
+        memory_store_max_keys_(memory_store_max_keys) {}
 
   // Loads and validates all files; a valid whole replaces the running config (HTTP and
   // Envoy's alike, in one swap), an invalid one is logged and the old config keeps serving.
@@ -81,6 +91,7 @@ class Reloader {
     absl::StatusOr<LoadedConfigs> config = LoadConfigs(options_.config_paths);
     const size_t limits = config.ok() ? config->limits.size() : 0;
     const size_t domains = config.ok() ? config->envoy_domains.size() : 0;
+    const int64_t memory_store_max_keys = config.ok() ? config->memory_store_max_keys : 0;
     absl::Status status = config.ok() ? service_.Reload(*std::move(config)) : config.status();
     if (!status.ok()) {
       metrics_.RecordReload(false);
@@ -90,6 +101,14 @@ class Reloader {
     }
     metrics_.RecordReload(true);
     spdlog::info("config reloaded ({}): {} limits and {} Envoy domains", why, limits, domains);
+    if (memory_store_max_keys != memory_store_max_keys_) {
+      spdlog::warn(
+          "memory_store.max_keys changed in the config; the store keeps its cap of {} keys "
+          "until a restart{}",
+          options_.memory_max_keys,
+          given_memory_max_keys_ ? " (and --memory-max-keys overrides the config's)" : "");
+      memory_store_max_keys_ = memory_store_max_keys;
+    }
   }
 
   // Reloads when a file's version differs from the last one loaded.
@@ -107,12 +126,17 @@ class Reloader {
   server::Metrics& metrics_;
   server::CheckService& service_;
   absl::Mutex mu_;  // one reload at a time
+  const bool given_memory_max_keys_;
   std::vector<FileVersion> versions_ ABSL_GUARDED_BY(mu_);
+  // The config's memory_store.max_keys last loaded (the store's cap is set at start only).
+  int64_t memory_store_max_keys_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-int RunServe(const ServeOptions& options) {
+int RunServe(const ServeOptions& given) {
+  // The options as served: the Redis URL with its secrets read, the memory cap decided.
+  ServeOptions options = given;
   // Block the stop signals before any thread starts, so every thread inherits the mask and
   // only the sigwait below receives them.
   sigset_t stop_signals;
@@ -136,12 +160,24 @@ int RunServe(const ServeOptions& options) {
     return 2;
   }
 
+  absl::StatusOr<std::string> redis_url = ResolveRedisUrl(options);
+  if (!redis_url.ok()) {
+    spdlog::error("{}", std::string(redis_url.status().message()));
+    return 2;
+  }
+  options.redis_url = *std::move(redis_url);
+
   // Taken before reading, so that a write during the load is seen as a change.
   std::vector<FileVersion> config_versions = FileVersions(options.config_paths);
   absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
   if (!config.ok()) {
     spdlog::error("invalid config: {}", std::string(config.status().message()));
     return 1;
+  }
+  // --memory-max-keys wins over the config's memory_store.max_keys.
+  if (options.memory_max_keys == 0) {
+    options.memory_max_keys =
+        config->memory_store_max_keys > 0 ? config->memory_store_max_keys : kDefaultMemoryMaxKeys;
   }
   // Every connection of the service runs on these loops: HTTP and gRPC sessions, and the
   // Redis connections their checks use. Declared before the store, so destroyed after it.
@@ -153,18 +189,22 @@ int RunServe(const ServeOptions& options) {
   }
   std::vector<boost::asio::io_context*> loop_contexts;
   for (int i = 0; i < (*loops)->size(); ++i) loop_contexts.push_back(&(*loops)->loop(i));
-  absl::StatusOr<ServeStore> store = MakeStore(options, std::move(loop_contexts));
+  absl::StatusOr<ServeStore> store = MakeStore(options, *config, std::move(loop_contexts));
   if (!store.ok()) {
     spdlog::error("{}", std::string(store.status().message()));
     return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const size_t limit_count = config->limits.size();
+  const int64_t config_memory_store_max_keys = config->memory_store_max_keys;
   const size_t domain_count = config->envoy_domains.size();
 
   // Outlives both servers (declared before them).
   server::Metrics metrics;
   const auto* resilient = dynamic_cast<const ResilientStore*>(store->store.get());
   metrics.set_resilient_store(resilient);
+  if (const auto* memory = dynamic_cast<const MemoryStore*>(store->store.get())) {
+    metrics.set_memory_store(memory, options.memory_max_keys);
+  }
   if (options.instances > 0) {
     metrics.set_instance_count([instances = options.instances] { return instances; });
   } else if (store->registry != nullptr) {
@@ -238,11 +278,15 @@ int RunServe(const ServeOptions& options) {
   }
   spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
                absl::StrJoin(options.config_paths, ", "), store->store->Name());
+  if (options.redis_url.empty()) {
+    spdlog::info("memory store: at most {} keys", options.memory_max_keys);
+  }
   // Tests and scripts read these lines to learn the ports (with HOST:0).
   spdlog::info("listening grpc={}", (*grpc)->address());
   spdlog::info("listening http={}", (*http)->address());
 
-  Reloader reloader(options, metrics, *check_service, std::move(config_versions));
+  Reloader reloader(options, metrics, *check_service, std::move(config_versions),
+                    config_memory_store_max_keys, given.memory_max_keys > 0);
   absl::Notification stop_polling;
   std::thread poller([&] {
     while (!stop_polling.WaitForNotificationWithTimeout(kConfigPollInterval)) {

@@ -2,11 +2,13 @@
 #ifndef TOLLGATE_SRC_CLI_SERVE_H_
 #define TOLLGATE_SRC_CLI_SERVE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/config/loaded_configs.h"
 #include "src/server/grpc_server.h"
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
@@ -17,11 +19,23 @@ class io_context;
 
 namespace tollgate::cli {
 
+// The memory store's cap when neither --memory-max-keys nor `memory_store.max_keys` sets it.
+inline constexpr int64_t kDefaultMemoryMaxKeys = 1'000'000;
+
 struct ServeOptions {
   // One or more files, each in tollgate's `limits:` format or Envoy's `domain:` format.
   std::vector<std::string> config_paths;
-  // Empty: the embedded in-memory store.
+  // Empty (and no redis_url_file): the embedded in-memory store.
   std::string redis_url;
+  // The Redis URL read from this file instead (exclusive with redis_url), and the password
+  // read from this one (added to the URL's credentials): secrets kept off the command line
+  // (ResolveRedisUrl in serve_environment.h).
+  std::string redis_url_file;
+  std::string redis_password_file;
+  // The embedded in-memory store's cap on entries (MemoryStoreOptions::max_keys); with
+  // Redis, the cap on the local fallback limiters' keys. 0: the config's
+  // `memory_store.max_keys`, else kDefaultMemoryMaxKeys.
+  int64_t memory_max_keys = 0;
   std::string http_address = "127.0.0.1:8080";
   // Envoy's rate-limit service (gRPC) and the gRPC health service.
   std::string grpc_address = "127.0.0.1:8081";
@@ -51,18 +65,23 @@ struct ServeOptions {
 struct ServeStore {
   // With --redis: the live instance count (heartbeats into Redis). Declared first, so
   // destroyed last: the stores read it.
-  std::unique_ptr<InstanceRegistry> registry;
+  // Shared: the stores' instance counts hold it, however long the stores live.
+  std::shared_ptr<InstanceRegistry> registry;
   std::shared_ptr<Store> store;
   // With --redis: where `mode: sync` limits live (local counts synced with Redis); else
   // nullptr and they are checked exactly in `store`.
   std::shared_ptr<Store> sync_store;
 };
 
-// The store the service checks against: in memory without `redis_url`; else Redis behind
-// deadlines, a circuit breaker and each limit's failure policy, with N learned from
-// heartbeats. Checks issued on one of `loops` talk to Redis over connections of that loop
-// (RedisStoreOptions::caller_loops). REQUIRES: the loops outlive the store.
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
+// The store the service checks against: in memory (at most `options.memory_max_keys`
+// entries, or kDefaultMemoryMaxKeys when 0; already resolved with the config's
+// memory_store.max_keys) without `redis_url`; else Redis at `redis_url` (already resolved:
+// the file options are not read here) behind deadlines, a circuit breaker and each limit's
+// failure policy, with N learned from heartbeats. Checks issued on one of `loops` talk to
+// Redis over connections of that loop (RedisStoreOptions::caller_loops). `config` is what
+// the --config files hold at start: it decides whether sync mode can be served and names
+// the group N is counted in. REQUIRES: the loops outlive the store.
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
                                      std::vector<boost::asio::io_context*> loops = {});
 
 // Loads the configs, builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,

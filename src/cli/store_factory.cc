@@ -1,10 +1,16 @@
 // Copyright tollgate authors. Which store `tollgate serve` uses.
-#include <memory>
-#include <utility>
+#include <openssl/sha.h>
 
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
-#include "src/cli/load_configs.h"
 #include "src/cli/serve.h"
 #include "src/server/resilience_log.h"
 #include "src/store/redis/redis_url.h"
@@ -14,12 +20,37 @@
 #include "tollgate/sync_store.h"
 
 namespace tollgate::cli {
+namespace {
 
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
+// The instances that share a fail_open limit's outage budget are those enforcing the same
+// limits: N is learned per group, the group named by the limits this config defines (its
+// limit names and Envoy domains, sorted), so an Envoy-only server does not count in the N
+// of a `limits:` fleet on the same Redis. The same files give the same group on every
+// instance and build (SHA-256, not a process-local hash).
+std::string InstanceGroup(const LoadedConfigs& config) {
+  std::vector<std::string> names;
+  for (const Limit& limit : config.limits) names.push_back(absl::StrCat("limit:", limit.name));
+  for (const EnvoyDomainConfig& domain : config.envoy_domains) {
+    names.push_back(absl::StrCat("domain:", domain.domain));
+  }
+  std::sort(names.begin(), names.end());
+  const std::string joined = absl::StrJoin(names, "\n");
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(joined.data()), joined.size(), digest);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), 8));  // 64 bits name a group
+}
+
+}  // namespace
+
+absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
                                      std::vector<boost::asio::io_context*> loops) {
   ServeStore result;
+  const int64_t max_keys =
+      options.memory_max_keys > 0 ? options.memory_max_keys : kDefaultMemoryMaxKeys;
   if (options.redis_url.empty()) {
-    absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Create();
+    absl::StatusOr<std::unique_ptr<MemoryStore>> store =
+        MemoryStore::Create({.max_keys = max_keys});
     if (!store.ok()) return store.status();
     result.store = std::shared_ptr<Store>(*std::move(store));
     return result;
@@ -30,15 +61,12 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
   const redis::Topology topology = redis::UrlTopology(options.redis_url);
   const bool sync_supported = topology == redis::Topology::kStandalone;
   if (!sync_supported) {
-    absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
-    if (config.ok()) {
-      for (const Limit& limit : config->limits) {
-        if (limit.mode != Mode::kSync) continue;
-        return absl::InvalidArgumentError(absl::StrCat(
-            "limit \"", limit.name, "\" has mode: sync, which needs a single Redis (redis://); ",
-            topology == redis::Topology::kCluster ? "redis-cluster://" : "redis-sentinel://",
-            " URLs support exact limits only (docs/redis.md)"));
-      }
+    for (const Limit& limit : config.limits) {
+      if (limit.mode != Mode::kSync) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "limit \"", limit.name, "\" has mode: sync, which needs a single Redis (redis://); ",
+          topology == redis::Topology::kCluster ? "redis-cluster://" : "redis-sentinel://",
+          " URLs support exact limits only (docs/redis.md)"));
     }
   }
 
@@ -54,10 +82,12 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
   ResilienceEventCallback on_event = [log](const ResilienceEvent& event) { log->Log(event); };
   ResilienceOptions resilience;
   resilience.on_event = on_event;
+  resilience.fallback_max_keys = max_keys;
   // The registry is also the instance's own probe of Redis, which /readyz follows; with a
   // fixed N it only probes and does not join the set.
   InstanceRegistryOptions registry_options;
   registry_options.redis_url = options.redis_url;
+  registry_options.key = absl::StrCat(registry_options.key, ":", InstanceGroup(config));
   registry_options.announce = options.instances <= 0;
   registry_options.on_event = on_event;
   absl::StatusOr<std::unique_ptr<InstanceRegistry>> registry =
@@ -68,9 +98,10 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options,
     const int64_t instances = options.instances;
     resilience.instance_count = [instances] { return instances; };
   } else {
-    InstanceRegistry* raw = result.registry.get();
-    resilience.instance_count = [raw] { return raw->Count(); };
-    spdlog::info("instance {}: {} live instance(s)", raw->instance_id(), raw->Count());
+    std::shared_ptr<const InstanceRegistry> registry_ref = result.registry;
+    resilience.instance_count = [registry_ref] { return registry_ref->Count(); };
+    spdlog::info("instance {}: {} live instance(s)", registry_ref->instance_id(),
+                 registry_ref->Count());
   }
   // Sync mode never waits on Redis on the request path and handles Redis failures itself,
   // so it is not wrapped in the ResilientStore.

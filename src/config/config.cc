@@ -61,7 +61,8 @@ constexpr DurationRange kWindowRange = {1 * kMillisecond, 365 * kDay, "from 1ms 
 // The real upper bound of a sync interval is the limit's window, checked separately.
 constexpr DurationRange kSyncIntervalRange = {10 * kMillisecond, 365 * kDay, "from 10ms to 365d"};
 
-constexpr absl::string_view kTopLevelKeys[] = {"limits"};
+constexpr absl::string_view kTopLevelKeys[] = {"limits", "memory_store"};
+constexpr absl::string_view kMemoryStoreKeys[] = {"max_keys"};
 constexpr absl::string_view kLimitKeys[] = {"algorithm",
                                             "capacity",
                                             "refill_per_second",
@@ -523,6 +524,19 @@ absl::StatusOr<Config> Parser::Parse(absl::string_view yaml_text) {
   }
   std::sort(config.limits.begin(), config.limits.end(),
             [](const Limit& a, const Limit& b) { return a.name < b.name; });
+  if (const Field* memory = top->Find("memory_store")) {
+    if (!memory->value.IsMap()) {
+      return ErrorAtValue(*memory, "memory_store",
+                          absl::StrCat("expected a map (max_keys), got ", Describe(memory->value)));
+    }
+    absl::StatusOr<Fields> fields = ReadMap(memory->value, "memory_store", kMemoryStoreKeys);
+    if (!fields.ok()) return fields.status();
+    if (const Field* max_keys = fields->Find("max_keys")) {
+      absl::StatusOr<int64_t> value = ParseCount(*max_keys, "memory_store.max_keys");
+      if (!value.ok()) return value.status();
+      config.memory_store_max_keys = *value;
+    }
+  }
   return config;
 }
 

@@ -586,5 +586,25 @@ TEST(ConfigTest, LoadConfigFileIsNotFoundForMissingFilesAndDirectories) {
   EXPECT_THAT(Message(config.status()), HasSubstr(dir));
 }
 
+// The embedded store's key cap, beside the limits; absent: 0 (the server's default).
+TEST(ConfigTest, MemoryStoreMaxKeys) {
+  constexpr char kLimit[] = "limits:\n  a: {algorithm: fixed_window, limit: 1, window: 1s}\n";
+  EXPECT_EQ(ParseOk(kLimit).memory_store_max_keys, 0);
+  EXPECT_EQ(
+      ParseOk(std::string(kLimit) + "memory_store:\n  max_keys: 2000000\n").memory_store_max_keys,
+      2'000'000);
+  EXPECT_EQ(ParseOk(std::string(kLimit) + "memory_store: {}\n").memory_store_max_keys, 0);
+  EXPECT_EQ(ErrorFor(std::string(kLimit) + "memory_store:\n  max_keys: 0\n"),
+            "bad.yaml:4:13: memory_store.max_keys: expected a whole number from 1 to "
+            "1000000000000, got '0'");
+  EXPECT_EQ(ErrorFor(std::string(kLimit) + "memory_store:\n  max_key: 10\n"),
+            "bad.yaml:4:3: memory_store.max_key: unknown key; expected one of max_keys (did you "
+            "mean 'max_keys'?)");
+  EXPECT_EQ(ErrorFor(std::string(kLimit) + "memory_store: 10\n"),
+            "bad.yaml:3:15: memory_store: expected a map (max_keys), got '10'");
+  // Still a limits: file: the limits are required.
+  EXPECT_THAT(ErrorFor("memory_store: {max_keys: 10}\n"), HasSubstr("limits"));
+}
+
 }  // namespace
 }  // namespace tollgate

@@ -1,10 +1,10 @@
 // Copyright tollgate authors.
 #include "src/config/descriptor_matcher.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -24,15 +24,22 @@ struct DescriptorMatcher::Node {
 struct DescriptorMatcher::Level {
   struct SameKey {
     absl::flat_hash_map<std::string, std::unique_ptr<Node>> exact;
-    // (prefix without '*', node), in file order: the first match wins.
-    std::vector<std::pair<std::string, std::unique_ptr<Node>>> wildcards;
+    struct Wildcard {
+      std::string pattern;
+      std::vector<std::string> parts;  // SplitWildcard(pattern)
+      bool share_threshold = false;
+      std::unique_ptr<Node> node;
+    };
+    // In file order: the first match wins.
+    std::vector<Wildcard> wildcards;
     std::unique_ptr<Node> any_value;
   };
   absl::flat_hash_map<std::string, SameKey> by_key;
 };
 
-LimitNumbers EnvoyLimitNumbers(Algorithm algorithm, uint32_t requests_per_unit, EnvoyUnit unit) {
-  const int64_t seconds = EnvoyUnitSeconds(unit);
+LimitNumbers EnvoyLimitNumbers(Algorithm algorithm, uint32_t requests_per_unit, EnvoyUnit unit,
+                               uint32_t unit_multiplier) {
+  const int64_t seconds = EnvoyUnitSeconds(unit) * std::max<int64_t>(unit_multiplier, 1);
   LimitNumbers numbers;
   numbers.algorithm = algorithm;
   if (algorithm == Algorithm::kTokenBucket) {
@@ -77,8 +84,8 @@ absl::StatusOr<std::unique_ptr<DescriptorMatcher>> DescriptorMatcher::Create(
     rule.limit_name = name;
     Limit limit;
     limit.name = name;
-    limit.numbers =
-        EnvoyLimitNumbers(rate_limit.algorithm, rate_limit.requests_per_unit, rate_limit.unit);
+    limit.numbers = EnvoyLimitNumbers(rate_limit.algorithm, rate_limit.requests_per_unit,
+                                      rate_limit.unit, rate_limit.unit_multiplier);
     limit.on_store_failure = rate_limit.on_store_failure;
     limit.timeout_micros = rate_limit.timeout_micros;
     matcher->limits_.push_back(std::move(limit));
@@ -98,6 +105,7 @@ void DescriptorMatcher::AddLevel(const std::string& domain, const std::string& p
       rule.full_key = full_key;
       rule.rate_limit = std::move(*descriptor.rate_limit);
       rule.shadow_mode = descriptor.shadow_mode;
+      rule.quota_mode = descriptor.quota_mode;
       node->rule = &rule;
     }
     if (!descriptor.descriptors.empty()) {
@@ -109,8 +117,9 @@ void DescriptorMatcher::AddLevel(const std::string& domain, const std::string& p
     // The parser rejects a (key, value) twice in one list, so no slot is taken twice.
     if (value.empty()) {
       same_key.any_value = std::move(node);
-    } else if (value.back() == '*') {
-      same_key.wildcards.emplace_back(value.substr(0, value.size() - 1), std::move(node));
+    } else if (value.find('*') != std::string::npos) {
+      same_key.wildcards.push_back(
+          {value, SplitWildcard(value), descriptor.share_threshold, std::move(node)});
     } else {
       same_key.exact.emplace(value, std::move(node));
     }
@@ -123,6 +132,13 @@ bool DescriptorMatcher::HasDomain(std::string_view domain) const {
 
 const EnvoyRule* DescriptorMatcher::Match(std::string_view domain,
                                           absl::Span<const DescriptorEntry> entries) const {
+  return Match(domain, entries, nullptr);
+}
+
+const EnvoyRule* DescriptorMatcher::Match(std::string_view domain,
+                                          absl::Span<const DescriptorEntry> entries,
+                                          std::vector<std::string_view>* counted_values) const {
+  if (counted_values != nullptr) counted_values->clear();
   auto domain_it = domains_.find(View(domain));
   if (domain_it == domains_.end()) return nullptr;
   const Level* level = domain_it->second.get();
@@ -132,18 +148,21 @@ const EnvoyRule* DescriptorMatcher::Match(std::string_view domain,
     const Level::SameKey& same_key = key_it->second;
     const absl::string_view value = View(entries[i].value);
     const Node* next = nullptr;
+    std::string_view counted_value = entries[i].value;
     if (auto exact = same_key.exact.find(value); exact != same_key.exact.end()) {
       next = exact->second.get();
     } else {
-      for (const auto& [prefix, node] : same_key.wildcards) {
-        if (absl::StartsWith(value, prefix)) {
-          next = node.get();
+      for (const Level::SameKey::Wildcard& wildcard : same_key.wildcards) {
+        if (WildcardMatches(wildcard.parts, entries[i].value)) {
+          next = wildcard.node.get();
+          if (wildcard.share_threshold) counted_value = wildcard.pattern;
           break;
         }
       }
       if (next == nullptr) next = same_key.any_value.get();
     }
     if (next == nullptr) return nullptr;
+    if (counted_values != nullptr) counted_values->push_back(counted_value);
     if (i + 1 == entries.size()) return next->rule;
     if (next->children == nullptr) return nullptr;
     level = next->children.get();

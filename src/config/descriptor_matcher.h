@@ -2,10 +2,10 @@
 //
 // The rules are those of envoyproxy/ratelimit. A descriptor's entries are walked one by one
 // down the configured tree; at each level the most specific descriptor wins: the exact
-// (key, value), else the first wildcard whose prefix the value starts with (in file order),
-// else the key with no value (which matches any value). A rule applies only when it sits at
-// the depth of the descriptor's last entry; a descriptor that leaves the tree early, or
-// matches nothing, has no rule and is not limited.
+// (key, value), else the first wildcard that matches the value (in file order; each '*'
+// matches any run of characters, WildcardMatches), else the key with no value (which matches any
+// value). A rule applies only when it sits at the depth of the descriptor's last entry; a
+// descriptor that leaves the tree early, or matches nothing, has no rule and is not limited.
 #ifndef TOLLGATE_SRC_CONFIG_DESCRIPTOR_MATCHER_H_
 #define TOLLGATE_SRC_CONFIG_DESCRIPTOR_MATCHER_H_
 
@@ -31,6 +31,8 @@ struct EnvoyRule {
   std::string full_key;
   EnvoyRateLimit rate_limit;
   bool shadow_mode = false;
+  // envoyproxy/ratelimit's quota mode (EnvoyDescriptor::quota_mode).
+  bool quota_mode = false;
   // The tollgate::Limit that counts this rule (full_key, made unique if needed). Empty when
   // nothing is counted: unlimited, or requests_per_unit 0 (always over the limit).
   std::string limit_name;
@@ -42,10 +44,11 @@ struct DescriptorEntry {
   std::string_view value;
 };
 
-// The numbers a rule counts with: a window of one unit holding requests_per_unit, or a
-// token bucket of requests_per_unit refilled at requests_per_unit per unit.
-// REQUIRES: requests_per_unit >= 1.
-LimitNumbers EnvoyLimitNumbers(Algorithm algorithm, uint32_t requests_per_unit, EnvoyUnit unit);
+// The numbers a rule counts with: a window of unit_multiplier units holding
+// requests_per_unit, or a token bucket of requests_per_unit refilled at requests_per_unit per
+// unit_multiplier units. REQUIRES: requests_per_unit >= 1, unit_multiplier >= 1.
+LimitNumbers EnvoyLimitNumbers(Algorithm algorithm, uint32_t requests_per_unit, EnvoyUnit unit,
+                               uint32_t unit_multiplier = 1);
 
 // Immutable once created; Match is thread-safe.
 class DescriptorMatcher {
@@ -63,6 +66,13 @@ class DescriptorMatcher {
   // The rule for `entries` in `domain`, or nullptr when none applies. The pointer lives as
   // long as the matcher.
   const EnvoyRule* Match(std::string_view domain, absl::Span<const DescriptorEntry> entries) const;
+
+  // As above; when a rule is found, `*counted_values` (cleared first) holds one value per
+  // entry to count the request by: the entry's own value, or, for an entry matched by a
+  // share_threshold wildcard, the wildcard itself (so all its values share one counter).
+  // The views live as long as the entries' values and the matcher.
+  const EnvoyRule* Match(std::string_view domain, absl::Span<const DescriptorEntry> entries,
+                         std::vector<std::string_view>* counted_values) const;
 
   // One limit per counting rule (non-empty limit_name), with a unique name.
   const std::vector<Limit>& limits() const { return limits_; }

@@ -15,8 +15,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "src/config/yaml_node.h"
@@ -29,11 +31,14 @@ constexpr int64_t kMinTimeoutMicros = 1'000;
 constexpr int64_t kMaxTimeoutMicros = 60'000'000;
 
 constexpr absl::string_view kRootKeys[] = {"domain", "descriptors"};
-constexpr absl::string_view kDescriptorKeys[] = {"key",         "value",       "rate_limit",
-                                                 "descriptors", "shadow_mode", "detailed_metric"};
+constexpr absl::string_view kDescriptorKeys[] = {
+    "key",        "value",           "rate_limit",      "descriptors",     "shadow_mode",
+    "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
 constexpr absl::string_view kRateLimitKeys[] = {
-    "unit",     "requests_per_unit", "unlimited",        "name",
+    "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
     "replaces", "algorithm",         "on_store_failure", "timeout"};
+// A window of unit_multiplier units is at most this many seconds (ten years of 365 days).
+constexpr int64_t kMaxWindowSeconds = 10 * 365 * 86'400;
 constexpr absl::string_view kReplacesKeys[] = {"name"};
 
 struct UnitInfo {
@@ -135,6 +140,19 @@ EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field) 
     if (!requests) Fail(node, field + ".requests_per_unit", "missing; expected a whole number");
     rate_limit.requests_per_unit = Uint32(requests, field + ".requests_per_unit");
   }
+  if (YAML::Node multiplier = node["unit_multiplier"]) {
+    const std::string multiplier_field = field + ".unit_multiplier";
+    if (rate_limit.unlimited)
+      Fail(multiplier, multiplier_field, "must not be set when unlimited is true");
+    const uint32_t value = Uint32(multiplier, multiplier_field);
+    const int64_t max = kMaxWindowSeconds / EnvoyUnitSeconds(rate_limit.unit);
+    if (value < 1 || value > max) {
+      Fail(multiplier, multiplier_field,
+           absl::StrCat("expected a whole number from 1 to ", max,
+                        " (a window of at most ten years), got ", Describe(multiplier)));
+    }
+    rate_limit.unit_multiplier = value;
+  }
   if (YAML::Node name = node["name"]) {
     rate_limit.name = Scalar(name, field + ".name");
     if (rate_limit.name.empty()) Fail(name, field + ".name", "must not be empty");
@@ -200,6 +218,28 @@ EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field) 
   return rate_limit;
 }
 
+// A byte that `text` does not hold.
+char AbsentByte(absl::string_view text) {
+  bool present[256] = {};
+  for (unsigned char c : text) present[c] = true;
+  for (int c = 1; c < 256; ++c) {
+    if (!present[c]) return static_cast<char>(c);
+  }
+  return '\0';
+}
+
+// Whether every value `later` matches is matched by `earlier` too (both wildcards). True
+// exactly when `earlier` matches `later` with each of its '*'s replaced by a byte `earlier`
+// lacks: that byte can only be taken by a '*' of `earlier`, so any run in its place is too.
+bool Covers(const std::string& earlier, const std::string& later) {
+  std::string probe = later;
+  const char absent = AbsentByte(earlier);
+  for (char& c : probe) {
+    if (c == '*') c = absent;
+  }
+  return WildcardMatches(SplitWildcard(earlier), probe);
+}
+
 std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std::string& field) {
   if (node.IsNull()) return {};
   if (!node.IsSequence()) {
@@ -228,14 +268,50 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
                descriptor.value.empty() ? "" : absl::StrCat(" value '", descriptor.value, "'"),
                " in the same list"));
     }
+    if (descriptor.value.find('*') != std::string::npos) {
+      // As envoyproxy/ratelimit, the first wildcard of a key that matches (in file order)
+      // wins; one that an earlier one always beats could never match, so it is refused.
+      for (const EnvoyDescriptor& earlier : descriptors) {
+        if (earlier.key == descriptor.key && earlier.value.find('*') != std::string::npos &&
+            Covers(earlier.value, descriptor.value)) {
+          Fail(item["value"], item_field + ".value",
+               absl::StrCat("wildcard '", descriptor.value, "' can never match: '", earlier.value,
+                            "' (line ", earlier.line,
+                            ") comes first and matches every value it would"));
+        }
+      }
+    }
     if (YAML::Node rate_limit = item["rate_limit"]) {
       descriptor.rate_limit = ParseRateLimit(rate_limit, item_field + ".rate_limit");
     }
     if (YAML::Node shadow = item["shadow_mode"]) {
       descriptor.shadow_mode = Bool(shadow, item_field + ".shadow_mode");
     }
+    if (YAML::Node quota = item["quota_mode"]) {
+      descriptor.quota_mode = Bool(quota, item_field + ".quota_mode");
+    }
+    // Accepted and checked; they name envoyproxy/ratelimit's statistics, which tollgate does
+    // not keep per descriptor value (docs/envoy.md).
     if (YAML::Node detailed = item["detailed_metric"]) {
-      Bool(detailed, item_field + ".detailed_metric");  // accepted, checked, not used
+      Bool(detailed, item_field + ".detailed_metric");
+    }
+    if (YAML::Node to_metric = item["value_to_metric"]) {
+      Bool(to_metric, item_field + ".value_to_metric");
+    }
+    if (YAML::Node metadata = item["metadata"]) {
+      // Any map, as envoyproxy/ratelimit (which sends it as response dynamic metadata).
+      if (!metadata.IsMap() && !metadata.IsNull()) {
+        Fail(metadata, item_field + ".metadata",
+             absl::StrCat("expected a map, got ", Describe(metadata)));
+      }
+    }
+    if (YAML::Node share = item["share_threshold"]) {
+      descriptor.share_threshold = Bool(share, item_field + ".share_threshold");
+      if (descriptor.share_threshold && descriptor.value.find('*') == std::string::npos) {
+        Fail(share, item_field + ".share_threshold",
+             absl::StrCat("only applies to a wildcard value (one containing '*'), got value '",
+                          descriptor.value, "'"));
+      }
     }
     if (YAML::Node nested = item["descriptors"]) {
       descriptor.descriptors = ParseDescriptors(nested, item_field + ".descriptors");
@@ -262,6 +338,26 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<std::string> SplitWildcard(std::string_view pattern) {
+  return absl::StrSplit(View(pattern), '*');
+}
+
+bool WildcardMatches(const std::vector<std::string>& parts, std::string_view text) {
+  const absl::string_view value = View(text);
+  if (parts.size() == 1) return value == parts[0];
+  const std::string& first = parts.front();
+  const std::string& last = parts.back();
+  if (value.size() < first.size() + last.size()) return false;
+  if (!absl::StartsWith(value, first) || !absl::EndsWith(value, last)) return false;
+  absl::string_view middle = value.substr(first.size(), value.size() - first.size() - last.size());
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    const size_t at = middle.find(parts[i]);
+    if (at == absl::string_view::npos) return false;
+    middle.remove_prefix(at + parts[i].size());
+  }
+  return true;
+}
 
 int64_t EnvoyUnitSeconds(EnvoyUnit unit) {
   for (const UnitInfo& info : kUnits) {

@@ -52,6 +52,9 @@ struct EnvoyRateLimit {
   EnvoyUnit unit = EnvoyUnit::kSecond;
   // 0 means every request is over the limit (a block list entry).
   uint32_t requests_per_unit = 0;
+  // The window (or a token bucket's refill period) is unit_multiplier units: 30 seconds,
+  // 5 minutes. 1 unless set; >= 1, and the window is at most ten years.
+  uint32_t unit_multiplier = 1;
   // Optional; `replaces` of other rules refer to it.
   std::string name;
   // Names of rules this one replaces when both match one request.
@@ -67,11 +70,18 @@ struct EnvoyRateLimit {
 // One entry of a `descriptors:` list, with its nested list.
 struct EnvoyDescriptor {
   std::string key;
-  // Empty: any value. Ending in '*': any value starting with what precedes the '*'.
+  // Empty: any value. With '*' (anywhere, any number of times): a wildcard, each '*'
+  // matching any run of characters, possibly empty ("bar*b", "foo*bar*baz", "/api/*").
   std::string value;
   std::optional<EnvoyRateLimit> rate_limit;
   // Decisions are computed and counted, but this rule never refuses.
   bool shadow_mode = false;
+  // envoyproxy/ratelimit's quota mode: this rule's refusal refuses the request only when
+  // every quota-mode descriptor of the request is refused (rls_plan.h).
+  bool quota_mode = false;
+  // Only with a wildcard value: every value it matches shares one counter (the wildcard's)
+  // instead of one counter per value.
+  bool share_threshold = false;
   std::vector<EnvoyDescriptor> descriptors;
   // Where it was written, for messages.
   int line = 0;
@@ -87,12 +97,23 @@ struct EnvoyDomainConfig {
 // Parses `yaml_text`. On failure returns InvalidArgument whose message reads
 // "FILE:LINE:COLUMN: FIELD: what was expected", FIELD a path such as
 // "descriptors[1].descriptors[0].rate_limit.unit". Unknown keys are errors, as in
-// envoyproxy/ratelimit (`detailed_metric` is accepted and ignored).
+// envoyproxy/ratelimit. `detailed_metric`, `value_to_metric` (booleans) and `metadata` (a
+// map) are accepted, checked and otherwise ignored (docs/envoy.md says why).
 absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
                                                    std::string_view file_name);
 
 // Reads and parses the file at `path`. NotFound if it cannot be read.
 absl::StatusOr<EnvoyDomainConfig> LoadEnvoyConfigFile(const std::string& path);
+
+// A wildcard value split at its '*'s: "foo*bar*" -> {"foo", "bar", ""}. A value without '*'
+// gives one part.
+std::vector<std::string> SplitWildcard(std::string_view pattern);
+
+// Whether `value` matches the wildcard split into `parts` (SplitWildcard), each '*' matching
+// any run of characters, possibly empty: starts with the first part, ends with the last, and
+// holds the middle ones in order between them without overlap. One part: equality.
+// REQUIRES: !parts.empty().
+bool WildcardMatches(const std::vector<std::string>& parts, std::string_view value);
 
 enum class ConfigKind {
   kLimits,  // tollgate's own format: top-level `limits:`

@@ -156,8 +156,130 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
                   "requests_per_unit: 1, reqests: 2}\n",
                   "descriptors[0].rate_limit: unknown key 'reqests'"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    value: exact\n"
+                  "    share_threshold: true\n",
+                  "bad.yaml:5:22: descriptors[0].share_threshold: only applies to a wildcard "
+                  "value"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    share_threshold: true\n",
+                  "descriptors[0].share_threshold: only applies to a wildcard value"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    quota_mode: sometimes\n",
+                  "bad.yaml:4:17: descriptors[0].quota_mode: expected true or false"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    value_to_metric: 2\n",
+                  "descriptors[0].value_to_metric: expected true or false"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    metadata: [1, 2]\n",
+                  "bad.yaml:4:15: descriptors[0].metadata: expected a map"},
+        // A wildcard that an earlier one of the same key always beats can never match.
+        BadConfig{"domain: d\ndescriptors:\n  - key: p\n    value: foo*\n"
+                  "  - key: p\n    value: foo*bar\n",
+                  "bad.yaml:6:12: descriptors[1].value: wildcard 'foo*bar' can never match: "
+                  "'foo*' (line 3) comes first"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: p\n    value: a*c\n"
+                  "  - key: p\n    value: ab*bc\n",
+                  "descriptors[1].value: wildcard 'ab*bc' can never match"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: p\n    value: \"*\"\n"
+                  "  - key: p\n    value: x*y*z\n",
+                  "descriptors[1].value: wildcard 'x*y*z' can never match"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1, unit_multiplier: 0}\n",
+                  "descriptors[0].rate_limit.unit_multiplier: expected a whole number from 1 "
+                  "to 315360000"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, "
+                  "requests_per_unit: 1, unit_multiplier: 11}\n",
+                  "descriptors[0].rate_limit.unit_multiplier: expected a whole number from 1 "
+                  "to 10"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, "
+                  "unit_multiplier: 2}\n",
+                  "descriptors[0].rate_limit.unit_multiplier: must not be set when unlimited"},
         BadConfig{"domain: [unclosed\n", "bad.yaml:"},
         BadConfig{"- just\n- a list\n", "bad.yaml:1:1: expected a map with domain"}));
+
+// The keys envoyproxy/ratelimit added since late 2025, written as its users write them
+// (its test/config/share_threshold.yaml and the README's examples).
+TEST(EnvoyConfigTest, LoadsThePeersNewestKeys) {
+  constexpr char kYaml[] = R"(domain: test-domain
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+  - key: route
+    value: api/*
+    share_threshold: true
+    value_to_metric: true
+    descriptors:
+      - key: method
+        quota_mode: true
+        detailed_metric: true
+        metadata:
+          owner: payments
+          tiers: [gold, silver]
+          limits: {burst: 3}
+        rate_limit:
+          unit: second
+          unit_multiplier: 30
+          requests_per_unit: 60
+  - key: empty_metadata
+    metadata:
+)";
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kYaml, "new.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->descriptors.size(), 3u);
+  EXPECT_TRUE(config->descriptors[0].share_threshold);
+  EXPECT_FALSE(config->descriptors[0].quota_mode);
+  EXPECT_EQ(config->descriptors[0].rate_limit->unit_multiplier, 1u);
+  const EnvoyDescriptor& method = config->descriptors[1].descriptors.at(0);
+  EXPECT_TRUE(method.quota_mode);
+  EXPECT_FALSE(method.share_threshold);
+  EXPECT_EQ(method.rate_limit->unit, EnvoyUnit::kSecond);
+  EXPECT_EQ(method.rate_limit->unit_multiplier, 30u);
+}
+
+TEST(EnvoyConfigTest, WildcardsMatchLikeThePeers) {
+  // envoyproxy/ratelimit's wildcard cases: each '*' any run, possibly empty.
+  auto matches = [](const char* pattern, const char* value) {
+    return WildcardMatches(SplitWildcard(pattern), value);
+  };
+  EXPECT_TRUE(matches("foo*", "foo1"));
+  EXPECT_TRUE(matches("foo*", "foo"));
+  EXPECT_FALSE(matches("foo*", "bar"));
+  EXPECT_TRUE(matches("bar*b", "barab"));
+  EXPECT_TRUE(matches("bar*b", "bar123b"));
+  EXPECT_TRUE(matches("bar*b", "barb"));
+  EXPECT_FALSE(matches("bar*b", "bara"));
+  EXPECT_FALSE(matches("bar*b", "xbarb"));
+  EXPECT_FALSE(matches("bar*b", "bar"));  // prefix and suffix may not overlap
+  EXPECT_TRUE(matches("foo*bar*baz", "foo123bar456baz"));
+  EXPECT_TRUE(matches("foo*bar*baz", "foobarbaz"));
+  EXPECT_FALSE(matches("foo*bar*baz", "foo123baz"));
+  EXPECT_FALSE(matches("foo*bar*baz", "foobazbar"));
+  EXPECT_FALSE(matches("foo*bar*baz", "foobaz"));
+  EXPECT_TRUE(matches("*", ""));
+  EXPECT_TRUE(matches("*mid*", "xxmidyy"));
+  EXPECT_FALSE(matches("a*aa*a", "aaa"));
+  EXPECT_TRUE(matches("a*aa*a", "aaaa"));
+  EXPECT_TRUE(matches("exact", "exact"));
+  EXPECT_FALSE(matches("exact", "exactly"));
+}
+
+TEST(EnvoyConfigTest, WildcardsThatCanStillMatchLoadInAnyOrder) {
+  // A narrower wildcard written first still matches what it names; a broader one after it
+  // takes the rest. Overlapping ones that each keep some values load too.
+  constexpr char kYaml[] = R"(domain: d
+descriptors:
+  - key: p
+    value: foo*bar
+  - key: p
+    value: foo*
+  - key: p
+    value: "*baz"
+  - key: q
+    value: foo*
+)";
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(kYaml, "order.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+}
 
 TEST(EnvoyConfigTest, LoadFileReportsMissingFile) {
   absl::StatusOr<EnvoyDomainConfig> config = LoadEnvoyConfigFile("/nonexistent/tiffin.yaml");

@@ -2,6 +2,7 @@
 #ifndef TOLLGATE_SRC_CONFIG_LOADED_CONFIGS_H_
 #define TOLLGATE_SRC_CONFIG_LOADED_CONFIGS_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "src/config/envoy_config.h"
@@ -14,6 +15,8 @@ struct LoadedConfigs {
   std::vector<Limit> limits;
   // From files in Envoy's format (top-level `domain:`), one per domain.
   std::vector<EnvoyDomainConfig> envoy_domains;
+  // `memory_store.max_keys` of the one file that sets it; 0 when none does.
+  int64_t memory_store_max_keys = 0;
 };
 
 }  // namespace tollgate

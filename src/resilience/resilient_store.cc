@@ -254,7 +254,6 @@ class Core {
 
   // The store's reply to `call` came after the deadline had answered it.
   void SettleLateReply(PendingCall& call, const absl::StatusOr<std::vector<Decision>>& decisions) {
-    late_replies_.fetch_add(1, std::memory_order_relaxed);
     bool consumed = decisions.ok();
     if (consumed) {
       for (const Decision& decision : *decisions) consumed &= decision.allowed;
@@ -266,7 +265,10 @@ class Core {
       absl::MutexLock lock(&call.settle_mutex);
       call.reply_seen = true;
       call.reply_consumed = consumed;
-      if (!call.held) return;
+      if (!call.held) {
+        late_replies_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
       call.held = false;
       held.swap(call.held_items);
       held_at = call.held_at_micros;
@@ -277,6 +279,9 @@ class Core {
     } else {
       Record(held, held_at, held_instances);
     }
+    // Counted after the record: once late_replies matches deadlines_missed, all that the
+    // late replies leave for reconciliation is recorded.
+    late_replies_.fetch_add(1, std::memory_order_relaxed);
   }
 
   std::atomic<int64_t> store_decisions_{0};

@@ -49,11 +49,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     state->own_loops = *std::move(own);
     loops = state->own_loops.get();
   }
-  absl::StatusOr<std::shared_ptr<Listener>> listener =
-      Listener::Start(*loops, ListenAddress{options.host, options.port},
-                      [context = state->context](tcp::socket socket) {
-                        std::make_shared<HttpSession>(std::move(socket), context)->Start();
-                      });
+  absl::StatusOr<std::shared_ptr<Listener>> listener = Listener::Start(
+      *loops, ListenAddress{options.host, options.port},
+      // Weak: a stopped server's context (and its check service) is not
+      // kept alive by an accept still pending on a loop.
+      [weak = std::weak_ptr<HttpSessionContext>(state->context)](tcp::socket socket) {
+        std::shared_ptr<HttpSessionContext> context = weak.lock();
+        if (context == nullptr) return;
+        std::make_shared<HttpSession>(std::move(socket), std::move(context))->Start();
+      });
   if (!listener.ok()) return listener.status();
   state->listener = *std::move(listener);
   const std::string host = state->listener->host();

@@ -140,16 +140,26 @@ void Metrics::set_instance_count(std::function<int64_t()> instance_count) {
   instance_count_ = std::move(instance_count);
 }
 
+void Metrics::set_memory_store(const MemoryStore* store, int64_t max_keys) {
+  absl::MutexLock lock(&mu_);
+  memory_store_ = store;
+  memory_max_keys_ = max_keys;
+}
+
 std::string Metrics::Render() const {
   std::vector<std::pair<std::string, const LimitCounters*>> limits;
   const ResilientStore* store = nullptr;
   std::function<int64_t()> instance_count;
+  const MemoryStore* memory_store = nullptr;
+  int64_t memory_max_keys = 0;
   {
     absl::MutexLock lock(&mu_);
     const Table* table = table_.load(std::memory_order_acquire);
     for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
     store = resilient_store_;
     instance_count = instance_count_;
+    memory_store = memory_store_;
+    memory_max_keys = memory_max_keys_;
   }
   std::sort(limits.begin(), limits.end());
   if (unregistered_.errors.load(std::memory_order_relaxed) != 0 ||
@@ -267,6 +277,20 @@ std::string Metrics::Render() const {
     Family(out, "tollgate_instances", "gauge",
            "Live tollgate instances sharing the limits (N of the fallback share).");
     absl::StrAppend(&out, "tollgate_instances ", instance_count(), "\n");
+  }
+  if (memory_store != nullptr) {
+    Family(out, "tollgate_memory_store_keys", "gauge",
+           "Entries (limit and key) the embedded in-memory store holds, expired ones not yet "
+           "swept included.");
+    absl::StrAppend(&out, "tollgate_memory_store_keys ", memory_store->Size(), "\n");
+    Family(out, "tollgate_memory_store_max_keys", "gauge",
+           "The embedded store's cap on entries (--memory-max-keys, memory_store.max_keys).");
+    absl::StrAppend(&out, "tollgate_memory_store_max_keys ", memory_max_keys, "\n");
+    Family(out, "tollgate_memory_store_evictions_total", "counter",
+           "Entries evicted because the embedded store was at its cap (their next check sees a "
+           "fresh limit).");
+    absl::StrAppend(&out, "tollgate_memory_store_evictions_total ", memory_store->Evictions(),
+                    "\n");
   }
 
   Family(out, "tollgate_config_reloads_total", "counter",

@@ -18,6 +18,9 @@
 //       per check call (ResilientStore::store_round_trips(), buckets 50 us .. 100 ms)
 //   tollgate_circuit_breaker_state                  gauge; 0 closed, 1 open, 2 half_open
 //   tollgate_instances                              gauge; live instances sharing the limits
+//   tollgate_memory_store_keys                      gauge; entries the embedded store holds
+//   tollgate_memory_store_max_keys                  gauge; its cap (--memory-max-keys)
+//   tollgate_memory_store_evictions_total           counter; entries evicted at the cap
 //   tollgate_config_reloads_total{result}           counter; success | failure
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
@@ -37,6 +40,7 @@
 #include "absl/types/span.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
+#include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate::server {
@@ -76,6 +80,9 @@ class Metrics {
   // this object.
   void set_resilient_store(const ResilientStore* store);
   void set_instance_count(std::function<int64_t()> instance_count);
+  // The embedded in-memory store (serve without --redis) and the cap it was made with.
+  // REQUIRES: `store` outlives this object.
+  void set_memory_store(const MemoryStore* store, int64_t max_keys);
 
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
@@ -110,6 +117,8 @@ class Metrics {
   std::vector<std::unique_ptr<const Table>> tables_ ABSL_GUARDED_BY(mu_);
   const ResilientStore* resilient_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::function<int64_t()> instance_count_ ABSL_GUARDED_BY(mu_);
+  const MemoryStore* memory_store_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t memory_max_keys_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // `value` escaped for a label value: backslash, double quote and newline.

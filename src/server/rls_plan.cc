@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 
@@ -65,7 +67,7 @@ std::optional<EnvoyUnit> UnitOfOverride(int wire_unit) {
   }
 }
 
-void AppendEscaped(std::string& out, const std::string& text) {
+void AppendEscaped(std::string& out, std::string_view text) {
   for (char c : text) {
     switch (c) {
       case '%':
@@ -126,6 +128,19 @@ std::string DescriptorKey(const RateLimitDescriptor& descriptor) {
   return key;
 }
 
+std::string DescriptorKey(const RateLimitDescriptor& descriptor,
+                          absl::Span<const std::string_view> values) {
+  std::string key;
+  for (int i = 0; i < descriptor.entries_size(); ++i) {
+    if (!key.empty()) key += ',';
+    AppendEscaped(key, descriptor.entries(i).key());
+    key += '=';
+    AppendEscaped(
+        key, static_cast<size_t>(i) < values.size() ? values[i] : descriptor.entries(i).value());
+  }
+  return key;
+}
+
 absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
                                       const DescriptorMatcher& matcher, const Limiter& limiter,
                                       OverrideLimits* overrides, const RlsPlanOptions& options) {
@@ -148,6 +163,7 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
 
   const int64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
   std::vector<DescriptorEntry> entries;
+  std::vector<std::string_view> counted_values;
   plan.descriptors.resize(request.descriptors_size());
   absl::flat_hash_set<std::string_view> replaced;
   for (int i = 0; i < request.descriptors_size(); ++i) {
@@ -187,12 +203,14 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
                    EnvoyUnitName(item.unit));
     }
 
-    const EnvoyRule* rule = matcher.Match(request.domain(), entries);
+    const EnvoyRule* rule = matcher.Match(request.domain(), entries, &counted_values);
     if (rule == nullptr) continue;  // kNoRule
     item.rule = rule;
     item.rule_shadow = rule->shadow_mode;
+    item.quota = rule->quota_mode;
     item.requests_per_unit = rule->rate_limit.requests_per_unit;
     item.unit = rule->rate_limit.unit;
+    item.unit_multiplier = rule->rate_limit.unit_multiplier;
     for (const std::string& name : rule->rate_limit.replaces) replaced.insert(name);
     if (rule->rate_limit.unlimited) {
       item.plan = DescriptorPlan::kUnlimited;
@@ -205,7 +223,8 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
             absl::StrCat("rule ", rule->full_key, " has no limit in the limiter"));
       }
       item.plan = DescriptorPlan::kCounted;
-      item.key = DescriptorKey(descriptor);
+      // share_threshold: the wildcard in place of the values it matched (one counter).
+      item.key = DescriptorKey(descriptor, counted_values);
     }
   }
 
@@ -215,7 +234,9 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
         replaced.contains(item.rule->rate_limit.name)) {
       item.plan = DescriptorPlan::kReplaced;
     }
-    item.enforced = !item.rule_shadow && !plan.global_shadow;
+    // A quota-mode descriptor never refuses the batch on its own (RenderRateLimitResponse
+    // refuses the request when all of them are refused).
+    item.enforced = !item.rule_shadow && !plan.global_shadow && !item.quota;
     if (item.plan == DescriptorPlan::kCounted) {
       if (item.key.size() > kMaxKeyBytes) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -250,8 +271,11 @@ std::vector<CheckItem> TakeCheckItems(RlsPlan& plan) {
 
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
                              RateLimitResponse* response) {
-  bool over_limit = false;
+  bool over_limit = false;  // a descriptor not in quota mode is over its limit
+  int quota_descriptors = 0;
+  int quota_over_limit = 0;
   const DescriptorStatus* least_remaining = nullptr;
+  const Limit* unavailable_limit = nullptr;
   for (const PlannedDescriptor& item : plan.descriptors) {
     DescriptorStatus* status = response->add_statuses();
     status->set_code(RateLimitResponse::OK);
@@ -263,7 +287,8 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
         status->set_limit_remaining(UINT32_MAX);
         continue;
       case DescriptorPlan::kBlocked: {
-        const int64_t window_micros = EnvoyUnitSeconds(item.unit) * 1'000'000;
+        const int64_t window_micros =
+            EnvoyUnitSeconds(item.unit) * int64_t{item.unit_multiplier} * 1'000'000;
         SetDuration(window_micros - (now_micros % window_micros + window_micros) % window_micros,
                     status->mutable_duration_until_reset());
         if (!item.rule_shadow) status->set_code(RateLimitResponse::OVER_LIMIT);
@@ -271,7 +296,16 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
       }
       case DescriptorPlan::kCounted:
         if (!item.decision.has_value()) continue;  // store failed: fail open
-        SetDuration(item.decision->reset_after_micros, status->mutable_duration_until_reset());
+        if (item.decision->reason == DenyReason::kStoreUnavailable) {
+          // Refused because the store is unreachable and the limit fails closed: the wait
+          // is the outage's (when the store may answer again), not the window's.
+          SetDuration(item.decision->retry_after_micros, status->mutable_duration_until_reset());
+          if (!item.rule_shadow && unavailable_limit == nullptr) {
+            unavailable_limit = item.limit;
+          }
+        } else {
+          SetDuration(item.decision->reset_after_micros, status->mutable_duration_until_reset());
+        }
         if (!item.decision->allowed && !item.rule_shadow) {
           // As envoyproxy/ratelimit: an over-limit descriptor has nothing left for this
           // request, whatever a smaller one could still take.
@@ -286,14 +320,29 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
     limit->set_requests_per_unit(item.requests_per_unit);
     limit->set_unit(WireUnit(item.unit));
     if (item.rule != nullptr) limit->set_name(item.rule->rate_limit.name);
-    over_limit |= status->code() == RateLimitResponse::OVER_LIMIT;
+    const bool refused = status->code() == RateLimitResponse::OVER_LIMIT;
+    if (item.quota) {
+      ++quota_descriptors;
+      quota_over_limit += refused ? 1 : 0;
+    } else {
+      over_limit |= refused;
+    }
     if (least_remaining == nullptr ||
         status->limit_remaining() < least_remaining->limit_remaining()) {
       least_remaining = status;
     }
   }
+  // As envoyproxy/ratelimit: quota-mode descriptors refuse the request only all together.
+  over_limit |= quota_descriptors > 0 && quota_over_limit == quota_descriptors;
   response->set_overall_code(over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT
                                                                : RateLimitResponse::OK);
+  if (unavailable_limit != nullptr) {
+    // The reason travels in the response's dynamic metadata (Envoy adds it to the request's
+    // metadata, for logs); POST /json answers 503 for it.
+    auto& fields = *response->mutable_dynamic_metadata()->mutable_fields();
+    fields[std::string(kReasonMetadataKey)].set_string_value(std::string(kStoreUnavailableReason));
+    fields[std::string(kLimitMetadataKey)].set_string_value(unavailable_limit->name);
+  }
   if (headers && least_remaining != nullptr) {
     auto add = [&](std::string_view name, int64_t value) {
       auto* header = response->add_response_headers_to_add();
@@ -304,6 +353,13 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
     add(kRemainingHeader, least_remaining->limit_remaining());
     add(kResetHeader, least_remaining->duration_until_reset().seconds());
   }
+}
+
+bool RefusedForStoreUnavailable(const RateLimitResponse& response) {
+  if (response.overall_code() != RateLimitResponse::OVER_LIMIT) return false;
+  const auto& fields = response.dynamic_metadata().fields();
+  const auto reason = fields.find(std::string(kReasonMetadataKey));
+  return reason != fields.end() && reason->second.string_value() == kStoreUnavailableReason;
 }
 
 }  // namespace tollgate::server

@@ -24,8 +24,18 @@
 // - Statuses: an OVER_LIMIT descriptor reports limit_remaining 0; the others what they have
 //   left (after their hits if counted, before if the request was refused and they were
 //   not). duration_until_reset is whole seconds, rounded up.
+// - Quota mode (a rule's quota_mode): its descriptor reports OVER_LIMIT when refused, but
+//   the request is refused for quota descriptors only when every one of them is refused.
+//   They are checked like shadow items (never deciding the store call), so when all of
+//   them are refused the rate-limit descriptors that passed have been counted.
+// - share_threshold: a descriptor matched by such a wildcard is counted under the wildcard
+//   (one counter for all the values it matches) instead of under its own value.
+// - unit_multiplier: the window is that many units; current_limit still names the unit.
 // - Global shadow mode: every descriptor is shadow, and the overall code is OK while each
 //   descriptor's code stays as computed.
+// - A fail_closed limit refused because the store is unreachable: OVER_LIMIT with
+//   duration_until_reset the outage's retry time (not the window's), and the response's
+//   dynamic_metadata says why: {"reason": "store_unavailable", "limit": <its name>}.
 #ifndef TOLLGATE_SRC_SERVER_RLS_PLAN_H_
 #define TOLLGATE_SRC_SERVER_RLS_PLAN_H_
 
@@ -33,6 +43,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,6 +51,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "src/config/descriptor_matcher.h"
 #include "tollgate/decision.h"
@@ -104,9 +116,14 @@ struct PlannedDescriptor {
   // For current_limit.
   uint32_t requests_per_unit = 0;
   EnvoyUnit unit = EnvoyUnit::kSecond;
+  // The window is unit_multiplier units.
+  uint32_t unit_multiplier = 1;
+  // The rule is in quota mode (envoyproxy/ratelimit's quota_mode).
+  bool quota = false;
   // The rule is in shadow mode (its refusal answers OK for its descriptor).
   bool rule_shadow = false;
-  // A refusal refuses the request: neither the rule nor the service is in shadow mode.
+  // A refusal refuses the request: neither the rule nor the service is in shadow mode and
+  // the rule is not in quota mode.
   bool enforced = true;
   // kCounted: the store's decision, set by the caller; nullopt when the store failed
   // (the descriptor then answers OK: fail open).
@@ -152,10 +169,23 @@ std::vector<CheckItem> TakeCheckItems(RlsPlan& plan);
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
                              RateLimitResponse* response);
 
+// The dynamic_metadata of a response refused because the store is unreachable.
+inline constexpr std::string_view kReasonMetadataKey = "reason";
+inline constexpr std::string_view kLimitMetadataKey = "limit";
+inline constexpr std::string_view kStoreUnavailableReason = "store_unavailable";
+
+// Whether `response` is a refusal because the store is unreachable (POST /json: 503).
+bool RefusedForStoreUnavailable(const RateLimitResponse& response);
+
 // The store key of a descriptor: "k=v,k=v" with '%', ',' and '=' percent-encoded, so two
 // different entry lists never give the same key.
 std::string DescriptorKey(
     const envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor);
+// As above with `values[i]` in place of entry i's value (entries past values.size() keep
+// theirs).
+std::string DescriptorKey(
+    const envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor,
+    absl::Span<const std::string_view> values);
 
 }  // namespace tollgate::server
 

@@ -32,6 +32,23 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 0}
   - key: second
     rate_limit: {unit: second, requests_per_unit: 5}
+  - key: file
+    value: "files/*"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: file
+    value: "docs/*"
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: quota_a
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota_b
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: half_minute
+    rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 1}
+  - key: banned_half_minute
+    rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 0}
 )";
 
 struct Descriptor {
@@ -254,6 +271,102 @@ TEST_F(RlsPlanTest, DurationUntilResetIsWholeSecondsRoundedUp) {
   EXPECT_EQ(response.statuses(1).duration_until_reset().nanos(), 0);
   EXPECT_EQ(response.statuses(2).duration_until_reset().seconds(), 40);
   EXPECT_EQ(response.statuses(2).duration_until_reset().nanos(), 0);
+}
+
+TEST_F(RlsPlanTest, AFailClosedRefusalSaysTheOutageNotTheWindow) {
+  // What the resilient store answers for a fail_closed limit while Redis is unreachable.
+  absl::StatusOr<RlsPlan> plan = Plan(Request({{"user", "a"}, {"ip", "1"}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->counted.size(), 2u);
+  Decision unavailable;
+  unavailable.allowed = false;
+  unavailable.reason = DenyReason::kStoreUnavailable;
+  unavailable.retry_after_micros = 1'200'000;
+  unavailable.reset_after_micros = 0;
+  Decision open_share;
+  open_share.allowed = true;
+  open_share.remaining = 3;
+  open_share.reset_after_micros = 39'500'000;
+  plan->descriptors[plan->counted[0]].decision = unavailable;
+  plan->descriptors[plan->counted[1]].decision = open_share;
+  RateLimitResponse response;
+  RenderRateLimitResponse(*plan, clock_.NowMicros(), /*headers=*/true, &response);
+  EXPECT_EQ(response.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(response.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(response.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(response.statuses(0).duration_until_reset().seconds(), 2);  // 1.2 s, rounded up
+  EXPECT_EQ(response.statuses(1).duration_until_reset().seconds(), 40);
+  const auto& fields = response.dynamic_metadata().fields();
+  ASSERT_TRUE(fields.contains("reason"));
+  EXPECT_EQ(fields.at("reason").string_value(), "store_unavailable");
+  EXPECT_EQ(fields.at("limit").string_value(), plan->descriptors[plan->counted[0]].limit->name);
+  EXPECT_TRUE(RefusedForStoreUnavailable(response));
+
+  // An ordinary refusal carries no such reason.
+  ASSERT_EQ(Answer(Request({{"user", "b"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "b"}})).overall_code(), RateLimitResponse::OK);
+  RateLimitResponse over = Answer(Request({{"user", "b"}}));
+  ASSERT_EQ(over.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_TRUE(over.dynamic_metadata().fields().empty());
+  EXPECT_FALSE(RefusedForStoreUnavailable(over));
+}
+
+TEST_F(RlsPlanTest, ShareThresholdValuesShareOneCounter) {
+  // As envoyproxy/ratelimit's share_threshold tests: files/a and files/b count together.
+  ASSERT_EQ(Answer(Request({{"file", "files/a"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"file", "files/b"}})).overall_code(), RateLimitResponse::OK);
+  RateLimitResponse third = Answer(Request({{"file", "files/c"}}));
+  EXPECT_EQ(third.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(third.statuses(0).current_limit().requests_per_unit(), 2u);
+  // Without share_threshold, each value has its own counter.
+  ASSERT_EQ(Answer(Request({{"file", "docs/a"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"file", "docs/a"}})).overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(Answer(Request({{"file", "docs/a"}})).overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Remaining("file", "docs/b"), 2u);
+}
+
+TEST_F(RlsPlanTest, QuotaDescriptorsRefuseOnlyWhenAllOfThemAreOver) {
+  ASSERT_EQ(Answer(Request({{"quota_a", "t"}})).overall_code(), RateLimitResponse::OK);
+  // quota_a is spent, quota_b is not: the request passes, quota_a still reports OVER_LIMIT.
+  RateLimitResponse one_over = Answer(Request({{"quota_a", "t"}, {"quota_b", "t"}}));
+  EXPECT_EQ(one_over.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(one_over.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(one_over.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(one_over.statuses(1).code(), RateLimitResponse::OK);
+  // Both spent: refused.
+  RateLimitResponse all_over = Answer(Request({{"quota_a", "t"}, {"quota_b", "t"}}));
+  EXPECT_EQ(all_over.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(all_over.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(all_over.statuses(1).code(), RateLimitResponse::OVER_LIMIT);
+  // A quota descriptor over its limit beside a rate-limit descriptor that passes: the
+  // request passes unless every quota descriptor is over, and then it is refused.
+  RateLimitResponse mixed = Answer(Request({{"ip", "q"}, {"quota_a", "t"}}));
+  EXPECT_EQ(mixed.overall_code(), RateLimitResponse::OVER_LIMIT);
+  RateLimitResponse with_fresh = Answer(Request({{"ip", "q"}, {"quota_a", "t"}, {"quota_b", "u"}}));
+  EXPECT_EQ(with_fresh.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(with_fresh.statuses(1).code(), RateLimitResponse::OVER_LIMIT);
+  // A rate-limit descriptor over its limit refuses whatever the quotas say.
+  ASSERT_EQ(Answer(Request({{"user", "z"}})).overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(Answer(Request({{"user", "z"}})).overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(Answer(Request({{"user", "z"}, {"quota_b", "v"}})).overall_code(),
+            RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Remaining("quota_b", "v"), 1u);  // the refusal spent nothing of the quota
+}
+
+TEST_F(RlsPlanTest, UnitMultiplierWindowsResetAtTheirOwnLength) {
+  // 20.5 s into a minute is 20.5 s into a 30 s window: 9.5 s left -> 10.
+  RateLimitResponse first = Answer(Request({{"half_minute", "h"}}));
+  EXPECT_EQ(first.statuses(0).code(), RateLimitResponse::OK);
+  EXPECT_EQ(first.statuses(0).duration_until_reset().seconds(), 10);
+  EXPECT_EQ(first.statuses(0).current_limit().unit(), RateLimitResponse::RateLimit::SECOND);
+  RateLimitResponse banned = Answer(Request({{"banned_half_minute", "b"}}));
+  EXPECT_EQ(banned.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(banned.statuses(0).duration_until_reset().seconds(), 10);
+  EXPECT_EQ(Answer(Request({{"half_minute", "h"}})).overall_code(), RateLimitResponse::OVER_LIMIT);
+  clock_.AdvanceMicros(9'000'000);  // 29.5 s: still the same window
+  EXPECT_EQ(Answer(Request({{"half_minute", "h"}})).overall_code(), RateLimitResponse::OVER_LIMIT);
+  clock_.AdvanceMicros(1'000'000);  // 30.5 s: the next window
+  EXPECT_EQ(Answer(Request({{"half_minute", "h"}})).overall_code(), RateLimitResponse::OK);
 }
 
 TEST_F(RlsPlanTest, BadRequestsAreRefusedBeforeAnythingIsCounted) {

@@ -62,7 +62,10 @@ struct RlsService::Call {
       for (size_t j = 0; j < plan.counted.size(); ++j) {
         PlannedDescriptor& item = plan.descriptors[plan.counted[j]];
         item.decision = (*decisions)[j];
-        if (record) metrics->RecordDecision(item.limit->name, *item.decision, !item.enforced);
+        if (record) {
+          metrics->RecordDecision(item.limit->name, *item.decision,
+                                  item.rule_shadow || plan.global_shadow);
+        }
       }
     }
     RenderRateLimitResponse(plan, clock->NowMicros(), headers, response);
@@ -224,7 +227,9 @@ void HandleRlsJson(RlsService& service, std::string_view json_body,
       return;
     }
     RlsJsonReply reply;
-    reply.http_status = response->overall_code() == RateLimitResponse::OVER_LIMIT ? 429 : 200;
+    reply.http_status = RefusedForStoreUnavailable(*response)                       ? 503
+                        : response->overall_code() == RateLimitResponse::OVER_LIMIT ? 429
+                                                                                    : 200;
     if (!google::protobuf::util::MessageToJsonString(*response, &reply.body).ok()) {
       std::move(done)(error_reply(500, "cannot print the response"));
       return;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -57,7 +58,18 @@ absl::Status WaitForPort(int port, std::chrono::milliseconds timeout) {
 }
 
 absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
-                                             const std::string& log_path) {
+                                             const std::string& log_path,
+                                             const std::vector<std::string>& environment) {
+  std::vector<char*> env;
+  for (const std::string& entry : environment) env.push_back(const_cast<char*>(entry.c_str()));
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view existing(*entry);
+    const std::string_view name = existing.substr(0, existing.find('=') + 1);
+    bool replaced = false;
+    for (const std::string& added : environment) replaced |= added.starts_with(name);
+    if (!replaced) env.push_back(*entry);
+  }
+  env.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (!log_path.empty()) {
@@ -70,7 +82,7 @@ absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& arg
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));

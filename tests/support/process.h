@@ -23,9 +23,11 @@ absl::Status WaitForPort(int port, std::chrono::milliseconds timeout);
 class Subprocess {
  public:
   // Starts `argv[0]` (searched in PATH) with `argv`. Its stdout and stderr go to
-  // `log_path` when given, else are inherited.
+  // `log_path` when given, else are inherited. Its environment is this process's, with each
+  // "NAME=VALUE" of `environment` added (replacing a variable of the same name).
   static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
-                                          const std::string& log_path = "");
+                                          const std::string& log_path = "",
+                                          const std::vector<std::string>& environment = {});
 
   Subprocess(Subprocess&& other) noexcept;
   Subprocess& operator=(Subprocess&& other) noexcept;

@@ -78,7 +78,8 @@ bool HttpTestClient::ClosedByServer() {
 }
 
 std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml,
-                                                  const std::vector<std::string>& extra_args) {
+                                                  const std::vector<std::string>& extra_args,
+                                                  const std::vector<std::string>& environment) {
   auto server = std::unique_ptr<ServeProcess>(new ServeProcess);
   server->dir_ = MakeTempDir("tollgate-serve");
   server->config_ = server->dir_ + "/limits.yaml";
@@ -88,18 +89,21 @@ std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml
       TOLLGATE_BINARY, "serve",  "--config",    server->config_, "--http",
       "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads",     "2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_);
+  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_, environment);
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return nullptr;
   server->process_.emplace(*std::move(process));
 
+  // serve logs its gRPC port before its HTTP port, once both are bound.
   const std::regex listening(R"(listening http=127\.0\.0\.1:(\d+))");
+  const std::regex listening_grpc(R"(listening grpc=127\.0\.0\.1:(\d+))");
   auto deadline = std::chrono::steady_clock::now() + kServeStartTimeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch match;
     std::string log = ReadFileText(server->log_);
     if (std::regex_search(log, match, listening)) {
       server->port_ = std::stoi(match[1]);
+      if (std::regex_search(log, match, listening_grpc)) server->grpc_port_ = std::stoi(match[1]);
       return server;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

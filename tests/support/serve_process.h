@@ -61,13 +61,18 @@ class ServeProcess {
   // Writes `config_yaml` to a fresh temporary directory and starts the server with
   // `extra_args`; waits until it logs its HTTP port. nullptr (and a test failure) if it
   // does not.
+  // `environment`: "NAME=VALUE" entries added to the server's environment.
   static std::unique_ptr<ServeProcess> Start(const std::string& config_yaml,
-                                             const std::vector<std::string>& extra_args = {});
+                                             const std::vector<std::string>& extra_args = {},
+                                             const std::vector<std::string>& environment = {});
 
   int port() const { return port_; }
+  // The gRPC port it logged ("listening grpc=127.0.0.1:PORT"), or 0 if it logged none.
+  int grpc_port() const { return grpc_port_; }
   const std::string& config_path() const { return config_; }
   std::string log() const { return ReadFileText(log_); }
   void Signal(int signal) const { process_->Signal(signal); }
+  pid_t pid() const { return process_->pid(); }
   // SIGTERM; returns the exit code.
   int Stop() { return process_->Stop(std::chrono::seconds(30)); }
 
@@ -78,6 +83,7 @@ class ServeProcess {
   std::string log_;
   std::optional<Subprocess> process_;
   int port_ = 0;
+  int grpc_port_ = 0;
 };
 
 }  // namespace tollgate::testing
