@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -307,6 +308,26 @@ RunResult RunTollgate(std::vector<std::string> args) {
   run.exit_code = process->Wait();
   run.output = ReadAll(log);
   return run;
+}
+
+// `tollgate --version` names the project's version (CMakeLists.txt) and a commit of this
+// repository, without a subcommand.
+TEST(TollgateCliTest, VersionNamesTheProjectVersionAndACommitOfThisRepository) {
+  RunResult run = RunTollgate({"--version"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(
+      run.output, match,
+      std::regex(R"(tollgate ([0-9]+\.[0-9]+\.[0-9]+) \(commit ([0-9a-f]{12}|unknown)\)\n)")))
+      << run.output;
+  const std::string cmake = ReadAll(std::string(TOLLGATE_SOURCE_DIR) + "/CMakeLists.txt");
+  EXPECT_THAT(cmake, HasSubstr("project(tollgate VERSION " + std::string(match[1]) + " "));
+  const std::string commit = match[2];
+  if (commit == "unknown") GTEST_SKIP() << "built outside a git checkout";
+  absl::StatusOr<Subprocess> git =
+      Subprocess::Start({"git", "-C", TOLLGATE_SOURCE_DIR, "cat-file", "-e", commit + "^{commit}"});
+  ASSERT_TRUE(git.ok()) << git.status();
+  EXPECT_EQ(git->Wait(), 0) << commit << " is not a commit of " << TOLLGATE_SOURCE_DIR;
 }
 
 TEST(TollgateCliTest, ValidateAcceptsAGoodFile) {
