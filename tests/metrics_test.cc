@@ -194,7 +194,7 @@ TEST(ServeMetricsTest, StoreRoundTripHistogramCountsEveryRedisCall) {
 }
 
 // The one tollgate_build_info series carries the version and commit `tollgate --version`
-// prints, so a dashboard tells which build each instance runs.
+// prints, so a dashboard tells which build each instance runs; so does the start-up log.
 TEST(ServeMetricsTest, BuildInfoNamesWhatVersionPrints) {
   const std::string log = testing::MakeTempDir("tollgate-version") + "/out.log";
   absl::StatusOr<testing::Subprocess> version =
@@ -208,6 +208,8 @@ TEST(ServeMetricsTest, BuildInfoNamesWhatVersionPrints) {
 
   auto server = ServeProcess::Start(kConfig);
   ASSERT_NE(server, nullptr);
+  // The start-up log names the build too (journalctl tells which build ran when).
+  EXPECT_THAT(server->log(), HasSubstr(printed.substr(0, printed.size() - 1)));
   std::vector<std::string> build_info;
   for (const auto& [series, value] : ScrapeMetrics(server->port())) {
     if (series.rfind("tollgate_build_info", 0) != 0) continue;
