@@ -1,6 +1,7 @@
 # tollgate — the commands in the README.
-#   make run     install what is missing, build, serve examples/tiffin.yaml on 127.0.0.1:8080
-#   make test    install what is missing, build with ASan+UBSan, run every test
+#   make run     install what running needs, build the binary, serve examples/tiffin.yaml on
+#                127.0.0.1:8080 (build/ without tests and benchmarks, unless it has them)
+#   make test    install what the tests need, build with ASan+UBSan, run every test
 #   make bench   build optimized, run the benchmarks (bench/out/report.md); QUICK=1: short
 #   make lint    clang-format check and clang-tidy
 #   make demo    build, run the Tiffin fleet demo (demo/out/report.md); SCENARIO=name for one
@@ -11,21 +12,41 @@ TEST_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 CONFIG ?= examples/tiffin.yaml
 
-.PHONY: all bootstrap build run test test-build bench lint format clean install demo fuzz
+.PHONY: all bootstrap bootstrap-run bootstrap-test full-build-dir build run test test-build bench lint format clean install demo fuzz
 
 all: build
 
+# Everything (benchmarks, demo, lint, fuzzing); `make run` and `make test` install less.
 bootstrap:
 	@scripts/bootstrap
 
+bootstrap-run:
+	@scripts/bootstrap run
+
+bootstrap-test:
+	@scripts/bootstrap test
+
+# A build/ that `make run` configured has tests and benchmarks off (it needs no test
+# packages); any other target turns them on first.
 $(BUILD)/build.ninja:
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 
-build: bootstrap $(BUILD)/build.ninja
+full-build-dir: $(BUILD)/build.ninja
+	@if [ -f $(BUILD)/.run-only ]; then \
+	  cmake -S . -B $(BUILD) -DTOLLGATE_BUILD_TESTS=ON -DTOLLGATE_BUILD_BENCH=ON >/dev/null && \
+	  rm $(BUILD)/.run-only; \
+	fi
+
+build: bootstrap full-build-dir
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # Only the binary: the quickest way to a running service.
-run: bootstrap $(BUILD)/build.ninja
+run: bootstrap-run
+	@if [ ! -f $(BUILD)/build.ninja ]; then \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DTOLLGATE_BUILD_TESTS=OFF -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null && \
+	  touch $(BUILD)/.run-only; \
+	fi
 	@cmake --build $(BUILD) -j $(JOBS) --target tollgate_cli
 	$(BUILD)/tollgate serve --config $(CONFIG)
 
@@ -33,7 +54,7 @@ $(TEST_BUILD)/build.ninja:
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=ON \
 	  -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 
-test-build: bootstrap $(TEST_BUILD)/build.ninja
+test-build: bootstrap-test $(TEST_BUILD)/build.ninja
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 
 test: test-build
@@ -50,7 +71,7 @@ demo: build
 fuzz: bootstrap
 	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) JOBS=$(JOBS) fuzz/run.sh build-fuzz
 
-lint: bootstrap $(BUILD)/build.ninja
+lint: bootstrap full-build-dir
 	@scripts/lint $(BUILD)
 
 format:

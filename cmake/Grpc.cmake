@@ -3,8 +3,15 @@
 # grpc_cpp_plugin into the build tree, as the static library `tollgate_grpc`. The service
 # library links it, so src/server/rls_service.cc can include the generated headers as
 # "envoy/service/ratelimit/v3/rls.grpc.pb.h".
+# The tollgate binary needs only the messages (protobuf); gRPC C++ (libgrpc++-dev,
+# protobuf-compiler-grpc) is needed for the tests' and benchmarks' stubs, so a build with
+# both off (`make run`) works without it and has no tollgate_grpc.
 find_package(Protobuf REQUIRED)
-find_package(gRPC CONFIG REQUIRED)
+if(TOLLGATE_BUILD_TESTS OR TOLLGATE_BUILD_BENCH)
+  find_package(gRPC CONFIG REQUIRED)
+else()
+  find_package(gRPC CONFIG QUIET)
+endif()
 
 set(TOLLGATE_PROTO_DIR ${CMAKE_CURRENT_SOURCE_DIR}/proto)
 set(TOLLGATE_PROTO_OUT ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
@@ -17,18 +24,28 @@ foreach(proto ${TOLLGATE_PROTOS})
   file(RELATIVE_PATH relative ${TOLLGATE_PROTO_DIR} ${proto})
   string(REGEX REPLACE "\\.proto$" "" stem ${relative})
   set(messages ${TOLLGATE_PROTO_OUT}/${stem}.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.pb.h)
-  set(stubs ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
-  add_custom_command(OUTPUT ${messages} ${stubs}
-    COMMAND protobuf::protoc
-            --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
-            --cpp_out=${TOLLGATE_PROTO_OUT} --grpc_out=${TOLLGATE_PROTO_OUT}
-            --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
-            ${proto}
-    DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc gRPC::grpc_cpp_plugin
-    COMMENT "protoc ${relative}"
-    VERBATIM)
+  if(gRPC_FOUND)
+    set(stubs ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
+    add_custom_command(OUTPUT ${messages} ${stubs}
+      COMMAND protobuf::protoc
+              --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
+              --cpp_out=${TOLLGATE_PROTO_OUT} --grpc_out=${TOLLGATE_PROTO_OUT}
+              --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
+              ${proto}
+      DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc gRPC::grpc_cpp_plugin
+      COMMENT "protoc ${relative}"
+      VERBATIM)
+    list(APPEND TOLLGATE_GRPC_SOURCES ${stubs})
+  else()
+    add_custom_command(OUTPUT ${messages}
+      COMMAND protobuf::protoc
+              --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
+              --cpp_out=${TOLLGATE_PROTO_OUT} ${proto}
+      DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc
+      COMMENT "protoc ${relative}"
+      VERBATIM)
+  endif()
   list(APPEND TOLLGATE_PROTO_SOURCES ${messages})
-  list(APPEND TOLLGATE_GRPC_SOURCES ${stubs})
 endforeach()
 
 # The messages alone (protobuf, no gRPC library): what the server links. Its gRPC is ours
@@ -41,8 +58,10 @@ target_link_libraries(tollgate_proto PUBLIC protobuf::libprotobuf)
 
 # The grpc++ stubs, for the tests' clients and the benchmarks (grpc_load, the gRPC C++
 # floor server); never linked into the tollgate binary.
-add_library(tollgate_grpc STATIC ${TOLLGATE_GRPC_SOURCES})
-target_compile_options(tollgate_grpc PRIVATE -w)
-target_link_libraries(tollgate_grpc PUBLIC tollgate_proto gRPC::grpc++)
+if(gRPC_FOUND)
+  add_library(tollgate_grpc STATIC ${TOLLGATE_GRPC_SOURCES})
+  target_compile_options(tollgate_grpc PRIVATE -w)
+  target_link_libraries(tollgate_grpc PUBLIC tollgate_proto gRPC::grpc++)
+endif()
 
 target_link_libraries(tollgate_server PUBLIC tollgate_proto)

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -310,6 +311,26 @@ RunResult RunTollgate(std::vector<std::string> args) {
   return run;
 }
 
+// `tollgate --version` names the project's version (CMakeLists.txt) and a commit of this
+// repository, without a subcommand.
+TEST(TollgateCliTest, VersionNamesTheProjectVersionAndACommitOfThisRepository) {
+  RunResult run = RunTollgate({"--version"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(
+      run.output, match,
+      std::regex(R"(tollgate ([0-9]+\.[0-9]+\.[0-9]+) \(commit ([0-9a-f]{12}|unknown)\)\n)")))
+      << run.output;
+  const std::string cmake = ReadAll(std::string(TOLLGATE_SOURCE_DIR) + "/CMakeLists.txt");
+  EXPECT_THAT(cmake, HasSubstr("project(tollgate VERSION " + std::string(match[1]) + " "));
+  const std::string commit = match[2];
+  if (commit == "unknown") GTEST_SKIP() << "built outside a git checkout";
+  absl::StatusOr<Subprocess> git =
+      Subprocess::Start({"git", "-C", TOLLGATE_SOURCE_DIR, "cat-file", "-e", commit + "^{commit}"});
+  ASSERT_TRUE(git.ok()) << git.status();
+  EXPECT_EQ(git->Wait(), 0) << commit << " is not a commit of " << TOLLGATE_SOURCE_DIR;
+}
+
 TEST(TollgateCliTest, ValidateAcceptsAGoodFile) {
   std::string path = MakeTempDir("tollgate-validate") + "/good.yaml";
   WriteFile(path, kConfig);
@@ -486,6 +507,80 @@ descriptors:
   EXPECT_EQ(bad->result_int(), 400);
   EXPECT_EQ(server->Stop(), 0);
 }
+
+// ---- Peeking: cost 0. ------------------------------------------------------------------
+
+// What a cost-0 check tells, as docs/http.md ("Peeking") says, in memory and in Redis: it
+// consumes nothing and is answered 200 with `allowed: true` even on a spent key; whether a
+// cost-1 check would pass now is `remaining >= 1`; when it will is `reset_after_ms` for a
+// fixed window, and `reset_after_ms - (capacity - 1) / refill_per_second` for a token
+// bucket. A peek's own `retry_after_ms` is 0 (it never waits).
+class PeekTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PeekTest, SaysWhetherAndWhenACostOfOneWouldPass) {
+  // One token per 1000 s, one window a day: nothing refills during the test. A 2 s store
+  // timeout keeps a loaded machine from answering from the fallback.
+  constexpr char kPeekConfig[] = R"(limits:
+  bucket: {algorithm: token_bucket, capacity: 2, refill_per_second: 0.001, timeout: 2s}
+  window: {algorithm: fixed_window, limit: 2, window: 1d, timeout: 2s}
+  sliding: {algorithm: sliding_window, limit: 2, window: 1d, timeout: 2s}
+)";
+  std::unique_ptr<tollgate::testing::RedisServer> redis;
+  std::vector<std::string> args;
+  if (GetParam()) {
+    auto started = tollgate::testing::RedisServer::Start();
+    ASSERT_TRUE(started.ok()) << started.status();
+    redis = std::move(*started);
+    args = {"--redis", redis->url(), "--instances", "1"};
+  }
+  auto server = Server::Start(kPeekConfig, args);
+  ASSERT_NE(server, nullptr);
+  Client client(server->port());
+  auto check = [&](const std::string& limit, int cost) {
+    std::optional<Response> response = client.Check(
+        absl::StrCat(R"({"limit":")", limit, R"(","key":"peek:user","cost":)", cost, "}"));
+    EXPECT_TRUE(response.has_value());
+    return response.has_value() ? *response : Response();
+  };
+  for (const std::string limit : {"bucket", "window", "sliding"}) {
+    SCOPED_TRACE(limit);
+    Response fresh = check(limit, 0);
+    EXPECT_EQ(fresh.result(), http::status::ok);
+    EXPECT_EQ(Json(fresh)["remaining"], 2);
+    EXPECT_EQ(Json(fresh)["source"], GetParam() ? "redis" : "memory");
+    EXPECT_EQ(Json(check(limit, 0))["remaining"], 2);  // the peek consumed nothing
+    ASSERT_EQ(check(limit, 1).result(), http::status::ok);
+    Response one_left = check(limit, 0);
+    EXPECT_EQ(Json(one_left)["remaining"], 1);  // >= 1: a cost of 1 passes now
+    ASSERT_EQ(check(limit, 1).result(), http::status::ok);
+
+    Response spent = check(limit, 0);
+    EXPECT_EQ(spent.result(), http::status::ok) << spent.body();
+    nlohmann::json peek = Json(spent);
+    EXPECT_EQ(peek["allowed"], true);
+    EXPECT_EQ(peek["remaining"], 0);  // 0: a cost of 1 is refused now
+    EXPECT_EQ(peek["retry_after_ms"], 0);
+    EXPECT_FALSE(peek.contains("reason"));
+
+    Response refused = check(limit, 1);
+    EXPECT_EQ(refused.result(), http::status::too_many_requests);
+    const int64_t retry_after_ms = Json(refused)["retry_after_ms"];
+    const int64_t reset_after_ms = peek["reset_after_ms"];
+    EXPECT_GT(retry_after_ms, 0);
+    if (limit == "window") {
+      EXPECT_NEAR(retry_after_ms, reset_after_ms, 5000);
+    } else if (limit == "bucket") {
+      // (capacity - 1) / refill_per_second = 1000 s.
+      EXPECT_NEAR(retry_after_ms, reset_after_ms - 1'000'000, 5000);
+    }
+    EXPECT_EQ(Json(check(limit, 0))["remaining"], 0);  // the refusal consumed nothing
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MemoryAndRedis, PeekTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Redis" : "Memory";
+                         });
 
 }  // namespace
 }  // namespace tollgate

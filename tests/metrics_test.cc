@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/serve_process.h"
 
@@ -190,6 +191,34 @@ TEST(ServeMetricsTest, StoreRoundTripHistogramCountsEveryRedisCall) {
   }
   EXPECT_LE(buckets.back().second, kChecks + 1);
   EXPECT_EQ(server->Stop(), 0) << server->log();
+}
+
+// The one tollgate_build_info series carries the version and commit `tollgate --version`
+// prints, so a dashboard tells which build each instance runs; so does the start-up log.
+TEST(ServeMetricsTest, BuildInfoNamesWhatVersionPrints) {
+  const std::string log = testing::MakeTempDir("tollgate-version") + "/out.log";
+  absl::StatusOr<testing::Subprocess> version =
+      testing::Subprocess::Start({TOLLGATE_BINARY, "--version"}, log);
+  ASSERT_TRUE(version.ok()) << version.status();
+  ASSERT_EQ(version->Wait(), 0);
+  std::smatch match;
+  const std::string printed = testing::ReadFileText(log);
+  ASSERT_TRUE(std::regex_match(printed, match, std::regex(R"(tollgate (\S+) \(commit (\S+)\)\n)")))
+      << printed;
+
+  auto server = ServeProcess::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  // The start-up log names the build too (journalctl tells which build ran when).
+  EXPECT_THAT(server->log(), HasSubstr(printed.substr(0, printed.size() - 1)));
+  std::vector<std::string> build_info;
+  for (const auto& [series, value] : ScrapeMetrics(server->port())) {
+    if (series.rfind("tollgate_build_info", 0) != 0) continue;
+    build_info.push_back(series);
+    EXPECT_EQ(value, 1) << series;
+  }
+  EXPECT_THAT(build_info, ::testing::ElementsAre(absl::StrCat("tollgate_build_info{version=\"",
+                                                              std::string(match[1]), "\",commit=\"",
+                                                              std::string(match[2]), "\"}")));
 }
 
 TEST(ServeReadyzTest, ReadyWithTheMemoryStore) {

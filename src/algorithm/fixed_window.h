@@ -36,7 +36,7 @@ inline int64_t WindowIndex(int64_t now_micros, int64_t window_micros) {
 
 // WindowIndex(now_micros, window_micros), given the index of a recent window: when now lies
 // in that window or the next (nearly every check of a key in use), one multiplication and
-// two comparisons replace a 64-bit integer division (docs/memory.md, step 6). Any other
+// two comparisons replace a 64-bit integer division (docs/design/memory.md, step 6). Any other
 // `recent_index` (stale, from the future, from a limit that was redefined) falls back to the
 // division; the result is the same either way.
 inline int64_t WindowIndexNear(int64_t now_micros, int64_t window_micros, int64_t recent_index) {

@@ -16,6 +16,7 @@
 #include "src/cli/serve.h"
 #include "src/cli/serve_environment.h"
 #include "src/cli/validate.h"
+#include "src/core/build_info.h"
 
 int main(int argc, char** argv) {
   // Debian's Abseil is built with deadlock detection on: every Mutex lock would also update a
@@ -26,6 +27,11 @@ int main(int argc, char** argv) {
 
   CLI::App app("tollgate: a distributed rate limiter", "tollgate");
   app.require_subcommand(1);
+  // `tollgate --version` prints "tollgate VERSION (commit COMMIT)" to stdout and exits 0.
+  app.set_version_flag("--version",
+                       std::string("tollgate ") + tollgate::kBuildVersion + " (commit " +
+                           tollgate::kBuildCommit + ")",
+                       "Print the version and the commit it was built from, then exit");
 
   tollgate::cli::ServeOptions serve;
   std::string log_level = "info";

@@ -22,6 +22,7 @@
 #include "src/cli/load_configs.h"
 #include "src/cli/serve_environment.h"
 #include "src/config/descriptor_matcher.h"
+#include "src/core/build_info.h"
 #include "src/server/check_service.h"
 #include "src/server/event_loops.h"
 #include "src/server/grpc_server.h"
@@ -279,6 +280,7 @@ int RunServe(const ServeOptions& given) {
     spdlog::error("{}", std::string(http.status().message()));
     return 1;
   }
+  spdlog::info("tollgate {} (commit {})", kBuildVersion, kBuildCommit);
   spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
                absl::StrJoin(options.config_paths, ", "), store->store->Name());
   if (options.redis_url.empty()) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/core/build_info.h"
 
 namespace tollgate::server {
 namespace {
@@ -173,6 +174,10 @@ std::string Metrics::Render() const {
   }
 
   std::string out;
+  Family(out, "tollgate_build_info", "gauge",
+         "Always 1; the labels say which version and commit this server was built from");
+  absl::StrAppend(&out, "tollgate_build_info{version=\"", EscapeLabelValue(kBuildVersion),
+                  "\",commit=\"", EscapeLabelValue(kBuildCommit), "\"} 1\n");
   Family(out, "tollgate_decisions_total", "counter",
          "Decisions by limit, the part of tollgate that made them, and outcome.");
   for (const auto& [name, counters] : limits) {

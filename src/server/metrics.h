@@ -7,6 +7,7 @@
 //   std::string text = metrics.Render();            // GET /metrics
 //
 // Families:
+//   tollgate_build_info{version,commit}             gauge; always 1 (src/core/build_info.h)
 //   tollgate_decisions_total{limit,source,outcome}  counter; outcome allowed | refused |
 //       shadow_refused (refused by a rule in shadow mode, answered as allowed)
 //   tollgate_check_errors_total{limit}              counter; checks answered with an error

@@ -94,7 +94,7 @@ template <>
 struct StateKindOf<SlidingWindowState> : std::integral_constant<uint8_t, 3> {};
 
 // One entry of a shard's table (a LineTable), in exactly one cache line, so a check of a key
-// that is not in the cache waits for this one line (docs/memory.md, "Layout"). The line
+// that is not in the cache waits for this one line (docs/design/memory.md, "Layout"). The line
 // holds, in this order:
 //
 //   - the name's size (6 bits) and the algorithm (2 bits) in one byte;
@@ -256,7 +256,7 @@ class alignas(64) Record {
     }
   }
   // A state's fields are read and written one by one, as values, so the state can stay in
-  // registers through the algorithm (docs/memory.md, step 4).
+  // registers through the algorithm (docs/design/memory.md, step 4).
   static int64_t Load(const unsigned char* at) {
     int64_t field;
     std::memcpy(&field, at, sizeof(field));
@@ -624,7 +624,7 @@ class MemoryStoreImpl final : public MemoryStore {
         if (valid[i]) keys[i] = KeyOf(*group[i].limit, group[i].key);
       }
       // Every item's line is on its way before the group's first check, so their misses
-      // overlap (docs/memory.md, on `MemoryStore::CheckEach`).
+      // overlap (docs/design/memory.md, on `MemoryStore::CheckEach`).
       for (size_t i = 0; i < count; ++i) {
         if (valid[i]) PrefetchUnlocked(ShardFor(keys[i].hash), keys[i].hash);
       }
@@ -682,7 +682,7 @@ class MemoryStoreImpl final : public MemoryStore {
 
   // CheckOne() for a limit of algorithm S. Inlined into CheckOne's switch with the whole
   // single-item path, so a check is one function from its arguments to the decision it
-  // returns (docs/memory.md, step 4).
+  // returns (docs/design/memory.md, step 4).
   template <typename S>
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Decision> CheckOneAs(const Limit& limit,
                                                                    std::string_view key,
@@ -814,7 +814,7 @@ class MemoryStoreImpl final : public MemoryStore {
         Commit(shard, key, AnyState(outcome.state), outcome.expires_at_micros, now);
       }
     }
-    // Field by field, as the decision was built (docs/memory.md, step 4).
+    // Field by field, as the decision was built (docs/design/memory.md, step 4).
     const Decision& decision = outcome.decision;
     out.allowed = decision.allowed;
     out.limit = decision.limit;
