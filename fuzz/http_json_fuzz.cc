@@ -73,13 +73,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   bool answered = false;
-  tollgate::server::HandleRlsJson(Service(), body, [&](tollgate::server::RlsJsonReply reply) {
-    answered = true;
-    if (reply.http_status != 200 && reply.http_status != 400 && reply.http_status != 429) {
-      std::abort();
-    }
-    if (!nlohmann::json::accept(reply.body)) std::abort();
-  });
+  tollgate::server::HandleRlsJson(
+      Service(), body, /*x_ratelimit_headers=*/true, [&](tollgate::server::RlsJsonReply reply) {
+        answered = true;
+        if (reply.http_status != 200 && reply.http_status != 400 && reply.http_status != 429) {
+          std::abort();
+        }
+        if (!nlohmann::json::accept(reply.body)) std::abort();
+      });
   // The in-memory store answers inline.
   if (!answered) std::abort();
   return 0;

@@ -202,7 +202,9 @@ class HttpFramingTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
   }
   void TearDown() override {
-    if (server_ != nullptr) EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    if (server_ != nullptr) {
+      EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    }
   }
 
   // Sends `bytes` on a fresh connection; the reply, or nullopt if the server only closed.

@@ -56,7 +56,8 @@ int64_t MillisUntilReadyz(int port, int want, int64_t timeout_ms) {
   auto client = std::make_unique<HttpTestClient>(port);
   while (MillisSince(start) < timeout_ms) {
     std::optional<testing::HttpTestResponse> response = client->Send(http::verb::get, "/readyz");
-    if (response.has_value() && response->result_int() == want) return MillisSince(start);
+    if (response.has_value() && static_cast<int>(response->result_int()) == want)
+      return MillisSince(start);
     if (!response.has_value()) client = std::make_unique<HttpTestClient>(port);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -29,6 +29,12 @@ using redis::TlsOptions;
 using ::testing::HasSubstr;
 using testing::RedisServer;
 
+RedisStoreOptions RedisOptionsFor(std::string url) {
+  RedisStoreOptions options;
+  options.url = std::move(url);
+  return options;
+}
+
 // Runs a command to completion; true when it exits 0.
 bool Run(const std::vector<std::string>& argv, const std::string& log) {
   absl::StatusOr<testing::Subprocess> process = testing::Subprocess::Start(argv, log);
@@ -209,7 +215,7 @@ TEST_F(RedisTlsTest, RedisStoreChecksOverARedissUrl) {
   const std::string url =
       absl::StrCat("rediss://localhost:", tls_port_, "?ca=", certificates_.ca(),
                    "&cert=", certificates_.client_cert(), "&key=", certificates_.client_key());
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create({.url = url});
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(RedisOptionsFor(url));
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = testing::TokenBucket("tls", 2, 0.001);
   int allowed = 0;
@@ -224,7 +230,7 @@ TEST_F(RedisTlsTest, RedisStoreChecksOverARedissUrl) {
 
 TEST_F(RedisTlsTest, RedisStoreNamesAnUnreadableCaFile) {
   absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(
-      {.url = absl::StrCat("rediss://localhost:", tls_port_, "?ca=/nonexistent/ca.pem")});
+      RedisOptionsFor(absl::StrCat("rediss://localhost:", tls_port_, "?ca=/nonexistent/ca.pem")));
   EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent/ca.pem"));
 }

@@ -100,6 +100,9 @@ class MemoryStore : public Store {
   virtual int64_t Evictions() const = 0;
 
  protected:
+  // Prepare(limit) behind the Store interface: CheckOne(prepared, key, cost) on this store.
+  std::unique_ptr<PreparedCheck> PrepareCheck(const Limit& limit) override;
+
   // For implementations: what a PreparedLimit holds.
   static PreparedLimit MakePrepared(const Limit& limit, const MemoryStore* store,
                                     uint64_t name_hash, double fill_micros, double unit_micros,

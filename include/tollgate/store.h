@@ -3,6 +3,7 @@
 #define TOLLGATE_STORE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,17 @@ struct CheckItem {
 using AddCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
 using CheckCallback = absl::AnyInvocable<void(absl::StatusOr<std::vector<Decision>>) &&>;
+
+// One limit made ready on one store that decides inline (Store::PrepareCheck): CheckOne
+// answers before returning, as Store::CheckOne(limit, key, cost) would on that store, without
+// repeating the per-limit work. A snapshot of the limit as prepared. Thread-safe; valid
+// while its store lives.
+class PreparedCheck {
+ public:
+  virtual ~PreparedCheck() = default;
+  // REQUIRES: key non-empty; cost >= 0 (else InvalidArgument).
+  virtual absl::StatusOr<Decision> CheckOne(std::string_view key, int64_t cost) = 0;
+};
 
 // A place where limit state lives: the embedded memory store, Redis, ...
 //
@@ -81,6 +93,11 @@ class Store {
   // The default answers Unimplemented.
   // REQUIRES: every item validated (non-empty key, cost >= 0).
   virtual void AddAsync(std::vector<CheckItem> items, AddCallback done);
+
+  // For a store that decides inline (the memory store): `limit` made ready for repeated
+  // checks, or nullptr if the store has no such path (a remote store) or the limit is
+  // invalid for it. The default returns nullptr; callers then use CheckAsync or CheckOne.
+  virtual std::unique_ptr<PreparedCheck> PrepareCheck(const Limit& limit);
 
   // A short name for logs and metrics ("memory", "redis").
   virtual std::string_view Name() const = 0;

@@ -20,7 +20,7 @@
 
 int main(int argc, char** argv) {
   // Debian's Abseil is built with deadlock detection on: every Mutex lock would also update a
-  // process-wide lock graph under a global lock (about 6% of a check's time).
+  // process-wide lock graph under a global lock, serialising the event loops.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Logs go to stderr; stdout is for command output (validate, check).
   spdlog::set_default_logger(spdlog::stderr_color_mt("tollgate"));

@@ -201,11 +201,8 @@ int RunServe(const ServeOptions& given) {
 
   // Outlives both servers (declared before them).
   server::Metrics metrics;
-  const auto* resilient = dynamic_cast<const ResilientStore*>(store->store.get());
-  metrics.set_resilient_store(resilient);
-  if (const auto* memory = dynamic_cast<const MemoryStore*>(store->store.get())) {
-    metrics.set_memory_store(memory, options.memory_max_keys);
-  }
+  metrics.set_resilient_store(store->resilient);
+  if (store->memory != nullptr) metrics.set_memory_store(store->memory, options.memory_max_keys);
   if (options.instances > 0) {
     metrics.set_instance_count([instances = options.instances] { return instances; });
   } else if (store->registry != nullptr) {

@@ -11,6 +11,7 @@
 #include "src/config/loaded_configs.h"
 #include "src/server/grpc_server.h"
 #include "src/server/ratelimit_headers.h"
+#include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
 
@@ -79,6 +80,9 @@ struct ServeStore {
   // With --redis: where `mode: sync` limits live (local counts synced with Redis); else
   // nullptr and they are checked exactly in `store`.
   std::shared_ptr<Store> sync_store;
+  // What `store` is, for its metrics: exactly one is set, and it points into `store`.
+  const MemoryStore* memory = nullptr;        // without --redis
+  const ResilientStore* resilient = nullptr;  // with --redis
 };
 
 // The store the service checks against: in memory (at most `options.memory_max_keys`

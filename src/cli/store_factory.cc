@@ -52,6 +52,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
     absl::StatusOr<std::unique_ptr<MemoryStore>> store =
         MemoryStore::Create({.max_keys = max_keys});
     if (!store.ok()) return store.status();
+    result.memory = store->get();
     result.store = std::shared_ptr<Store>(*std::move(store));
     return result;
   }
@@ -119,6 +120,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   absl::StatusOr<std::unique_ptr<ResilientStore>> store =
       ResilientStore::Create(std::shared_ptr<Store>(*std::move(redis)), std::move(resilience));
   if (!store.ok()) return store.status();
+  result.resilient = store->get();
   result.store = std::shared_ptr<Store>(*std::move(store));
   return result;
 }

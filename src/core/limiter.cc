@@ -72,11 +72,10 @@ struct Limiter::State {
   absl::flat_hash_map<std::string_view, size_t> by_name;
   std::shared_ptr<Store> store;
   std::shared_ptr<Store> sync_store;
-  // `store`, when it is a MemoryStore, and every limit prepared for it (parallel to
-  // `limits`; empty where Prepare refused the numbers, whose checks then answer why):
-  // Check() then skips what depends on the limit alone.
-  MemoryStore* memory_store = nullptr;
-  std::vector<std::optional<PreparedLimit>> prepared;
+  // Every limit prepared on `store` (parallel to `limits`), where the store decides inline
+  // (Store::PrepareCheck); null elsewhere (a remote store, or numbers the store refuses,
+  // whose checks then answer why). Declared after `store`, so destroyed before it.
+  std::vector<std::unique_ptr<PreparedCheck>> prepared;
 };
 
 absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options) {
@@ -109,13 +108,9 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
     if (!store.ok()) return store.status();
     state->store = std::move(*store);
   }
-  state->memory_store = dynamic_cast<MemoryStore*>(state->store.get());
-  state->prepared.resize(state->limits.size());
-  if (state->memory_store != nullptr) {
-    for (size_t i = 0; i < state->limits.size(); ++i) {
-      absl::StatusOr<PreparedLimit> prepared = state->memory_store->Prepare(state->limits[i]);
-      if (prepared.ok()) state->prepared[i] = *std::move(prepared);
-    }
+  state->prepared.reserve(state->limits.size());
+  for (const Limit& limit : state->limits) {
+    state->prepared.push_back(state->store->PrepareCheck(limit));
   }
   return std::unique_ptr<Limiter>(new Limiter(std::move(state)));
 }
@@ -232,18 +227,14 @@ void Limiter::CheckAsync(const Limit& limit, std::string_view key, int64_t cost,
     std::move(done)(state_->sync_store->CheckOne(limit, key, cost));
     return;
   }
-  if (state_->memory_store != nullptr) {
-    // One of ours: its prepared form. Another limit (an override) by its numbers.
-    const Limit* first = state_->limits.data();
-    if (&limit >= first && &limit < first + state_->limits.size()) {
-      if (const std::optional<PreparedLimit>& prepared = state_->prepared[&limit - first];
-          prepared.has_value()) {
-        std::move(done)(state_->memory_store->CheckOne(*prepared, key, cost));
-        return;
-      }
+  // One of ours, on a store that decides inline: its prepared form. Another limit (an
+  // override) goes the general way.
+  const Limit* first = state_->limits.data();
+  if (&limit >= first && &limit < first + state_->limits.size()) {
+    if (PreparedCheck* prepared = state_->prepared[&limit - first].get(); prepared != nullptr) {
+      std::move(done)(prepared->CheckOne(key, cost));
+      return;
     }
-    std::move(done)(state_->memory_store->CheckOne(limit, key, cost));
-    return;
   }
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, std::string(key), cost});
@@ -297,9 +288,8 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view
   if (found.mode == Mode::kSync && state_->sync_store != nullptr) {
     return state_->sync_store->CheckOne(found, key, cost);
   }
-  if (const std::optional<PreparedLimit>& prepared = state_->prepared[it->second];
-      prepared.has_value()) {
-    return state_->memory_store->CheckOne(*prepared, key, cost);
+  if (PreparedCheck* prepared = state_->prepared[it->second].get(); prepared != nullptr) {
+    return prepared->CheckOne(key, cost);
   }
   return state_->store->CheckOne(found, key, cost);
 }

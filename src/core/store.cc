@@ -41,6 +41,8 @@ absl::StatusOr<Decision> Store::CheckOne(const Limit& limit, std::string_view ke
   return result;
 }
 
+std::unique_ptr<PreparedCheck> Store::PrepareCheck(const Limit& /*limit*/) { return nullptr; }
+
 // The interface takes ownership of the items, which this default does not need.
 // NOLINTNEXTLINE(performance-unnecessary-value-param)
 void Store::AddAsync(std::vector<CheckItem> /*items*/, AddCallback done) {

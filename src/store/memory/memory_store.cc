@@ -1016,6 +1016,30 @@ class MemoryStoreImpl final : public MemoryStore {
 
 }  // namespace
 
+namespace {
+
+class MemoryPreparedCheck final : public PreparedCheck {
+ public:
+  MemoryPreparedCheck(MemoryStore* store, PreparedLimit prepared)
+      : store_(store), prepared_(std::move(prepared)) {}
+
+  absl::StatusOr<Decision> CheckOne(std::string_view key, int64_t cost) override {
+    return store_->CheckOne(prepared_, key, cost);
+  }
+
+ private:
+  MemoryStore* const store_;
+  const PreparedLimit prepared_;
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedCheck> MemoryStore::PrepareCheck(const Limit& limit) {
+  absl::StatusOr<PreparedLimit> prepared = Prepare(limit);
+  if (!prepared.ok()) return nullptr;
+  return std::make_unique<MemoryPreparedCheck>(this, *std::move(prepared));
+}
+
 absl::StatusOr<std::unique_ptr<MemoryStore>> MemoryStore::Create(MemoryStoreOptions options) {
   if (options.shards < 1 || options.shards > kMaxShards) {
     return absl::InvalidArgumentError(

@@ -3,10 +3,9 @@
 // Replies are parsed by hiredis' reader (`ReplyReader`: a redisReader whose reply-object
 // functions build RedisReply values directly). Commands are encoded by `CommandWriter`,
 // which writes the same bytes as hiredis' redisFormatCommandArgv (resp_test.cc compares
-// them) at a fraction of its cost: for a one-limit EVALSHA (9 arguments) hiredis spends
-// about 7,900 instructions (sprintf per length) or 5,000 (sdscatfmt, in
-// redisFormatSdsCommandArgv), more than the whole rest of a check (callgrind, Debian's
-// hiredis 0.14). All I/O is ours (src/store/redis/connection.h).
+// them) into a caller's buffer without a format string per length; hiredis' formatter cost
+// more than the rest of a check (bench/callgrind_check.sh counts a check's instructions).
+// All I/O is ours (src/store/redis/connection.h).
 #ifndef TOLLGATE_SRC_STORE_REDIS_RESP_H_
 #define TOLLGATE_SRC_STORE_REDIS_RESP_H_
 

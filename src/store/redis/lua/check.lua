@@ -18,9 +18,8 @@
 -- reset_after_micros, retry_after_micros.
 --
 -- Binary in, binary out, and a token bucket's state a binary double (8 bytes; a value of
--- another length is read as the decimal text of earlier versions): Redis spends about a
--- quarter less per call than with decimal arguments, a decimal state and an array reply
--- (callgrind of redis-server, docs/redis.md "What a check costs Redis").
+-- another length is read as the decimal text of earlier versions), for what a call costs
+-- Redis (docs/redis.md, "What a check costs Redis", has the measurement).
 --
 -- The arithmetic mirrors src/algorithm/*.h expression by expression (IEEE doubles on
 -- integer microseconds, same order), so both compute bit-identical decisions. Every
@@ -37,8 +36,8 @@ else
 end
 
 -- One token bucket alone, the most common call: the same expressions as the token bucket
--- branch of the general loop below, without its tables and closures, which cost Redis
--- about a sixth of the script's time (callgrind: 87k -> 72k instructions per call).
+-- branch of the general loop below, without its tables and closures. Both paths must
+-- decide alike (redis_store_test runs the algorithm table through each).
 if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
   local capacity, rate, cost = struct.unpack('<ddd', ARGV[2], 2)
   local key = KEYS[1]
