@@ -1,7 +1,9 @@
 // Copyright tollgate authors. `tollgate serve` end to end: a real process on a loopback port,
 // spoken to over HTTP/1.1.
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -351,6 +353,99 @@ TEST(TollgateCliTest, ValidateNamesFileAndLineOfAnError) {
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_THAT(run.output, HasSubstr(absl::StrCat(path, ":4")));
   EXPECT_THAT(run.output, HasSubstr("capacity"));
+}
+
+// Runs `tollgate ARGS` in `dir` (so that paths print as given); output is stdout and stderr.
+RunResult RunTollgateIn(const std::string& dir, const std::string& args) {
+  const std::string log = MakeTempDir("tollgate-cli") + "/out.log";
+  absl::StatusOr<Subprocess> process = Subprocess::Start(
+      {"sh", "-c", absl::StrCat("cd '", dir, "' && exec '", TOLLGATE_BINARY, "' ", args)}, log);
+  EXPECT_TRUE(process.ok()) << process.status();
+  if (!process.ok()) return {};
+  RunResult run;
+  run.exit_code = process->Wait();
+  run.output = ReadAll(log);
+  return run;
+}
+
+// The text of the fenced block (```console) of docs/config.md that starts with `command`, and
+// the ```yaml block before it (empty when there is none).
+struct DocumentedRun {
+  std::string yaml;
+  std::string output;
+};
+DocumentedRun FindDocumentedRun(const std::string& command) {
+  const std::string doc = ReadAll(std::string(TOLLGATE_SOURCE_DIR) + "/docs/config.md");
+  const std::string start = "```console\n$ " + command + "\n";
+  const size_t at = doc.find(start);
+  EXPECT_NE(at, std::string::npos) << "docs/config.md has no run of: " << command;
+  if (at == std::string::npos) return {};
+  DocumentedRun run;
+  const size_t output = at + start.size();
+  run.output = doc.substr(output, doc.find("```", output) - output);
+  const size_t yaml = doc.rfind("```yaml\n", at);
+  if (yaml != std::string::npos) {
+    const size_t body = yaml + std::string("```yaml\n").size();
+    run.yaml = doc.substr(body, doc.find("```", body) - body);
+  }
+  return run;
+}
+
+// A file with several errors: `tollgate validate` prints every one, each as
+// file:line:column: field: message, exactly as docs/config.md shows.
+TEST(TollgateCliTest, ValidatePrintsEveryErrorOfAFileAsDocumented) {
+  const DocumentedRun documented = FindDocumentedRun("tollgate validate --config limits.yaml");
+  ASSERT_FALSE(documented.yaml.empty());
+  const std::string dir = MakeTempDir("tollgate-validate");
+  WriteFile(dir + "/limits.yaml", documented.yaml);
+  RunResult run = RunTollgateIn(dir, "validate --config limits.yaml");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output, documented.output);
+  EXPECT_GE(std::count(run.output.begin(), run.output.end(), '\n'), 5) << run.output;
+}
+
+// Every file is read: errors of several files, and a missing one, come out together.
+TEST(TollgateCliTest, ValidateReportsTheErrorsOfEveryFile) {
+  const std::string dir = MakeTempDir("tollgate-validate");
+  WriteFile(dir + "/typo.yaml", "limit:\n  api: {algorithm: fixed_window, limit: 5, window: 1s}\n");
+  WriteFile(dir + "/envoy.yaml",
+            "domian: tiffin\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+            "requests_per_unit: 1, unlimted: true}\n");
+  RunResult run =
+      RunTollgateIn(dir, "validate --config typo.yaml --config envoy.yaml --config missing.yaml");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output,
+            "typo.yaml:1:1: limit: unknown key; expected one of limits, memory_store (did you "
+            "mean 'limits'?)\n"
+            "envoy.yaml:1:1: (top level): unknown key 'domian', expected one of domain, "
+            "descriptors (did you mean 'domain'?)\n"
+            "envoy.yaml:4:54: descriptors[0].rate_limit: unknown key 'unlimted', expected one of "
+            "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
+            "on_store_failure, timeout (did you mean 'unlimited'?)\n"
+            "missing.yaml: no such file\n");
+}
+
+// `--config DIR` says it is a directory and what to pass instead, as docs/config.md shows;
+// serve refuses it the same way, before listening.
+TEST(TollgateCliTest, AConfigDirectorySaysWhatToPassInstead) {
+  const DocumentedRun documented = FindDocumentedRun("tollgate validate --config conf");
+  const std::string dir = MakeTempDir("tollgate-validate");
+  ASSERT_EQ(::mkdir((dir + "/conf").c_str(), 0700), 0);
+  WriteFile(dir + "/conf/limits.yaml", kConfig);
+  WriteFile(dir + "/conf/envoy.yaml", "domain: tiffin\n");
+  RunResult run = RunTollgateIn(dir, "validate --config conf");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output, documented.output);
+
+  // What it says to pass works.
+  run = RunTollgateIn(dir, "validate --config conf/*.yaml");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "conf/envoy.yaml, conf/limits.yaml: ok, 3 limits, 1 domain\n");
+
+  run = RunTollgateIn(dir, "serve --config conf --http 127.0.0.1:0 --grpc 127.0.0.1:0");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("conf: is a directory, expected a config file"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
 }
 
 TEST(TollgateCliTest, ServeWithAnInvalidConfigExits1WithoutListening) {
