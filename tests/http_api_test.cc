@@ -524,6 +524,126 @@ TEST(TollgateCliTest, CheckSubcommandTalksToAServer) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// The JSON reply `tollgate check` printed: its last line.
+nlohmann::json CheckReply(const RunResult& run) {
+  std::string text = run.output;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return nlohmann::json::parse(text.substr(text.rfind('\n') + 1), nullptr, false);
+}
+
+// `--limit` repeated: one POST /v1/check batch, all or nothing, with a key and a cost for
+// every limit or one each.
+TEST(TollgateCliTest, CheckSeveralLimitsAtOnceIsAllOrNothing) {
+  auto server = Server::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  const std::string url = absl::StrCat("http://127.0.0.1:", server->port());
+  RunResult run = RunTollgate({"check", "--url", url, "--limit", "wide", "--limit", "narrow",
+                               "--key", "u", "--cost", "1", "--cost", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("200 OK\n"));
+  nlohmann::json reply = CheckReply(run);
+  ASSERT_EQ(reply["results"].size(), 2u) << run.output;
+  EXPECT_EQ(reply["results"][0]["name"], "wide");
+  EXPECT_EQ(reply["results"][0]["remaining"], 9);
+  EXPECT_EQ(reply["results"][1]["name"], "narrow");
+  EXPECT_EQ(reply["results"][1]["remaining"], 0);
+
+  // narrow is spent: the batch is refused and wide is not charged.
+  run = RunTollgate({"check", "--url", url, "--limit", "wide", "--limit", "narrow", "--key", "u"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("429 Too Many Requests\n"));
+  EXPECT_THAT(run.output, HasSubstr("Retry-After: "));
+  EXPECT_EQ(CheckReply(run)["allowed"], false);
+
+  // One key per limit; a peek (cost 0) of each shows what the refused batch left.
+  run = RunTollgate({"check", "--url", url, "--limit", "wide", "--limit", "narrow", "--key", "u",
+                     "--key", "other", "--cost", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  reply = CheckReply(run);
+  EXPECT_EQ(reply["results"][0]["remaining"], 9) << run.output;
+  EXPECT_EQ(reply["results"][1]["remaining"], 2) << run.output;
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// `--domain` with `--descriptor`: Envoy's shape on POST /json, answered by the Envoy rules;
+// `--cost 0` checks without counting.
+TEST(TollgateCliTest, CheckSendsEnvoyDescriptorsWithDomain) {
+  auto server = Server::Start(R"(domain: tiffin
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: tenant
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 1}
+)");
+  ASSERT_NE(server, nullptr);
+  const std::string url = absl::StrCat("http://127.0.0.1:", server->port());
+  const std::vector<std::string> check = {
+      "check", "--url", url, "--domain", "tiffin", "--descriptor", "tenant=a,user=b"};
+  std::vector<std::string> peek = check;
+  peek.insert(peek.end(), {"--cost", "0"});
+  for (int i = 0; i < 3; ++i) {
+    RunResult run = RunTollgate(peek);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(CheckReply(run)["overallCode"], "OK") << run.output;
+  }
+  RunResult run = RunTollgate(check);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("200 OK\nX-RateLimit-Limit: 1"));
+  run = RunTollgate(check);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("429 Too Many Requests\n"));
+  EXPECT_EQ(CheckReply(run)["overallCode"], "OVER_LIMIT") << run.output;
+
+  // Two descriptors, hits_addend 2: remote_address's 2 are spent at once.
+  run = RunTollgate({"check", "--url", url, "--domain", "tiffin", "--descriptor",
+                     "remote_address=10.0.0.1", "--descriptor", "tenant=c,user=d", "--cost", "2"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;  // user d allows 1, not 2
+  nlohmann::json reply = CheckReply(run);
+  ASSERT_EQ(reply["statuses"].size(), 2u) << run.output;
+  EXPECT_EQ(reply["statuses"][0]["code"], "OK");
+  EXPECT_EQ(reply["statuses"][1]["code"], "OVER_LIMIT");
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// `serve --help` names every Redis URL form, not only redis://.
+TEST(TollgateCliTest, ServeHelpListsEveryRedisUrlForm) {
+  RunResult run = RunTollgate({"serve", "--help"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  for (const char* form : {"redis://HOST:PORT", "rediss://", "redis-cluster://HOST:PORT,...",
+                           "redis-sentinel://HOST:PORT,.../MASTER"}) {
+    EXPECT_THAT(run.output, HasSubstr(form));
+  }
+}
+
+// A combination of options that describes no request is a usage error (exit 2), named,
+// before anything is sent.
+TEST(TollgateCliTest, CheckRefusesOptionsThatDescribeNoRequest) {
+  const std::string url = absl::StrCat("http://127.0.0.1:", FreePort());
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{}, "give --limit NAME --key KEY"},
+      {{"--limit", "a"}, "--key: give one (for every limit) or one per --limit (1), got 0"},
+      {{"--limit", "a", "--limit", "b", "--key", "1", "--key", "2", "--key", "3"},
+       "--key: give one (for every limit) or one per --limit (2), got 3"},
+      {{"--limit", "a", "--limit", "b", "--limit", "c", "--key", "k", "--cost", "1", "--cost", "2"},
+       "--cost: give none (1 each), one (for every limit) or one per --limit (3), got 2"},
+      {{"--domain", "d", "--descriptor", "a=b", "--limit", "x"}, "are two forms: give one"},
+      {{"--domain", "d"}, "--domain needs at least one --descriptor key=value"},
+      {{"--descriptor", "a=b"}, "--descriptor needs --domain"},
+      {{"--domain", "d", "--descriptor", "=b"}, "--descriptor \"=b\": expected key=value"},
+      {{"--domain", "d", "--descriptor", "a=b", "--cost", "1", "--cost", "2"},
+       "with --domain, --cost is the request's hits_addend: give it once"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {"check", "--url", url};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult run = RunTollgate(argv);
+    EXPECT_EQ(run.exit_code, 2) << message << "\n" << run.output;
+    EXPECT_THAT(run.output, HasSubstr(message));
+  }
+}
+
 // The seed's fleet: eight `tollgate serve --redis` sharing one Redis, one user's requests
 // spread over all of them. The fleet admits what one limit allows, not eight times it.
 TEST(ServeWithRedisTest, EightServersSharingOneRedisAdmitOneLimit) {
