@@ -460,6 +460,20 @@ TEST(TollgateCliTest, ServeWithAnInvalidConfigExits1WithoutListening) {
   EXPECT_FALSE(WaitForPort(port, std::chrono::milliseconds(100)).ok());
 }
 
+// serve logs each error of an invalid config as a record of its own, and does not start.
+TEST(TollgateCliTest, ServeLogsEveryConfigErrorOnItsOwnLine) {
+  const std::string path = MakeTempDir("tollgate-serve") + "/bad.yaml";
+  WriteFile(path,
+            "limits:\n  api: {algorithm: fixed_window, limit: 0, window: 1s}\n"
+            "  otp: {algorithm: fixed_window, limit: 1, window: 1s, timout: 5ms}\n");
+  RunResult run = RunTollgate({"serve", "--config", path, "--http", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("invalid config: " + path + ":2:41: limits.api.limit: "));
+  EXPECT_THAT(run.output, HasSubstr("invalid config: " + path +
+                                    ":3:56: limits.otp.timout: unknown key; expected one of"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
+}
+
 TEST(TollgateCliTest, ServeWithAMissingConfigExits1) {
   std::string path = MakeTempDir("tollgate-serve") + "/missing.yaml";
   RunResult run = RunTollgate({"serve", "--config", path, "--http", "127.0.0.1:0"});
