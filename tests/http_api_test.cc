@@ -1,7 +1,9 @@
 // Copyright tollgate authors. `tollgate serve` end to end: a real process on a loopback port,
 // spoken to over HTTP/1.1.
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -353,6 +355,99 @@ TEST(TollgateCliTest, ValidateNamesFileAndLineOfAnError) {
   EXPECT_THAT(run.output, HasSubstr("capacity"));
 }
 
+// Runs `tollgate ARGS` in `dir` (so that paths print as given); output is stdout and stderr.
+RunResult RunTollgateIn(const std::string& dir, const std::string& args) {
+  const std::string log = MakeTempDir("tollgate-cli") + "/out.log";
+  absl::StatusOr<Subprocess> process = Subprocess::Start(
+      {"sh", "-c", absl::StrCat("cd '", dir, "' && exec '", TOLLGATE_BINARY, "' ", args)}, log);
+  EXPECT_TRUE(process.ok()) << process.status();
+  if (!process.ok()) return {};
+  RunResult run;
+  run.exit_code = process->Wait();
+  run.output = ReadAll(log);
+  return run;
+}
+
+// The text of the fenced block (```console) of docs/config.md that starts with `command`, and
+// the ```yaml block before it (empty when there is none).
+struct DocumentedRun {
+  std::string yaml;
+  std::string output;
+};
+DocumentedRun FindDocumentedRun(const std::string& command) {
+  const std::string doc = ReadAll(std::string(TOLLGATE_SOURCE_DIR) + "/docs/config.md");
+  const std::string start = "```console\n$ " + command + "\n";
+  const size_t at = doc.find(start);
+  EXPECT_NE(at, std::string::npos) << "docs/config.md has no run of: " << command;
+  if (at == std::string::npos) return {};
+  DocumentedRun run;
+  const size_t output = at + start.size();
+  run.output = doc.substr(output, doc.find("```", output) - output);
+  const size_t yaml = doc.rfind("```yaml\n", at);
+  if (yaml != std::string::npos) {
+    const size_t body = yaml + std::string("```yaml\n").size();
+    run.yaml = doc.substr(body, doc.find("```", body) - body);
+  }
+  return run;
+}
+
+// A file with several errors: `tollgate validate` prints every one, each as
+// file:line:column: field: message, exactly as docs/config.md shows.
+TEST(TollgateCliTest, ValidatePrintsEveryErrorOfAFileAsDocumented) {
+  const DocumentedRun documented = FindDocumentedRun("tollgate validate --config limits.yaml");
+  ASSERT_FALSE(documented.yaml.empty());
+  const std::string dir = MakeTempDir("tollgate-validate");
+  WriteFile(dir + "/limits.yaml", documented.yaml);
+  RunResult run = RunTollgateIn(dir, "validate --config limits.yaml");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output, documented.output);
+  EXPECT_GE(std::count(run.output.begin(), run.output.end(), '\n'), 5) << run.output;
+}
+
+// Every file is read: errors of several files, and a missing one, come out together.
+TEST(TollgateCliTest, ValidateReportsTheErrorsOfEveryFile) {
+  const std::string dir = MakeTempDir("tollgate-validate");
+  WriteFile(dir + "/typo.yaml", "limit:\n  api: {algorithm: fixed_window, limit: 5, window: 1s}\n");
+  WriteFile(dir + "/envoy.yaml",
+            "domian: tiffin\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+            "requests_per_unit: 1, unlimted: true}\n");
+  RunResult run =
+      RunTollgateIn(dir, "validate --config typo.yaml --config envoy.yaml --config missing.yaml");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output,
+            "typo.yaml:1:1: limit: unknown key; expected one of limits, memory_store (did you "
+            "mean 'limits'?)\n"
+            "envoy.yaml:1:1: (top level): unknown key 'domian', expected one of domain, "
+            "descriptors (did you mean 'domain'?)\n"
+            "envoy.yaml:4:54: descriptors[0].rate_limit: unknown key 'unlimted', expected one of "
+            "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
+            "on_store_failure, timeout (did you mean 'unlimited'?)\n"
+            "missing.yaml: no such file\n");
+}
+
+// `--config DIR` says it is a directory and what to pass instead, as docs/config.md shows;
+// serve refuses it the same way, before listening.
+TEST(TollgateCliTest, AConfigDirectorySaysWhatToPassInstead) {
+  const DocumentedRun documented = FindDocumentedRun("tollgate validate --config conf");
+  const std::string dir = MakeTempDir("tollgate-validate");
+  ASSERT_EQ(::mkdir((dir + "/conf").c_str(), 0700), 0);
+  WriteFile(dir + "/conf/limits.yaml", kConfig);
+  WriteFile(dir + "/conf/envoy.yaml", "domain: tiffin\n");
+  RunResult run = RunTollgateIn(dir, "validate --config conf");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output, documented.output);
+
+  // What it says to pass works.
+  run = RunTollgateIn(dir, "validate --config conf/*.yaml");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "conf/envoy.yaml, conf/limits.yaml: ok, 3 limits, 1 domain\n");
+
+  run = RunTollgateIn(dir, "serve --config conf --http 127.0.0.1:0 --grpc 127.0.0.1:0");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("conf: is a directory, expected a config file"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
+}
+
 TEST(TollgateCliTest, ServeWithAnInvalidConfigExits1WithoutListening) {
   std::string path = MakeTempDir("tollgate-serve") + "/bad.yaml";
   WriteFile(path, "limits:\n  api:\n    algorithm: leaky_bucket\n");
@@ -363,6 +458,20 @@ TEST(TollgateCliTest, ServeWithAnInvalidConfigExits1WithoutListening) {
   EXPECT_THAT(run.output, HasSubstr(absl::StrCat(path, ":3")));
   EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
   EXPECT_FALSE(WaitForPort(port, std::chrono::milliseconds(100)).ok());
+}
+
+// serve logs each error of an invalid config as a record of its own, and does not start.
+TEST(TollgateCliTest, ServeLogsEveryConfigErrorOnItsOwnLine) {
+  const std::string path = MakeTempDir("tollgate-serve") + "/bad.yaml";
+  WriteFile(path,
+            "limits:\n  api: {algorithm: fixed_window, limit: 0, window: 1s}\n"
+            "  otp: {algorithm: fixed_window, limit: 1, window: 1s, timout: 5ms}\n");
+  RunResult run = RunTollgate({"serve", "--config", path, "--http", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("invalid config: " + path + ":2:41: limits.api.limit: "));
+  EXPECT_THAT(run.output, HasSubstr("invalid config: " + path +
+                                    ":3:56: limits.otp.timout: unknown key; expected one of"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening")));
 }
 
 TEST(TollgateCliTest, ServeWithAMissingConfigExits1) {
@@ -427,6 +536,126 @@ TEST(TollgateCliTest, CheckSubcommandTalksToAServer) {
   EXPECT_THAT(refused.output, HasSubstr("429"));
   EXPECT_THAT(refused.output, HasSubstr("Retry-After:"));
   EXPECT_EQ(server->Stop(), 0);
+}
+
+// The JSON reply `tollgate check` printed: its last line.
+nlohmann::json CheckReply(const RunResult& run) {
+  std::string text = run.output;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return nlohmann::json::parse(text.substr(text.rfind('\n') + 1), nullptr, false);
+}
+
+// `--limit` repeated: one POST /v1/check batch, all or nothing, with a key and a cost for
+// every limit or one each.
+TEST(TollgateCliTest, CheckSeveralLimitsAtOnceIsAllOrNothing) {
+  auto server = Server::Start(kConfig);
+  ASSERT_NE(server, nullptr);
+  const std::string url = absl::StrCat("http://127.0.0.1:", server->port());
+  RunResult run = RunTollgate({"check", "--url", url, "--limit", "wide", "--limit", "narrow",
+                               "--key", "u", "--cost", "1", "--cost", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("200 OK\n"));
+  nlohmann::json reply = CheckReply(run);
+  ASSERT_EQ(reply["results"].size(), 2u) << run.output;
+  EXPECT_EQ(reply["results"][0]["name"], "wide");
+  EXPECT_EQ(reply["results"][0]["remaining"], 9);
+  EXPECT_EQ(reply["results"][1]["name"], "narrow");
+  EXPECT_EQ(reply["results"][1]["remaining"], 0);
+
+  // narrow is spent: the batch is refused and wide is not charged.
+  run = RunTollgate({"check", "--url", url, "--limit", "wide", "--limit", "narrow", "--key", "u"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("429 Too Many Requests\n"));
+  EXPECT_THAT(run.output, HasSubstr("Retry-After: "));
+  EXPECT_EQ(CheckReply(run)["allowed"], false);
+
+  // One key per limit; a peek (cost 0) of each shows what the refused batch left.
+  run = RunTollgate({"check", "--url", url, "--limit", "wide", "--limit", "narrow", "--key", "u",
+                     "--key", "other", "--cost", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  reply = CheckReply(run);
+  EXPECT_EQ(reply["results"][0]["remaining"], 9) << run.output;
+  EXPECT_EQ(reply["results"][1]["remaining"], 2) << run.output;
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// `--domain` with `--descriptor`: Envoy's shape on POST /json, answered by the Envoy rules;
+// `--cost 0` checks without counting.
+TEST(TollgateCliTest, CheckSendsEnvoyDescriptorsWithDomain) {
+  auto server = Server::Start(R"(domain: tiffin
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: tenant
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 1}
+)");
+  ASSERT_NE(server, nullptr);
+  const std::string url = absl::StrCat("http://127.0.0.1:", server->port());
+  const std::vector<std::string> check = {
+      "check", "--url", url, "--domain", "tiffin", "--descriptor", "tenant=a,user=b"};
+  std::vector<std::string> peek = check;
+  peek.insert(peek.end(), {"--cost", "0"});
+  for (int i = 0; i < 3; ++i) {
+    RunResult run = RunTollgate(peek);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(CheckReply(run)["overallCode"], "OK") << run.output;
+  }
+  RunResult run = RunTollgate(check);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("200 OK\nX-RateLimit-Limit: 1"));
+  run = RunTollgate(check);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("429 Too Many Requests\n"));
+  EXPECT_EQ(CheckReply(run)["overallCode"], "OVER_LIMIT") << run.output;
+
+  // Two descriptors, hits_addend 2: remote_address's 2 are spent at once.
+  run = RunTollgate({"check", "--url", url, "--domain", "tiffin", "--descriptor",
+                     "remote_address=10.0.0.1", "--descriptor", "tenant=c,user=d", "--cost", "2"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;  // user d allows 1, not 2
+  nlohmann::json reply = CheckReply(run);
+  ASSERT_EQ(reply["statuses"].size(), 2u) << run.output;
+  EXPECT_EQ(reply["statuses"][0]["code"], "OK");
+  EXPECT_EQ(reply["statuses"][1]["code"], "OVER_LIMIT");
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// `serve --help` names every Redis URL form, not only redis://.
+TEST(TollgateCliTest, ServeHelpListsEveryRedisUrlForm) {
+  RunResult run = RunTollgate({"serve", "--help"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  for (const char* form : {"redis://HOST:PORT", "rediss://", "redis-cluster://HOST:PORT,...",
+                           "redis-sentinel://HOST:PORT,.../MASTER"}) {
+    EXPECT_THAT(run.output, HasSubstr(form));
+  }
+}
+
+// A combination of options that describes no request is a usage error (exit 2), named,
+// before anything is sent.
+TEST(TollgateCliTest, CheckRefusesOptionsThatDescribeNoRequest) {
+  const std::string url = absl::StrCat("http://127.0.0.1:", FreePort());
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{}, "give --limit NAME --key KEY"},
+      {{"--limit", "a"}, "--key: give one (for every limit) or one per --limit (1), got 0"},
+      {{"--limit", "a", "--limit", "b", "--key", "1", "--key", "2", "--key", "3"},
+       "--key: give one (for every limit) or one per --limit (2), got 3"},
+      {{"--limit", "a", "--limit", "b", "--limit", "c", "--key", "k", "--cost", "1", "--cost", "2"},
+       "--cost: give none (1 each), one (for every limit) or one per --limit (3), got 2"},
+      {{"--domain", "d", "--descriptor", "a=b", "--limit", "x"}, "are two forms: give one"},
+      {{"--domain", "d"}, "--domain needs at least one --descriptor key=value"},
+      {{"--descriptor", "a=b"}, "--descriptor needs --domain"},
+      {{"--domain", "d", "--descriptor", "=b"}, "--descriptor \"=b\": expected key=value"},
+      {{"--domain", "d", "--descriptor", "a=b", "--cost", "1", "--cost", "2"},
+       "with --domain, --cost is the request's hits_addend: give it once"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {"check", "--url", url};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult run = RunTollgate(argv);
+    EXPECT_EQ(run.exit_code, 2) << message << "\n" << run.output;
+    EXPECT_THAT(run.output, HasSubstr(message));
+  }
 }
 
 // The seed's fleet: eight `tollgate serve --redis` sharing one Redis, one user's requests

@@ -37,11 +37,15 @@ struct Config {
   int64_t memory_store_max_keys = 0;
 };
 
-// Parses `yaml_text`. On failure returns InvalidArgument whose message reads
-// "FILE:LINE:COLUMN: limits.NAME.FIELD: what was expected" (file is `file_name`).
+// Parses `yaml_text`. On failure returns InvalidArgument whose message names every error of
+// the file, one line each in file order, joined by '\n': "FILE:LINE:COLUMN:
+// limits.NAME.FIELD: what was expected" (file is `file_name`; an unknown key adds "did you
+// mean" when one is close). A YAML syntax error is reported alone: nothing after it is read.
+// At most 100 lines, then "FILE: and N more errors".
 absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view file_name);
 
-// Reads and parses the file at `path`. NotFound if it cannot be read.
+// Reads and parses the file at `path`. NotFound if it cannot be read (a directory: NotFound
+// naming the config files it holds).
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // Parses a duration such as "500ms", "1s", "10m", "1h", "1d", "250us" into microseconds.

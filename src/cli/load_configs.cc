@@ -1,12 +1,12 @@
 // Copyright tollgate authors.
 #include "src/cli/load_configs.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/config/config_file.h"
 #include "src/config/descriptor_matcher.h"
 #include "tollgate/config.h"
 #include "tollgate/limiter.h"
@@ -15,39 +15,60 @@ namespace tollgate::cli {
 
 absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths) {
   LoadedConfigs loaded;
+  // Every file is read even after one fails, so that one run names every error.
+  std::vector<absl::Status> errors;
   absl::flat_hash_set<std::string> names;
   std::string memory_store_file;  // the file that set memory_store.max_keys
   for (const std::string& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
-    std::stringstream text;
-    text << in.rdbuf();
-    absl::StatusOr<ConfigKind> kind = DetectConfigKind(text.str(), path);
-    if (!kind.ok()) return kind.status();
+    absl::StatusOr<std::string> text = config::ReadConfigFile(path, "--config ");
+    if (!text.ok()) {
+      errors.push_back(text.status());
+      continue;
+    }
+    absl::StatusOr<ConfigKind> kind = DetectConfigKind(*text, path);
+    if (!kind.ok()) {
+      errors.push_back(kind.status());
+      continue;
+    }
     if (*kind == ConfigKind::kEnvoy) {
-      absl::StatusOr<EnvoyDomainConfig> envoy = ParseEnvoyConfig(text.str(), path);
-      if (!envoy.ok()) return envoy.status();
+      absl::StatusOr<EnvoyDomainConfig> envoy = ParseEnvoyConfig(*text, path);
+      if (!envoy.ok()) {
+        errors.push_back(envoy.status());
+        continue;
+      }
       loaded.envoy_domains.push_back(*std::move(envoy));
       continue;
     }
-    absl::StatusOr<Config> config = ParseConfig(text.str(), path);
-    if (!config.ok()) return config.status();
+    absl::StatusOr<Config> config = ParseConfig(*text, path);
+    if (!config.ok()) {
+      errors.push_back(config.status());
+      continue;
+    }
     if (config->memory_store_max_keys != 0) {
       if (!memory_store_file.empty()) {
-        return absl::InvalidArgumentError(
+        errors.push_back(absl::InvalidArgumentError(
             absl::StrCat(path, ": memory_store.max_keys: also set in ", memory_store_file,
-                         "; set it in one --config file"));
+                         "; set it in one --config file")));
+      } else {
+        memory_store_file = path;
+        loaded.memory_store_max_keys = config->memory_store_max_keys;
       }
-      memory_store_file = path;
-      loaded.memory_store_max_keys = config->memory_store_max_keys;
     }
     for (Limit& limit : config->limits) {
       if (!names.insert(limit.name).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": limits.", limit.name, ": defined in an earlier --config file"));
+        errors.push_back(absl::InvalidArgumentError(
+            absl::StrCat(path, ": limits.", limit.name, ": defined in an earlier --config file")));
+        continue;
       }
       loaded.limits.push_back(std::move(limit));
     }
+  }
+  if (errors.size() == 1) return errors.front();
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrJoin(errors, "\n", [](std::string* out, const absl::Status& status) {
+          absl::StrAppend(out, status.message());
+        }));
   }
   // The Envoy rules compile into limits that share the store with ours: names must differ.
   absl::StatusOr<std::unique_ptr<DescriptorMatcher>> matcher =

@@ -14,8 +14,12 @@ using ::tollgate::LoadedConfigs;
 
 // Reads each file, tells the two formats apart by their top-level keys, and validates the
 // whole: a limit name defined twice (in two files, or in both formats) is an error, and so
-// is a domain given twice, and so is `memory_store.max_keys` set in more than one file. Errors name
-// the file (and line and field where there is one).
+// is a domain given twice, and so is `memory_store.max_keys` set in more than one file.
+// On failure the message names every error of every file, one line each ("FILE:LINE:COLUMN:
+// FIELD: what was expected", or "FILE: ..." without a position; a directory says what to
+// pass instead); checks across files that need every file valid run only when they all are.
+// The status is the error's own (NotFound for a file that cannot be read) when there is one,
+// InvalidArgument when there are several.
 absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths);
 
 }  // namespace tollgate::cli

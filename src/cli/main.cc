@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
       ->required();
   serve_command->add_option(
       "--redis", serve.redis_url,
-      "Redis URL (redis://HOST:PORT); without it, state is in memory. A password here is seen "
-      "by every local user: use TOLLGATE_REDIS or --redis-password-file");
+      "Redis URL: redis://HOST:PORT, rediss:// (TLS), redis-cluster://HOST:PORT,..., "
+      "redis-sentinel://HOST:PORT,.../MASTER (docs/redis.md); without it, state is in memory. A "
+      "password here is seen by every local user: use TOLLGATE_REDIS or --redis-password-file");
   serve_command->add_option("--redis-url-file", serve.redis_url_file,
                             "Read the Redis URL from this file instead of --redis");
   serve_command->add_option(
@@ -207,13 +208,23 @@ int main(int argc, char** argv) {
       ->required();
 
   tollgate::cli::CheckOptions check;
-  CLI::App* check_command = app.add_subcommand("check", "Send one check to a running server");
+  CLI::App* check_command = app.add_subcommand(
+      "check", "Send one request to a running server: one limit, several, or Envoy descriptors");
   check_command->add_option("--url", check.url, "Server URL")->capture_default_str();
-  check_command->add_option("--limit", check.limit, "Limit name")->required();
-  check_command->add_option("--key", check.key, "Key, such as user:42")->required();
-  check_command->add_option("--cost", check.cost, "Units to consume (0 peeks)")
-      ->capture_default_str()
+  check_command->add_option("--limit", check.limits,
+                            "Limit name; repeat it to check several limits at once, all or "
+                            "nothing (POST /v1/check)");
+  check_command->add_option("--key", check.keys,
+                            "Key, such as user:42: once for every --limit, or once per --limit");
+  check_command
+      ->add_option("--cost", check.costs,
+                   "Units to consume (default 1, 0 peeks): once for every --limit, or "
+                   "once per --limit; with --domain, the hits_addend")
       ->check(CLI::NonNegativeNumber);
+  check_command->add_option("--domain", check.domain,
+                            "Envoy's form (POST /json): the domain of the --descriptor entries");
+  check_command->add_option("--descriptor", check.descriptors,
+                            "With --domain: one descriptor, key=value[,key=value...]; repeatable");
 
   try {
     app.parse(argc, argv);

@@ -15,6 +15,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -96,8 +98,11 @@ class Reloader {
     absl::Status status = config.ok() ? service_.Reload(*std::move(config)) : config.status();
     if (!status.ok()) {
       metrics_.RecordReload(false);
-      spdlog::error("config reload ({}) refused, the old config keeps serving: {}", why,
-                    std::string(status.message()));
+      // One record per error (LoadConfigs reports each on a line of its own).
+      for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
+        spdlog::error("config reload ({}) refused, the old config keeps serving: {}", why,
+                      std::string(line));
+      }
       return;
     }
     metrics_.RecordReload(true);
@@ -172,7 +177,9 @@ int RunServe(const ServeOptions& given) {
   std::vector<FileVersion> config_versions = FileVersions(options.config_paths);
   absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
   if (!config.ok()) {
-    spdlog::error("invalid config: {}", std::string(config.status().message()));
+    for (absl::string_view line : absl::StrSplit(config.status().message(), '\n')) {
+      spdlog::error("invalid config: {}", std::string(line));
+    }
     return 1;
   }
   // --memory-max-keys wins over the config's memory_store.max_keys.

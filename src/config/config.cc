@@ -14,14 +14,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -31,7 +27,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "src/config/config_file.h"
 #include "src/config/names.h"
+#include "src/config/problems.h"
 #include "src/config/yaml_node.h"
 #include "tollgate/limit.h"
 
@@ -117,65 +115,75 @@ std::string FormatDuration(int64_t micros) {
 
 std::string OneOf(absl::Span<const absl::string_view> words) { return absl::StrJoin(words, ", "); }
 
+// Reads one file. Each check records its error in `problems_` and the parse goes on with
+// what does not depend on the failed part, so that one run reports every error of the file
+// (Problems::ToStatus); checks that depend on a failed part are skipped rather than
+// reported again.
 class Parser {
  public:
-  explicit Parser(absl::string_view file_name) : file_name_(file_name) {}
+  explicit Parser(absl::string_view file_name) : problems_(file_name) {}
 
   // May throw yaml-cpp exceptions; ParseConfig catches them.
   absl::StatusOr<Config> Parse(absl::string_view yaml_text);
 
-  // "FILE:LINE:COLUMN: PATH: MESSAGE" (1-based line and column).
-  absl::Status ErrorAt(const YAML::Mark& mark, absl::string_view path,
-                       absl::string_view message) const;
+  // Records "FILE:LINE:COLUMN: PATH: MESSAGE" (1-based line and column) and returns it.
+  absl::Status ErrorAt(const YAML::Mark& mark, absl::string_view path, absl::string_view message) {
+    return problems_.Add(mark, path, message);
+  }
+
+  // ErrorAt, when the caller goes on.
+  void Report(const YAML::Mark& mark, absl::string_view path, absl::string_view message) {
+    ErrorAt(mark, path, message).IgnoreError();
+  }
+
+  // Every error recorded so far, or OK.
+  absl::Status Errors() const { return problems_.ToStatus(); }
 
  private:
   // At the value; at the key when the value is empty, since yaml-cpp marks an empty value at
   // the token after it (often the next line).
-  absl::Status ErrorAtValue(const Field& field, absl::string_view path,
-                            absl::string_view message) const {
+  absl::Status ErrorAtValue(const Field& field, absl::string_view path, absl::string_view message) {
     const bool empty = field.value.IsNull() || !field.value.IsDefined();
     return ErrorAt(empty ? field.key.Mark() : field.value.Mark(), path, message);
   }
 
-  // Reads the pairs of `map` (a map, checked by the caller). Keys must be plain scalars and
-  // unique; unless `allowed` is empty they must be among `allowed`.
-  absl::StatusOr<Fields> ReadMap(const YAML::Node& map, absl::string_view path,
-                                 absl::Span<const absl::string_view> allowed) const;
+  void ReportAtValue(const Field& field, absl::string_view path, absl::string_view message) {
+    ErrorAtValue(field, path, message).IgnoreError();
+  }
 
-  absl::StatusOr<Limit> ParseLimit(const Field& entry) const;
+  // The pairs of `map` (a map, checked by the caller) whose keys are plain scalars, unique
+  // and, unless `allowed` is empty, among `allowed`; every other pair is an error (an unknown
+  // key with the closest allowed one as a suggestion) and left out.
+  Fields ReadMap(const YAML::Node& map, absl::string_view path,
+                 absl::Span<const absl::string_view> allowed);
+
+  // nullopt when the limit has an error (recorded).
+  std::optional<Limit> ParseLimit(const Field& entry);
   // Reads `algorithm` and its numbers from `fields`. A missing one is reported at
-  // `owner`'s key (the limit's name, or `local:`).
-  absl::StatusOr<LimitNumbers> ParseNumbers(const Fields& fields, const Field& owner,
-                                            absl::string_view path) const;
-  absl::StatusOr<int64_t> ParseCount(const Field& field, absl::string_view path) const;
-  absl::StatusOr<double> ParseRate(const Field& field, absl::string_view path) const;
+  // `owner`'s key (the limit's name, or `local:`). nullopt on an error (recorded).
+  std::optional<LimitNumbers> ParseNumbers(const Fields& fields, const Field& owner,
+                                           absl::string_view path);
+  absl::StatusOr<int64_t> ParseCount(const Field& field, absl::string_view path);
+  absl::StatusOr<double> ParseRate(const Field& field, absl::string_view path);
   absl::StatusOr<int64_t> ParseDuration(const Field& field, absl::string_view path,
-                                        const DurationRange& range) const;
+                                        const DurationRange& range);
   // Returns the index of the value in `words`.
   absl::StatusOr<size_t> ParseWord(const Field& field, absl::string_view path,
-                                   absl::Span<const absl::string_view> words) const;
-  absl::StatusOr<bool> ParseBool(const Field& field, absl::string_view path) const;
+                                   absl::Span<const absl::string_view> words);
+  absl::StatusOr<bool> ParseBool(const Field& field, absl::string_view path);
 
-  std::string file_name_;
+  config::Problems problems_;
 };
 
-absl::Status Parser::ErrorAt(const YAML::Mark& mark, absl::string_view path,
-                             absl::string_view message) const {
-  std::string where =
-      mark.is_null() ? absl::StrCat(file_name_, ": ")
-                     : absl::StrCat(file_name_, ":", mark.line + 1, ":", mark.column + 1, ": ");
-  if (!path.empty()) absl::StrAppend(&where, path, ": ");
-  return absl::InvalidArgumentError(absl::StrCat(where, message));
-}
-
-absl::StatusOr<Fields> Parser::ReadMap(const YAML::Node& map, absl::string_view path,
-                                       absl::Span<const absl::string_view> allowed) const {
+Fields Parser::ReadMap(const YAML::Node& map, absl::string_view path,
+                       absl::Span<const absl::string_view> allowed) {
   Fields fields;
   for (const auto& pair : map) {
     Field field{"", pair.first, pair.second};
     if (!field.key.IsScalar()) {
-      return ErrorAt(field.key.Mark(), path,
-                     absl::StrCat("expected a plain key, got ", Describe(field.key)));
+      Report(field.key.Mark(), path,
+             absl::StrCat("expected a plain key, got ", Describe(field.key)));
+      continue;
     }
     field.name = field.key.Scalar();
     const std::string field_path = path.empty() ? field.name : absl::StrCat(path, ".", field.name);
@@ -186,21 +194,22 @@ absl::StatusOr<Fields> Parser::ReadMap(const YAML::Node& map, absl::string_view 
           !suggestion.empty()) {
         absl::StrAppend(&message, " (did you mean '", suggestion, "'?)");
       }
-      return ErrorAt(field.key.Mark(), field_path, message);
+      Report(field.key.Mark(), field_path, message);
+      continue;
     }
     // yaml-cpp keeps both pairs of a repeated key but `map[key]` sees only the first, so a
     // repeated key would silently lose one of its values.
     if (const Field* first = fields.Find(field.name)) {
-      return ErrorAt(
-          field.key.Mark(), field_path,
-          absl::StrCat("duplicate key (first at line ", first->key.Mark().line + 1, ")"));
+      Report(field.key.Mark(), field_path,
+             absl::StrCat("duplicate key (first at line ", first->key.Mark().line + 1, ")"));
+      continue;
     }
     fields.items.push_back(std::move(field));
   }
   return fields;
 }
 
-absl::StatusOr<int64_t> Parser::ParseCount(const Field& field, absl::string_view path) const {
+absl::StatusOr<int64_t> Parser::ParseCount(const Field& field, absl::string_view path) {
   const std::string expected =
       absl::StrCat("expected a whole number from 1 to ", kMaxCount, ", got ");
   if (!field.value.IsScalar()) {
@@ -215,7 +224,7 @@ absl::StatusOr<int64_t> Parser::ParseCount(const Field& field, absl::string_view
   return value;
 }
 
-absl::StatusOr<double> Parser::ParseRate(const Field& field, absl::string_view path) const {
+absl::StatusOr<double> Parser::ParseRate(const Field& field, absl::string_view path) {
   constexpr absl::string_view kExpected =
       "expected a positive number of tokens per second such as 5 or 0.5, got ";
   if (!field.value.IsScalar()) {
@@ -237,7 +246,7 @@ absl::StatusOr<double> Parser::ParseRate(const Field& field, absl::string_view p
 }
 
 absl::StatusOr<int64_t> Parser::ParseDuration(const Field& field, absl::string_view path,
-                                              const DurationRange& range) const {
+                                              const DurationRange& range) {
   if (!field.value.IsScalar()) {
     return ErrorAtValue(
         field, path, absl::StrCat("expected a duration such as 10ms, got ", Describe(field.value)));
@@ -253,7 +262,7 @@ absl::StatusOr<int64_t> Parser::ParseDuration(const Field& field, absl::string_v
 }
 
 absl::StatusOr<size_t> Parser::ParseWord(const Field& field, absl::string_view path,
-                                         absl::Span<const absl::string_view> words) const {
+                                         absl::Span<const absl::string_view> words) {
   if (field.value.IsScalar()) {
     auto it = std::find(words.begin(), words.end(), field.value.Scalar());
     if (it != words.end()) return static_cast<size_t>(it - words.begin());
@@ -262,7 +271,7 @@ absl::StatusOr<size_t> Parser::ParseWord(const Field& field, absl::string_view p
       field, path, absl::StrCat("expected one of ", OneOf(words), ", got ", Describe(field.value)));
 }
 
-absl::StatusOr<bool> Parser::ParseBool(const Field& field, absl::string_view path) const {
+absl::StatusOr<bool> Parser::ParseBool(const Field& field, absl::string_view path) {
   if (field.value.IsScalar()) {
     if (field.value.Scalar() == "true") return true;
     if (field.value.Scalar() == "false") return false;
@@ -271,17 +280,20 @@ absl::StatusOr<bool> Parser::ParseBool(const Field& field, absl::string_view pat
                       absl::StrCat("expected true or false, got ", Describe(field.value)));
 }
 
-absl::StatusOr<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Field& owner,
-                                                  absl::string_view path) const {
+std::optional<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Field& owner,
+                                                 absl::string_view path) {
+  const size_t errors_before = problems_.size();
   LimitNumbers numbers;
   const Field* algorithm = fields.Find("algorithm");
   if (algorithm == nullptr) {
-    return ErrorAt(owner.key.Mark(), absl::StrCat(path, ".algorithm"),
-                   absl::StrCat("required (one of ", OneOf(kAlgorithms), "), missing"));
+    // Which numbers belong here depends on the algorithm: nothing more to check.
+    Report(owner.key.Mark(), absl::StrCat(path, ".algorithm"),
+           absl::StrCat("required (one of ", OneOf(kAlgorithms), "), missing"));
+    return std::nullopt;
   }
   absl::StatusOr<size_t> index =
       ParseWord(*algorithm, absl::StrCat(path, ".algorithm"), kAlgorithms);
-  if (!index.ok()) return index.status();
+  if (!index.ok()) return std::nullopt;
   constexpr Algorithm kByIndex[] = {Algorithm::kTokenBucket, Algorithm::kFixedWindow,
                                     Algorithm::kSlidingWindow};
   numbers.algorithm = kByIndex[*index];
@@ -296,160 +308,170 @@ absl::StatusOr<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Fi
       absl::StrCat("algorithm ", algorithm_name, " takes ", needed[0], " and ", needed[1]);
   for (absl::string_view name : foreign) {
     if (const Field* field = fields.Find(name)) {
-      return ErrorAt(field->key.Mark(), absl::StrCat(path, ".", name),
-                     absl::StrCat("not a field of this limit: ", takes));
+      Report(field->key.Mark(), absl::StrCat(path, ".", name),
+             absl::StrCat("not a field of this limit: ", takes));
     }
   }
   for (absl::string_view name : needed) {
     if (fields.Find(name) == nullptr) {
-      return ErrorAt(owner.key.Mark(), absl::StrCat(path, ".", name),
-                     absl::StrCat("required, missing (", takes, ")"));
+      Report(owner.key.Mark(), absl::StrCat(path, ".", name),
+             absl::StrCat("required, missing (", takes, ")"));
     }
   }
 
   if (bucket) {
-    const Field& capacity_field = *fields.Find("capacity");
-    const Field& rate_field = *fields.Find("refill_per_second");
-    absl::StatusOr<int64_t> capacity = ParseCount(capacity_field, absl::StrCat(path, ".capacity"));
-    if (!capacity.ok()) return capacity.status();
-    absl::StatusOr<double> rate = ParseRate(rate_field, absl::StrCat(path, ".refill_per_second"));
-    if (!rate.ok()) return rate.status();
-    if (static_cast<double>(*capacity) / *rate > kMaxFillSeconds) {
-      return ErrorAtValue(
-          rate_field, absl::StrCat(path, ".refill_per_second"),
-          absl::StrCat("expected a rate that refills the bucket within 365d (at least ",
-                       static_cast<double>(*capacity) / kMaxFillSeconds,
-                       " per second for capacity ", *capacity,
-                       "; use a window for slower "
-                       "limits), got ",
-                       Describe(rate_field.value)));
+    const Field* capacity_field = fields.Find("capacity");
+    const Field* rate_field = fields.Find("refill_per_second");
+    absl::StatusOr<int64_t> capacity = absl::UnknownError("missing");
+    absl::StatusOr<double> rate = absl::UnknownError("missing");
+    if (capacity_field != nullptr) {
+      capacity = ParseCount(*capacity_field, absl::StrCat(path, ".capacity"));
     }
-    numbers.capacity = *capacity;
-    numbers.refill_per_second = *rate;
+    if (rate_field != nullptr) {
+      rate = ParseRate(*rate_field, absl::StrCat(path, ".refill_per_second"));
+    }
+    if (capacity.ok() && rate.ok()) {
+      if (static_cast<double>(*capacity) / *rate > kMaxFillSeconds) {
+        ReportAtValue(*rate_field, absl::StrCat(path, ".refill_per_second"),
+                      absl::StrCat("expected a rate that refills the bucket within 365d (at least ",
+                                   static_cast<double>(*capacity) / kMaxFillSeconds,
+                                   " per second for capacity ", *capacity,
+                                   "; use a window for slower "
+                                   "limits), got ",
+                                   Describe(rate_field->value)));
+      }
+      numbers.capacity = *capacity;
+      numbers.refill_per_second = *rate;
+    }
   } else {
-    absl::StatusOr<int64_t> limit = ParseCount(*fields.Find("limit"), absl::StrCat(path, ".limit"));
-    if (!limit.ok()) return limit.status();
-    absl::StatusOr<int64_t> window =
-        ParseDuration(*fields.Find("window"), absl::StrCat(path, ".window"), kWindowRange);
-    if (!window.ok()) return window.status();
-    numbers.limit = *limit;
-    numbers.window_micros = *window;
+    if (const Field* field = fields.Find("limit")) {
+      absl::StatusOr<int64_t> limit = ParseCount(*field, absl::StrCat(path, ".limit"));
+      if (limit.ok()) numbers.limit = *limit;
+    }
+    if (const Field* field = fields.Find("window")) {
+      absl::StatusOr<int64_t> window =
+          ParseDuration(*field, absl::StrCat(path, ".window"), kWindowRange);
+      if (window.ok()) numbers.window_micros = *window;
+    }
   }
+  if (problems_.size() != errors_before) return std::nullopt;
   return numbers;
 }
 
-absl::StatusOr<Limit> Parser::ParseLimit(const Field& entry) const {
+std::optional<Limit> Parser::ParseLimit(const Field& entry) {
+  const size_t errors_before = problems_.size();
   Limit limit;
   limit.name = entry.name;
   const std::string path = absl::StrCat("limits.", entry.name);
   const auto sub = [&path](absl::string_view name) { return absl::StrCat(path, ".", name); };
 
   if (!entry.value.IsMap()) {
-    return ErrorAtValue(entry, path,
-                        absl::StrCat("expected a map of settings (algorithm, its numbers, ...), "
-                                     "got ",
-                                     Describe(entry.value)));
+    ReportAtValue(entry, path,
+                  absl::StrCat("expected a map of settings (algorithm, its numbers, ...), got ",
+                               Describe(entry.value)));
+    return std::nullopt;
   }
-  absl::StatusOr<Fields> fields = ReadMap(entry.value, path, kLimitKeys);
-  if (!fields.ok()) return fields.status();
+  const Fields fields = ReadMap(entry.value, path, kLimitKeys);
 
-  absl::StatusOr<LimitNumbers> numbers = ParseNumbers(*fields, entry, path);
-  if (!numbers.ok()) return numbers.status();
-  limit.numbers = *numbers;
+  std::optional<LimitNumbers> numbers = ParseNumbers(fields, entry, path);
+  if (numbers.has_value()) limit.numbers = *numbers;
 
-  if (const Field* field = fields->Find("on_store_failure")) {
+  // Whether on_store_failure is known (absent, or valid): checks of `local` depend on it.
+  bool failure_known = true;
+  if (const Field* field = fields.Find("on_store_failure")) {
     absl::StatusOr<size_t> index = ParseWord(*field, sub("on_store_failure"), kFailureModes);
-    if (!index.ok()) return index.status();
     constexpr FailureMode kByIndex[] = {FailureMode::kFailOpen, FailureMode::kFailClosed,
                                         FailureMode::kLocal};
-    limit.on_store_failure = kByIndex[*index];
+    if (index.ok()) limit.on_store_failure = kByIndex[*index];
+    failure_known = index.ok();
   }
 
-  const Field* local = fields->Find("local");
-  if (limit.on_store_failure == FailureMode::kLocal) {
+  const Field* local = fields.Find("local");
+  if (!failure_known) {
+    // Nothing to check `local:` against.
+  } else if (limit.on_store_failure == FailureMode::kLocal) {
     if (local == nullptr) {
-      return ErrorAt(entry.key.Mark(), sub("local"),
-                     "required with on_store_failure: local (the strict local limit's "
-                     "algorithm and numbers), missing");
+      Report(entry.key.Mark(), sub("local"),
+             "required with on_store_failure: local (the strict local limit's "
+             "algorithm and numbers), missing");
+    } else if (!local->value.IsMap()) {
+      ReportAtValue(*local, sub("local"),
+                    absl::StrCat("expected a map with algorithm and its numbers, got ",
+                                 Describe(local->value)));
+    } else {
+      const Fields local_fields = ReadMap(local->value, sub("local"), kNumberKeys);
+      std::optional<LimitNumbers> local_numbers = ParseNumbers(local_fields, *local, sub("local"));
+      if (local_numbers.has_value()) limit.local = *local_numbers;
     }
-    if (!local->value.IsMap()) {
-      return ErrorAtValue(*local, sub("local"),
-                          absl::StrCat("expected a map with algorithm and its numbers, got ",
-                                       Describe(local->value)));
-    }
-    absl::StatusOr<Fields> local_fields = ReadMap(local->value, sub("local"), kNumberKeys);
-    if (!local_fields.ok()) return local_fields.status();
-    absl::StatusOr<LimitNumbers> local_numbers = ParseNumbers(*local_fields, *local, sub("local"));
-    if (!local_numbers.ok()) return local_numbers.status();
-    limit.local = *local_numbers;
   } else if (local != nullptr) {
-    return ErrorAt(local->key.Mark(), sub("local"),
-                   absl::StrCat("only allowed with on_store_failure: local, got on_store_failure: ",
-                                std::string(FailureModeName(limit.on_store_failure))));
+    Report(local->key.Mark(), sub("local"),
+           absl::StrCat("only allowed with on_store_failure: local, got on_store_failure: ",
+                        std::string(FailureModeName(limit.on_store_failure))));
   }
 
-  if (const Field* field = fields->Find("timeout")) {
+  if (const Field* field = fields.Find("timeout")) {
     absl::StatusOr<int64_t> timeout = ParseDuration(*field, sub("timeout"), kTimeoutRange);
-    if (!timeout.ok()) return timeout.status();
-    limit.timeout_micros = *timeout;
+    if (timeout.ok()) limit.timeout_micros = *timeout;
   }
 
-  const Field* mode = fields->Find("mode");
+  const Field* mode = fields.Find("mode");
+  bool mode_known = true;
   if (mode != nullptr) {
     absl::StatusOr<size_t> index = ParseWord(*mode, sub("mode"), kModes);
-    if (!index.ok()) return index.status();
-    limit.mode = *index == 0 ? Mode::kExact : Mode::kSync;
+    if (index.ok()) limit.mode = *index == 0 ? Mode::kExact : Mode::kSync;
+    mode_known = index.ok();
   }
 
-  bool allow_sync_with_fail_closed = false;
-  if (const Field* field = fields->Find("allow_sync_with_fail_closed")) {
+  std::optional<bool> allow_sync_with_fail_closed = false;
+  if (const Field* field = fields.Find("allow_sync_with_fail_closed")) {
     absl::StatusOr<bool> allow = ParseBool(*field, sub("allow_sync_with_fail_closed"));
-    if (!allow.ok()) return allow.status();
-    allow_sync_with_fail_closed = *allow;
+    allow_sync_with_fail_closed = allow.ok() ? std::optional<bool>(*allow) : std::nullopt;
   }
 
-  const Field* sync_interval = fields->Find("sync_interval");
-  if (limit.mode != Mode::kSync) {
+  const Field* sync_interval = fields.Find("sync_interval");
+  if (mode_known && limit.mode != Mode::kSync) {
     if (sync_interval != nullptr) {
-      return ErrorAt(sync_interval->key.Mark(), sub("sync_interval"),
-                     "only allowed with mode: sync, got mode: exact");
+      Report(sync_interval->key.Mark(), sub("sync_interval"),
+             "only allowed with mode: sync, got mode: exact");
     }
-    return limit;
+  } else if (mode_known) {
+    if (numbers.has_value() && limit.numbers.algorithm == Algorithm::kTokenBucket) {
+      ReportAtValue(*mode, sub("mode"),
+                    "sync mode counts requests per window and supports fixed_window and "
+                    "sliding_window only, got mode 'sync' with algorithm token_bucket");
+    }
+    if (failure_known && limit.on_store_failure == FailureMode::kFailClosed &&
+        allow_sync_with_fail_closed.has_value() && !*allow_sync_with_fail_closed) {
+      ReportAtValue(
+          *mode, sub("mode"),
+          "sync mode admits a bounded overshoot between syncs, but on_store_failure: fail_closed "
+          "marks a limit that must stay exact (like 5 OTP guesses), which belongs on exact store "
+          "checks; expected mode: exact, or set allow_sync_with_fail_closed: true to accept the "
+          "overshoot, got 'sync'");
+    }
+    bool interval_known = true;
+    if (sync_interval != nullptr) {
+      absl::StatusOr<int64_t> interval =
+          ParseDuration(*sync_interval, sub("sync_interval"), kSyncIntervalRange);
+      if (interval.ok()) limit.sync_interval_micros = *interval;
+      interval_known = interval.ok();
+    }
+    // Instances decide on counts up to one interval old; an interval longer than the window
+    // would let whole windows pass on stale counts.
+    if (numbers.has_value() && interval_known && limit.numbers.window_micros > 0 &&
+        limit.sync_interval_micros > limit.numbers.window_micros) {
+      const YAML::Mark mark =
+          sync_interval != nullptr ? sync_interval->value.Mark() : mode->value.Mark();
+      Report(mark, sub("sync_interval"),
+             absl::StrCat("expected at most the window (",
+                          FormatDuration(limit.numbers.window_micros), "), got ",
+                          sync_interval != nullptr
+                              ? Describe(sync_interval->value)
+                              : absl::StrCat("the default '",
+                                             FormatDuration(limit.sync_interval_micros), "'")));
+    }
   }
-
-  // Sync mode from here on.
-  if (limit.numbers.algorithm == Algorithm::kTokenBucket) {
-    return ErrorAtValue(*mode, sub("mode"),
-                        "sync mode counts requests per window and supports fixed_window and "
-                        "sliding_window only, got mode 'sync' with algorithm token_bucket");
-  }
-  if (limit.on_store_failure == FailureMode::kFailClosed && !allow_sync_with_fail_closed) {
-    return ErrorAtValue(
-        *mode, sub("mode"),
-        "sync mode admits a bounded overshoot between syncs, but on_store_failure: fail_closed "
-        "marks a limit that must stay exact (like 5 OTP guesses), which belongs on exact store "
-        "checks; expected mode: exact, or set allow_sync_with_fail_closed: true to accept the "
-        "overshoot, got 'sync'");
-  }
-  if (sync_interval != nullptr) {
-    absl::StatusOr<int64_t> interval =
-        ParseDuration(*sync_interval, sub("sync_interval"), kSyncIntervalRange);
-    if (!interval.ok()) return interval.status();
-    limit.sync_interval_micros = *interval;
-  }
-  // Instances decide on counts up to one interval old; an interval longer than the window
-  // would let whole windows pass on stale counts.
-  if (limit.sync_interval_micros > limit.numbers.window_micros) {
-    const YAML::Mark mark =
-        sync_interval != nullptr ? sync_interval->value.Mark() : mode->value.Mark();
-    return ErrorAt(
-        mark, sub("sync_interval"),
-        absl::StrCat(
-            "expected at most the window (", FormatDuration(limit.numbers.window_micros), "), got ",
-            sync_interval != nullptr
-                ? Describe(sync_interval->value)
-                : absl::StrCat("the default '", FormatDuration(limit.sync_interval_micros), "'")));
-  }
+  if (problems_.size() != errors_before) return std::nullopt;
   return limit;
 }
 
@@ -495,48 +517,47 @@ absl::StatusOr<Config> Parser::Parse(absl::string_view yaml_text) {
     return ErrorAt(root.Mark(), "",
                    absl::StrCat("expected a top-level 'limits:' map, got ", Describe(root)));
   }
-  absl::StatusOr<Fields> top = ReadMap(root, "", kTopLevelKeys);
-  if (!top.ok()) return top.status();
-  const Field* limits = top->Find("limits");
-  if (limits == nullptr) {
-    return ErrorAt(root.Mark(), "limits", "required top-level key, missing");
-  }
-  if (!limits->value.IsMap()) {
-    return ErrorAtValue(*limits, "limits",
-                        absl::StrCat("expected a map from limit name to its settings, got ",
-                                     Describe(limits->value)));
-  }
-  if (limits->value.size() == 0) {
-    return ErrorAtValue(*limits, "limits", "expected at least one limit, got an empty map");
-  }
-  absl::StatusOr<Fields> entries = ReadMap(limits->value, "limits", {});
-  if (!entries.ok()) return entries.status();
-
+  const size_t errors_before_top = problems_.size();
+  const Fields top = ReadMap(root, "", kTopLevelKeys);
+  const bool top_has_errors = problems_.size() != errors_before_top;
   Config config;
-  for (const Field& entry : entries->items) {
-    if (std::string problem = config_internal::LimitNameProblem(entry.name); !problem.empty()) {
-      return ErrorAt(entry.key.Mark(), "limits",
-                     absl::StrCat(problem, ", got ", Describe(entry.key)));
+  const Field* limits = top.Find("limits");
+  if (limits == nullptr) {
+    // A misspelt `limits:` already has its error (with "did you mean"); a second one saying
+    // it is missing would only repeat it.
+    if (!top_has_errors) Report(root.Mark(), "limits", "required top-level key, missing");
+  } else if (!limits->value.IsMap()) {
+    ReportAtValue(*limits, "limits",
+                  absl::StrCat("expected a map from limit name to its settings, got ",
+                               Describe(limits->value)));
+  } else if (limits->value.size() == 0) {
+    ReportAtValue(*limits, "limits", "expected at least one limit, got an empty map");
+  } else {
+    const Fields entries = ReadMap(limits->value, "limits", {});
+    for (const Field& entry : entries.items) {
+      if (std::string problem = config_internal::LimitNameProblem(entry.name); !problem.empty()) {
+        Report(entry.key.Mark(), "limits", absl::StrCat(problem, ", got ", Describe(entry.key)));
+        continue;
+      }
+      std::optional<Limit> limit = ParseLimit(entry);
+      if (limit.has_value()) config.limits.push_back(*std::move(limit));
     }
-    absl::StatusOr<Limit> limit = ParseLimit(entry);
-    if (!limit.ok()) return limit.status();
-    config.limits.push_back(*std::move(limit));
+    std::sort(config.limits.begin(), config.limits.end(),
+              [](const Limit& a, const Limit& b) { return a.name < b.name; });
   }
-  std::sort(config.limits.begin(), config.limits.end(),
-            [](const Limit& a, const Limit& b) { return a.name < b.name; });
-  if (const Field* memory = top->Find("memory_store")) {
+  if (const Field* memory = top.Find("memory_store")) {
     if (!memory->value.IsMap()) {
-      return ErrorAtValue(*memory, "memory_store",
-                          absl::StrCat("expected a map (max_keys), got ", Describe(memory->value)));
-    }
-    absl::StatusOr<Fields> fields = ReadMap(memory->value, "memory_store", kMemoryStoreKeys);
-    if (!fields.ok()) return fields.status();
-    if (const Field* max_keys = fields->Find("max_keys")) {
-      absl::StatusOr<int64_t> value = ParseCount(*max_keys, "memory_store.max_keys");
-      if (!value.ok()) return value.status();
-      config.memory_store_max_keys = *value;
+      ReportAtValue(*memory, "memory_store",
+                    absl::StrCat("expected a map (max_keys), got ", Describe(memory->value)));
+    } else {
+      const Fields fields = ReadMap(memory->value, "memory_store", kMemoryStoreKeys);
+      if (const Field* max_keys = fields.Find("max_keys")) {
+        absl::StatusOr<int64_t> value = ParseCount(*max_keys, "memory_store.max_keys");
+        if (value.ok()) config.memory_store_max_keys = *value;
+      }
     }
   }
+  if (absl::Status errors = Errors(); !errors.ok()) return errors;
   return config;
 }
 
@@ -547,32 +568,20 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view 
   try {
     return parser.Parse(absl::string_view(yaml_text.data(), yaml_text.size()));
   } catch (const YAML::ParserException& e) {
-    return parser.ErrorAt(e.mark, "", absl::StrCat("invalid YAML: ", e.msg));
+    parser.Report(e.mark, "", absl::StrCat("invalid YAML: ", e.msg));
+    return parser.Errors();
   } catch (const YAML::Exception& e) {
-    return parser.ErrorAt(e.mark, "", e.msg);
+    parser.Report(e.mark, "", e.msg);
+    return parser.Errors();
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(std::string(file_name), ": ", e.what()));
   }
 }
 
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot read config file '", path,
-        "': ", std::filesystem::exists(path, error) ? "not a regular file" : "no such file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': read failed"));
-  }
-  return ParseConfig(text.str(), path);
+  absl::StatusOr<std::string> text = config::ReadConfigFile(path, "");
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text, path);
 }
 
 }  // namespace tollgate

@@ -100,7 +100,7 @@ TEST(ConfigTest, DocumentationExampleLoads) {
   EXPECT_EQ(config.limits[1].on_store_failure, FailureMode::kFailClosed);
 }
 
-// The error quoted in docs/config.md is the one a user gets.
+// One error is one line, in the form docs/config.md describes.
 TEST(ConfigTest, DocumentedErrorIsExact) {
   absl::StatusOr<Config> config = ParseConfig(
       "limits:\n"
@@ -583,7 +583,89 @@ TEST(ConfigTest, LoadConfigFileIsNotFoundForMissingFilesAndDirectories) {
   config = LoadConfigFile(dir);
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(Message(config.status()), HasSubstr(dir));
+  EXPECT_EQ(Message(config.status()), dir + ": is a directory, expected a config file such as " +
+                                          dir + "/limits.yaml (it holds no .yaml file)");
+
+  testing::WriteFile(dir + "/b.yaml", Bucket());
+  testing::WriteFile(dir + "/a.yml", Bucket());
+  testing::WriteFile(dir + "/notes.txt", "");
+  config = LoadConfigFile(dir + "/");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(Message(config.status()),
+            dir + "/: is a directory, expected a config file: load each of its files (" + dir +
+                "/a.yml, " + dir + "/b.yaml)");
+}
+
+// The lines of an error message.
+std::vector<std::string> Lines(const std::string& message) {
+  std::vector<std::string> lines;
+  std::istringstream in(message);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A file with several errors reports every one of them, one line each in file order, so a
+// user fixes them in one pass; what depends on a wrong field is not reported again.
+TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
+  const std::string message = ErrorFor(
+      "limits:\n"
+      "  api:\n"
+      "    algorithm: token_bucket\n"
+      "    capcity: 10\n"
+      "    refill_per_second: 0\n"
+      "  otp:\n"
+      "    algorithm: fixed_window\n"
+      "    limit: 3\n"
+      "    window: 10 minutes\n"
+      "    on_store_failure: fail_shut\n"
+      "    local: {algorithm: fixed_window, limit: 1, window: 1m}\n"
+      "  ok:\n"
+      "    algorithm: sliding_window\n"
+      "    limit: 5\n"
+      "    window: 1m\n"
+      "  leaky:\n"
+      "    algorithm: leaky_bucket\n"
+      "    capacity: 5\n"
+      "memory_stor: {max_keys: 5}\n");
+  EXPECT_THAT(
+      Lines(message),
+      ::testing::ElementsAre(
+          "bad.yaml:2:3: limits.api.capacity: required, missing (algorithm token_bucket takes "
+          "capacity and refill_per_second)",
+          "bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
+          "refill_per_second, limit, window, on_store_failure, timeout, mode, sync_interval, "
+          "local, allow_sync_with_fail_closed (did you mean 'capacity'?)",
+          "bad.yaml:5:24: limits.api.refill_per_second: expected a positive number of tokens per "
+          "second such as 5 or 0.5, got '0'",
+          "bad.yaml:9:13: limits.otp.window: expected a duration: a whole number and a unit (us, "
+          "ms, s, m, h, d) such as 10ms, got '10 minutes'",
+          "bad.yaml:10:23: limits.otp.on_store_failure: expected one of fail_open, fail_closed, "
+          "local, got 'fail_shut'",
+          "bad.yaml:17:16: limits.leaky.algorithm: expected one of token_bucket, fixed_window, "
+          "sliding_window, got 'leaky_bucket'",
+          "bad.yaml:19:1: memory_stor: unknown key; expected one of limits, memory_store (did you "
+          "mean 'memory_store'?)"));
+}
+
+// A misspelt `limits:` gets "did you mean" and no second line saying `limits` is missing.
+TEST(ConfigTest, AMisspeltLimitsKeyIsOneError) {
+  EXPECT_EQ(ErrorFor("limit:\n  api: {algorithm: fixed_window, limit: 1, window: 1s}\n"),
+            "bad.yaml:1:1: limit: unknown key; expected one of limits, memory_store (did you mean "
+            "'limits'?)");
+  EXPECT_EQ(ErrorFor("memory_store: {max_keys: 10}\n"),
+            "bad.yaml:1:1: limits: required top-level key, missing");
+}
+
+// A file of garbage cannot make a message of unbounded size: the lines beyond
+// Problems::kMaxReported are counted in one last line.
+TEST(ConfigTest, ReportedErrorsAreCapped) {
+  std::string yaml = "limits:\n";
+  for (int i = 0; i < 150; ++i) yaml += "  l" + std::to_string(i) + ": {algorithm: bad}\n";
+  const std::vector<std::string> lines = Lines(ErrorFor(yaml));
+  ASSERT_EQ(lines.size(), 101u);
+  EXPECT_THAT(lines[0], ::testing::StartsWith("bad.yaml:2:19: limits.l0.algorithm: "));
+  EXPECT_THAT(lines[99], ::testing::StartsWith("bad.yaml:101:"));
+  EXPECT_EQ(lines[100], "bad.yaml: and 50 more errors");
 }
 
 // The embedded store's key cap, beside the limits; absent: 0 (the server's default).

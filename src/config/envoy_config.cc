@@ -6,10 +6,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -23,6 +22,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "src/config/config_file.h"
+#include "src/config/names.h"
+#include "src/config/problems.h"
 #include "src/config/yaml_node.h"
 #include "tollgate/config.h"
 
@@ -65,27 +67,61 @@ struct ConfigError {
   throw ConfigError{node.Mark(), absl::StrCat(field, ": ", what)};
 }
 
+// The errors of one file. A check Fail()s; the part of the file it belongs to is abandoned
+// (Try catches the error and records it) and the parse goes on with the next independent
+// part, so that one run reports every error of the file.
+class Errors {
+ public:
+  explicit Errors(absl::string_view file_name) : problems_(file_name) {}
+
+  // Runs `check`; returns false when it Fail()ed, recording the error.
+  template <typename Check>
+  bool Try(Check&& check) {
+    try {
+      check();
+      return true;
+    } catch (ConfigError& error) {
+      Add(error);
+      return false;
+    }
+  }
+
+  void Add(const ConfigError& error) { problems_.Add(error.mark, "", error.message).IgnoreError(); }
+  size_t size() const { return problems_.size(); }
+  absl::Status ToStatus() const { return problems_.ToStatus(); }
+
+ private:
+  config::Problems problems_;
+};
+
 std::string Describe(const YAML::Node& node) { return config::DescribeNode(node); }
 
 std::string OneOf(absl::Span<const absl::string_view> names) {
   return absl::StrCat("one of ", absl::StrJoin(names, ", "));
 }
 
-// Checks that `node` is a map whose keys are all in `allowed` and unique.
+// Checks that `node` is a map (else Fail()s) whose keys are all in `allowed` and unique;
+// each key that is not is an error of its own (recorded, with the closest allowed key as a
+// suggestion), and the map's other keys are still read.
 void CheckMap(const YAML::Node& node, absl::string_view field,
-              absl::Span<const absl::string_view> allowed) {
+              absl::Span<const absl::string_view> allowed, Errors& errors) {
   if (!node.IsMap()) Fail(node, field, absl::StrCat("expected a map, got ", Describe(node)));
   absl::flat_hash_set<std::string> seen;
   for (const auto& pair : node) {
-    const YAML::Node& key = pair.first;
-    if (!key.IsScalar()) Fail(key, field, "expected keys to be plain names");
-    const std::string& name = key.Scalar();
-    bool known = false;
-    for (absl::string_view candidate : allowed) known |= (candidate == name);
-    if (!known) {
-      Fail(key, field, absl::StrCat("unknown key '", name, "', expected ", OneOf(allowed)));
-    }
-    if (!seen.insert(name).second) Fail(key, field, absl::StrCat("duplicate key '", name, "'"));
+    errors.Try([&] {
+      const YAML::Node& key = pair.first;
+      if (!key.IsScalar()) Fail(key, field, "expected keys to be plain names");
+      const std::string& name = key.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        std::string message = absl::StrCat("unknown key '", name, "', expected ", OneOf(allowed));
+        if (absl::string_view suggestion = config_internal::ClosestName(name, allowed);
+            !suggestion.empty()) {
+          absl::StrAppend(&message, " (did you mean '", suggestion, "'?)");
+        }
+        Fail(key, field, message);
+      }
+      if (!seen.insert(name).second) Fail(key, field, absl::StrCat("duplicate key '", name, "'"));
+    });
   }
 }
 
@@ -115,112 +151,146 @@ uint32_t Uint32(const YAML::Node& node, absl::string_view field) {
   return static_cast<uint32_t>(value);
 }
 
-EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field) {
-  CheckMap(node, field, kRateLimitKeys);
+// Reads a `rate_limit:` block; each of its errors is recorded in `errors` and the other
+// fields are still read (Fail()s only when it is not a map).
+EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field, Errors& errors) {
+  CheckMap(node, field, kRateLimitKeys, errors);
   EnvoyRateLimit rate_limit;
+  // Whether `unlimited` (and then `unit`) was read; checks that depend on one are skipped
+  // when it is wrong, since its error is already recorded.
+  bool unlimited_known = true;
   if (YAML::Node unlimited = node["unlimited"]) {
-    rate_limit.unlimited = Bool(unlimited, absl::StrCat(field, ".unlimited"));
+    unlimited_known = errors.Try(
+        [&] { rate_limit.unlimited = Bool(unlimited, absl::StrCat(field, ".unlimited")); });
   }
   const YAML::Node unit = node["unit"];
   const YAML::Node requests = node["requests_per_unit"];
-  if (rate_limit.unlimited) {
+  bool unit_known = unlimited_known;
+  if (!unlimited_known) {
+    // Whether numbers belong here is unknown.
+  } else if (rate_limit.unlimited) {
     // As envoyproxy/ratelimit: an unlimited rule has no numbers.
-    if (unit) Fail(unit, field + ".unit", "must not be set when unlimited is true");
-    if (requests) {
-      Fail(requests, field + ".requests_per_unit", "must not be set when unlimited is true");
-    }
+    errors.Try([&] {
+      if (unit) Fail(unit, field + ".unit", "must not be set when unlimited is true");
+    });
+    errors.Try([&] {
+      if (requests) {
+        Fail(requests, field + ".requests_per_unit", "must not be set when unlimited is true");
+      }
+    });
   } else {
-    constexpr absl::string_view kUnitNames[] = {"second", "minute", "hour", "day",
-                                                "week",   "month",  "year"};
-    if (!unit) Fail(node, field + ".unit", absl::StrCat("missing; expected ", OneOf(kUnitNames)));
-    std::optional<EnvoyUnit> parsed = ParseEnvoyUnit(Scalar(unit, field + ".unit"));
-    if (!parsed.has_value()) {
-      Fail(unit, field + ".unit",
-           absl::StrCat("expected ", OneOf(kUnitNames), ", got ", Describe(unit)));
-    }
-    rate_limit.unit = *parsed;
-    if (!requests) Fail(node, field + ".requests_per_unit", "missing; expected a whole number");
-    rate_limit.requests_per_unit = Uint32(requests, field + ".requests_per_unit");
+    unit_known = errors.Try([&] {
+      constexpr absl::string_view kUnitNames[] = {"second", "minute", "hour", "day",
+                                                  "week",   "month",  "year"};
+      if (!unit) Fail(node, field + ".unit", absl::StrCat("missing; expected ", OneOf(kUnitNames)));
+      std::optional<EnvoyUnit> parsed = ParseEnvoyUnit(Scalar(unit, field + ".unit"));
+      if (!parsed.has_value()) {
+        Fail(unit, field + ".unit",
+             absl::StrCat("expected ", OneOf(kUnitNames), ", got ", Describe(unit)));
+      }
+      rate_limit.unit = *parsed;
+    });
+    errors.Try([&] {
+      if (!requests) Fail(node, field + ".requests_per_unit", "missing; expected a whole number");
+      rate_limit.requests_per_unit = Uint32(requests, field + ".requests_per_unit");
+    });
   }
-  if (YAML::Node multiplier = node["unit_multiplier"]) {
-    const std::string multiplier_field = field + ".unit_multiplier";
-    if (rate_limit.unlimited)
-      Fail(multiplier, multiplier_field, "must not be set when unlimited is true");
-    const uint32_t value = Uint32(multiplier, multiplier_field);
-    const int64_t max = kMaxWindowSeconds / EnvoyUnitSeconds(rate_limit.unit);
-    if (value < 1 || value > max) {
-      Fail(multiplier, multiplier_field,
-           absl::StrCat("expected a whole number from 1 to ", max,
-                        " (a window of at most ten years), got ", Describe(multiplier)));
-    }
-    rate_limit.unit_multiplier = value;
+  if (YAML::Node multiplier = node["unit_multiplier"]; multiplier && unit_known) {
+    errors.Try([&] {
+      const std::string multiplier_field = field + ".unit_multiplier";
+      if (rate_limit.unlimited) {
+        Fail(multiplier, multiplier_field, "must not be set when unlimited is true");
+      }
+      const uint32_t value = Uint32(multiplier, multiplier_field);
+      const int64_t max = kMaxWindowSeconds / EnvoyUnitSeconds(rate_limit.unit);
+      if (value < 1 || value > max) {
+        Fail(multiplier, multiplier_field,
+             absl::StrCat("expected a whole number from 1 to ", max,
+                          " (a window of at most ten years), got ", Describe(multiplier)));
+      }
+      rate_limit.unit_multiplier = value;
+    });
   }
+  bool name_known = true;
   if (YAML::Node name = node["name"]) {
-    rate_limit.name = Scalar(name, field + ".name");
-    if (rate_limit.name.empty()) Fail(name, field + ".name", "must not be empty");
+    name_known = errors.Try([&] {
+      rate_limit.name = Scalar(name, field + ".name");
+      if (rate_limit.name.empty()) Fail(name, field + ".name", "must not be empty");
+    });
   }
   if (YAML::Node replaces = node["replaces"]) {
     const std::string replaces_field = field + ".replaces";
-    if (!replaces.IsSequence()) {
-      Fail(replaces, replaces_field,
-           absl::StrCat("expected a list of {name: ...}, got ", Describe(replaces)));
-    }
-    for (size_t i = 0; i < replaces.size(); ++i) {
-      const std::string item_field = absl::StrCat(replaces_field, "[", i, "]");
-      const YAML::Node item = replaces[i];
-      CheckMap(item, item_field, kReplacesKeys);
-      const YAML::Node name = item["name"];
-      if (!name) Fail(item, item_field + ".name", "missing");
-      std::string replaced = Scalar(name, item_field + ".name");
-      if (replaced.empty()) Fail(name, item_field + ".name", "must not be empty");
-      if (replaced == rate_limit.name) {
-        Fail(name, item_field + ".name", "a rule cannot replace itself");
+    errors.Try([&] {
+      if (!replaces.IsSequence()) {
+        Fail(replaces, replaces_field,
+             absl::StrCat("expected a list of {name: ...}, got ", Describe(replaces)));
       }
-      rate_limit.replaces.push_back(std::move(replaced));
-    }
+      for (size_t i = 0; i < replaces.size(); ++i) {
+        errors.Try([&] {
+          const std::string item_field = absl::StrCat(replaces_field, "[", i, "]");
+          const YAML::Node item = replaces[i];
+          CheckMap(item, item_field, kReplacesKeys, errors);
+          const YAML::Node name = item["name"];
+          if (!name) Fail(item, item_field + ".name", "missing");
+          std::string replaced = Scalar(name, item_field + ".name");
+          if (replaced.empty()) Fail(name, item_field + ".name", "must not be empty");
+          if (name_known && replaced == rate_limit.name) {
+            Fail(name, item_field + ".name", "a rule cannot replace itself");
+          }
+          rate_limit.replaces.push_back(std::move(replaced));
+        });
+      }
+    });
   }
   if (YAML::Node algorithm = node["algorithm"]) {
-    const std::string text = Scalar(algorithm, field + ".algorithm");
-    constexpr absl::string_view kAlgorithms[] = {"fixed_window", "sliding_window", "token_bucket"};
-    if (text == "fixed_window") {
-      rate_limit.algorithm = Algorithm::kFixedWindow;
-    } else if (text == "sliding_window") {
-      rate_limit.algorithm = Algorithm::kSlidingWindow;
-    } else if (text == "token_bucket") {
-      rate_limit.algorithm = Algorithm::kTokenBucket;
-    } else {
-      Fail(algorithm, field + ".algorithm",
-           absl::StrCat("expected ", OneOf(kAlgorithms), ", got ", Describe(algorithm)));
-    }
-    if (rate_limit.unlimited) {
-      Fail(algorithm, field + ".algorithm", "must not be set when unlimited is true");
-    }
+    errors.Try([&] {
+      const std::string text = Scalar(algorithm, field + ".algorithm");
+      constexpr absl::string_view kAlgorithms[] = {"fixed_window", "sliding_window",
+                                                   "token_bucket"};
+      if (text == "fixed_window") {
+        rate_limit.algorithm = Algorithm::kFixedWindow;
+      } else if (text == "sliding_window") {
+        rate_limit.algorithm = Algorithm::kSlidingWindow;
+      } else if (text == "token_bucket") {
+        rate_limit.algorithm = Algorithm::kTokenBucket;
+      } else {
+        Fail(algorithm, field + ".algorithm",
+             absl::StrCat("expected ", OneOf(kAlgorithms), ", got ", Describe(algorithm)));
+      }
+      if (rate_limit.unlimited) {
+        Fail(algorithm, field + ".algorithm", "must not be set when unlimited is true");
+      }
+    });
   }
   if (YAML::Node failure = node["on_store_failure"]) {
-    // `local` needs numbers of its own, which this format has no place for.
-    const std::string text = Scalar(failure, field + ".on_store_failure");
-    if (text == "fail_open") {
-      rate_limit.on_store_failure = FailureMode::kFailOpen;
-    } else if (text == "fail_closed") {
-      rate_limit.on_store_failure = FailureMode::kFailClosed;
-    } else {
-      Fail(failure, field + ".on_store_failure",
-           absl::StrCat("expected fail_open or fail_closed, got ", Describe(failure)));
-    }
+    errors.Try([&] {
+      // `local` needs numbers of its own, which this format has no place for.
+      const std::string text = Scalar(failure, field + ".on_store_failure");
+      if (text == "fail_open") {
+        rate_limit.on_store_failure = FailureMode::kFailOpen;
+      } else if (text == "fail_closed") {
+        rate_limit.on_store_failure = FailureMode::kFailClosed;
+      } else {
+        Fail(failure, field + ".on_store_failure",
+             absl::StrCat("expected fail_open or fail_closed, got ", Describe(failure)));
+      }
+    });
   }
   if (YAML::Node timeout = node["timeout"]) {
-    absl::StatusOr<int64_t> micros = ParseDurationMicros(Scalar(timeout, field + ".timeout"));
-    if (!micros.ok() || *micros < kMinTimeoutMicros || *micros > kMaxTimeoutMicros) {
-      Fail(timeout, field + ".timeout",
-           absl::StrCat("expected a duration from 1ms to 60s such as 10ms, got ",
-                        Describe(timeout)));
-    }
-    rate_limit.timeout_micros = *micros;
+    errors.Try([&] {
+      absl::StatusOr<int64_t> micros = ParseDurationMicros(Scalar(timeout, field + ".timeout"));
+      if (!micros.ok() || *micros < kMinTimeoutMicros || *micros > kMaxTimeoutMicros) {
+        Fail(timeout, field + ".timeout",
+             absl::StrCat("expected a duration from 1ms to 60s such as 10ms, got ",
+                          Describe(timeout)));
+      }
+      rate_limit.timeout_micros = *micros;
+    });
   }
   return rate_limit;
 }
 
-// A byte that `text` does not hold.
+// Appends `text` as a JSON string.
 void AppendJsonString(absl::string_view text, std::string& out) {
   out.push_back('"');
   for (char c : text) {
@@ -333,6 +403,7 @@ void AppendYamlAsJson(const YAML::Node& node, std::string& out) {
   }
 }
 
+// A byte that `text` does not hold.
 char AbsentByte(absl::string_view text) {
   bool present[256] = {};
   for (unsigned char c : text) present[c] = true;
@@ -354,7 +425,10 @@ bool Covers(const std::string& earlier, const std::string& later) {
   return WildcardMatches(SplitWildcard(earlier), probe);
 }
 
-std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std::string& field) {
+// Reads a `descriptors:` list (Fail()s when it is not a list). Each entry's errors are
+// recorded in `errors` and the other entries, and the entry's other fields, are still read.
+std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std::string& field,
+                                              Errors& errors) {
   if (node.IsNull()) return {};
   if (!node.IsSequence()) {
     Fail(node, field, absl::StrCat("expected a list of descriptors, got ", Describe(node)));
@@ -365,72 +439,89 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string item_field = absl::StrCat(field, "[", i, "]");
     const YAML::Node item = node[i];
-    CheckMap(item, item_field, kDescriptorKeys);
+    if (!errors.Try([&] { CheckMap(item, item_field, kDescriptorKeys, errors); })) continue;
     EnvoyDescriptor descriptor;
     descriptor.line = item.Mark().line + 1;
-    const YAML::Node key = item["key"];
-    if (!key) Fail(item, item_field + ".key", "missing");
-    descriptor.key = Scalar(key, item_field + ".key");
-    if (descriptor.key.empty()) Fail(key, item_field + ".key", "must not be empty");
-    if (YAML::Node value = item["value"]) {
-      descriptor.value = Scalar(value, item_field + ".value");
-    }
-    if (!seen.emplace(descriptor.key, descriptor.value).second) {
-      Fail(item, item_field,
-           absl::StrCat(
-               "duplicate descriptor key '", descriptor.key, "'",
-               descriptor.value.empty() ? "" : absl::StrCat(" value '", descriptor.value, "'"),
-               " in the same list"));
-    }
-    if (descriptor.value.find('*') != std::string::npos) {
-      // As envoyproxy/ratelimit, the first wildcard of a key that matches (in file order)
-      // wins; one that an earlier one always beats could never match, so it is refused.
-      for (const EnvoyDescriptor& earlier : descriptors) {
-        if (earlier.key == descriptor.key && earlier.value.find('*') != std::string::npos &&
-            Covers(earlier.value, descriptor.value)) {
-          Fail(item["value"], item_field + ".value",
-               absl::StrCat("wildcard '", descriptor.value, "' can never match: '", earlier.value,
-                            "' (line ", earlier.line,
-                            ") comes first and matches every value it would"));
-        }
+    const bool key_known = errors.Try([&] {
+      const YAML::Node key = item["key"];
+      if (!key) Fail(item, item_field + ".key", "missing");
+      descriptor.key = Scalar(key, item_field + ".key");
+      if (descriptor.key.empty()) Fail(key, item_field + ".key", "must not be empty");
+    });
+    const bool value_known = errors.Try([&] {
+      if (YAML::Node value = item["value"]) {
+        descriptor.value = Scalar(value, item_field + ".value");
       }
+    });
+    if (key_known && value_known) {
+      errors.Try([&] {
+        if (!seen.emplace(descriptor.key, descriptor.value).second) {
+          Fail(item, item_field,
+               absl::StrCat(
+                   "duplicate descriptor key '", descriptor.key, "'",
+                   descriptor.value.empty() ? "" : absl::StrCat(" value '", descriptor.value, "'"),
+                   " in the same list"));
+        }
+        if (descriptor.value.find('*') == std::string::npos) return;
+        // As envoyproxy/ratelimit, the first wildcard of a key that matches (in file order)
+        // wins; one that an earlier one always beats could never match, so it is refused.
+        for (const EnvoyDescriptor& earlier : descriptors) {
+          if (earlier.key == descriptor.key && earlier.value.find('*') != std::string::npos &&
+              Covers(earlier.value, descriptor.value)) {
+            Fail(item["value"], item_field + ".value",
+                 absl::StrCat("wildcard '", descriptor.value, "' can never match: '", earlier.value,
+                              "' (line ", earlier.line,
+                              ") comes first and matches every value it would"));
+          }
+        }
+      });
     }
     if (YAML::Node rate_limit = item["rate_limit"]) {
-      descriptor.rate_limit = ParseRateLimit(rate_limit, item_field + ".rate_limit");
+      errors.Try([&] {
+        descriptor.rate_limit = ParseRateLimit(rate_limit, item_field + ".rate_limit", errors);
+      });
     }
     if (YAML::Node shadow = item["shadow_mode"]) {
-      descriptor.shadow_mode = Bool(shadow, item_field + ".shadow_mode");
+      errors.Try([&] { descriptor.shadow_mode = Bool(shadow, item_field + ".shadow_mode"); });
     }
     if (YAML::Node quota = item["quota_mode"]) {
-      descriptor.quota_mode = Bool(quota, item_field + ".quota_mode");
+      errors.Try([&] { descriptor.quota_mode = Bool(quota, item_field + ".quota_mode"); });
     }
     // Accepted and checked; they name envoyproxy/ratelimit's statistics, which tollgate does
     // not keep per descriptor value (docs/envoy.md).
     if (YAML::Node detailed = item["detailed_metric"]) {
-      Bool(detailed, item_field + ".detailed_metric");
+      errors.Try([&] { Bool(detailed, item_field + ".detailed_metric"); });
     }
     if (YAML::Node to_metric = item["value_to_metric"]) {
-      Bool(to_metric, item_field + ".value_to_metric");
+      errors.Try([&] { Bool(to_metric, item_field + ".value_to_metric"); });
     }
     if (YAML::Node metadata = item["metadata"]) {
-      // Any map, as envoyproxy/ratelimit (which sends it as response dynamic metadata).
-      if (!metadata.IsMap() && !metadata.IsNull()) {
-        Fail(metadata, item_field + ".metadata",
-             absl::StrCat("expected a map, got ", Describe(metadata)));
-      }
-      if (metadata.IsMap() && metadata.size() > 0)
-        AppendYamlAsJson(metadata, descriptor.metadata_json);
+      errors.Try([&] {
+        // Any map, as envoyproxy/ratelimit (which sends it as response dynamic metadata).
+        if (!metadata.IsMap() && !metadata.IsNull()) {
+          Fail(metadata, item_field + ".metadata",
+               absl::StrCat("expected a map, got ", Describe(metadata)));
+        }
+        if (metadata.IsMap() && metadata.size() > 0) {
+          AppendYamlAsJson(metadata, descriptor.metadata_json);
+        }
+      });
     }
     if (YAML::Node share = item["share_threshold"]) {
-      descriptor.share_threshold = Bool(share, item_field + ".share_threshold");
-      if (descriptor.share_threshold && descriptor.value.find('*') == std::string::npos) {
-        Fail(share, item_field + ".share_threshold",
-             absl::StrCat("only applies to a wildcard value (one containing '*'), got value '",
-                          descriptor.value, "'"));
-      }
+      errors.Try([&] {
+        descriptor.share_threshold = Bool(share, item_field + ".share_threshold");
+        if (value_known && descriptor.share_threshold &&
+            descriptor.value.find('*') == std::string::npos) {
+          Fail(share, item_field + ".share_threshold",
+               absl::StrCat("only applies to a wildcard value (one containing '*'), got value '",
+                            descriptor.value, "'"));
+        }
+      });
     }
     if (YAML::Node nested = item["descriptors"]) {
-      descriptor.descriptors = ParseDescriptors(nested, item_field + ".descriptors");
+      errors.Try([&] {
+        descriptor.descriptors = ParseDescriptors(nested, item_field + ".descriptors", errors);
+      });
     }
     descriptors.push_back(std::move(descriptor));
   }
@@ -443,15 +534,6 @@ std::string Located(absl::string_view file_name, const YAML::Mark& mark, absl::s
 }
 
 absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
-  return text.str();
-}
 
 }  // namespace
 
@@ -499,6 +581,7 @@ std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text) {
 
 absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
                                                    std::string_view file_name) {
+  Errors errors(View(file_name));
   try {
     const YAML::Node root = YAML::Load(std::string(yaml_text));
     if (!root.IsMap()) {
@@ -506,28 +589,39 @@ absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
           View(file_name), root.Mark(),
           absl::StrCat("expected a map with domain and descriptors, got ", Describe(root))));
     }
-    CheckMap(root, "(top level)", kRootKeys);
+    CheckMap(root, "(top level)", kRootKeys, errors);
+    const bool top_level_has_errors = errors.size() > 0;
     EnvoyDomainConfig config;
     config.file_name = std::string(file_name);
-    const YAML::Node domain = root["domain"];
-    if (!domain) Fail(root, "domain", "missing");
-    config.domain = Scalar(domain, "domain");
-    if (config.domain.empty()) Fail(domain, "domain", "must not be empty");
+    errors.Try([&] {
+      const YAML::Node domain = root["domain"];
+      // A misspelt `domain:` already has its error (with "did you mean"); a second one
+      // saying it is missing would only repeat it.
+      if (!domain && top_level_has_errors) return;
+      if (!domain) Fail(root, "domain", "missing");
+      config.domain = Scalar(domain, "domain");
+      if (config.domain.empty()) Fail(domain, "domain", "must not be empty");
+    });
     if (YAML::Node descriptors = root["descriptors"]) {
-      config.descriptors = ParseDescriptors(descriptors, "descriptors");
+      errors.Try(
+          [&] { config.descriptors = ParseDescriptors(descriptors, "descriptors", errors); });
     }
+    if (absl::Status status = errors.ToStatus(); !status.ok()) return status;
     return config;
   } catch (const ConfigError& error) {
-    return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.message));
+    errors.Add(error);
+  } catch (const YAML::ParserException& error) {
+    errors.Add({error.mark, absl::StrCat("invalid YAML: ", error.msg)});
   } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.msg));
+    errors.Add({error.mark, error.msg});
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat(View(file_name), ": ", error.what()));
   }
+  return errors.ToStatus();
 }
 
 absl::StatusOr<EnvoyDomainConfig> LoadEnvoyConfigFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = config::ReadConfigFile(path, "");
   if (!text.ok()) return text.status();
   return ParseEnvoyConfig(*text, path);
 }
@@ -546,10 +640,25 @@ absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text,
     }
     if (limits) return ConfigKind::kLimits;
     if (domain) return ConfigKind::kEnvoy;
+    // Neither: a top-level key of one format, or one close to it (`limit:`, `domian:`),
+    // names the format, whose parser then reports the typo with "did you mean" beside the
+    // file's other errors.
+    if (root.IsMap()) {
+      constexpr absl::string_view kLimitsKeys[] = {"limits", "memory_store"};
+      for (const auto& pair : root) {
+        if (!pair.first.IsScalar()) continue;
+        const std::string& name = pair.first.Scalar();
+        if (!config_internal::ClosestName(name, kLimitsKeys).empty()) return ConfigKind::kLimits;
+        if (!config_internal::ClosestName(name, kRootKeys).empty()) return ConfigKind::kEnvoy;
+      }
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(View(file_name),
                      ": expected a top-level 'limits:' (tollgate's format) or 'domain:' "
                      "(Envoy's format)"));
+  } catch (const YAML::ParserException& error) {
+    return absl::InvalidArgumentError(
+        Located(View(file_name), error.mark, absl::StrCat("invalid YAML: ", error.msg)));
   } catch (const YAML::Exception& error) {
     return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.msg));
   } catch (const std::exception& error) {

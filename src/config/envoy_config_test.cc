@@ -1,7 +1,9 @@
 // Copyright tollgate authors.
 #include "src/config/envoy_config.h"
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -322,6 +324,63 @@ TEST(EnvoyConfigTest, TheTiffinExampleLoads) {
   EXPECT_FALSE(config->descriptors.empty());
 }
 
+// The lines of an error message.
+std::vector<std::string> Lines(const std::string& message) {
+  std::vector<std::string> lines;
+  std::istringstream in(message);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Every error of a file, one line each in file order, with "did you mean" for unknown keys
+// among the keys valid where they stand (top level, a descriptor, a rate_limit).
+TEST(EnvoyConfigTest, EveryErrorOfAFileIsReported) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(R"(domain: tiffin
+descriptor: []
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: fortnight, requests_per_unit: 10}
+  - key: path
+    valu: /api
+    rate_limit:
+      unit: minute
+      requests_per_unit: -1
+      unlimted: true
+  - value: x
+    shadow_mode: maybe
+)",
+                                                              "envoy.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(
+      Lines(std::string(config.status().message())),
+      ::testing::ElementsAre(
+          "envoy.yaml:2:1: (top level): unknown key 'descriptor', expected one of domain, "
+          "descriptors (did you mean 'descriptors'?)",
+          "envoy.yaml:5:24: descriptors[0].rate_limit.unit: expected one of second, minute, "
+          "hour, day, week, month, year, got 'fortnight'",
+          "envoy.yaml:7:5: descriptors[1]: unknown key 'valu', expected one of key, value, "
+          "rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, "
+          "share_threshold, metadata (did you mean 'value'?)",
+          "envoy.yaml:10:26: descriptors[1].rate_limit.requests_per_unit: expected a whole "
+          "number from 0 to 4294967295, got '-1'",
+          "envoy.yaml:11:7: descriptors[1].rate_limit: unknown key 'unlimted', expected one of "
+          "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
+          "on_store_failure, timeout (did you mean 'unlimited'?)",
+          "envoy.yaml:12:5: descriptors[2].key: missing",
+          "envoy.yaml:13:18: descriptors[2].shadow_mode: expected true or false, got 'maybe'"));
+}
+
+// A misspelt `domain:` is one error, with "did you mean", and no second one saying that
+// `domain` is missing.
+TEST(EnvoyConfigTest, AMisspeltDomainIsOneError) {
+  absl::StatusOr<EnvoyDomainConfig> config =
+      ParseEnvoyConfig("domian: tiffin\ndescriptors: []\n", "envoy.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "envoy.yaml:1:1: (top level): unknown key 'domian', expected one of domain, "
+            "descriptors (did you mean 'domain'?)");
+}
+
 TEST(ConfigKindTest, ToldApartByTopLevelKeys) {
   EXPECT_EQ(DetectConfigKind("limits:\n  a: {}\n", "a.yaml").value(), ConfigKind::kLimits);
   EXPECT_EQ(DetectConfigKind("domain: tiffin\ndescriptors: []\n", "b.yaml").value(),
@@ -332,7 +391,18 @@ TEST(ConfigKindTest, ToldApartByTopLevelKeys) {
   absl::StatusOr<ConfigKind> neither = DetectConfigKind("other: 1\n", "d.yaml");
   ASSERT_FALSE(neither.ok());
   EXPECT_THAT(neither.status().message(), HasSubstr("d.yaml: expected a top-level"));
-  EXPECT_FALSE(DetectConfigKind("a: [", "e.yaml").ok());
+  EXPECT_THAT(DetectConfigKind("a: [", "e.yaml").status().message(),
+              HasSubstr("e.yaml:1:1: invalid YAML: "));
+}
+
+// A file whose top-level key is a typo of one format's key is read as that format, whose
+// parser says "did you mean".
+TEST(ConfigKindTest, AMisspeltTopLevelKeyNamesTheFormat) {
+  EXPECT_EQ(DetectConfigKind("limit:\n  a: {}\n", "a.yaml").value(), ConfigKind::kLimits);
+  EXPECT_EQ(DetectConfigKind("memory_store: {max_keys: 3}\n", "a.yaml").value(),
+            ConfigKind::kLimits);
+  EXPECT_EQ(DetectConfigKind("domian: tiffin\n", "b.yaml").value(), ConfigKind::kEnvoy);
+  EXPECT_EQ(DetectConfigKind("descriptors: []\n", "b.yaml").value(), ConfigKind::kEnvoy);
 }
 
 }  // namespace
