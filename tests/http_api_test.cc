@@ -300,17 +300,21 @@ struct RunResult {
   std::string output;
 };
 
-RunResult RunTollgate(std::vector<std::string> args) {
-  std::string dir = MakeTempDir("tollgate-cli");
-  std::string log = dir + "/out.log";
-  args.insert(args.begin(), TOLLGATE_BINARY);
-  absl::StatusOr<Subprocess> process = Subprocess::Start(args, log);
+// Runs `argv` to its end; the output is stdout and stderr.
+RunResult RunToTheEnd(const std::vector<std::string>& argv) {
+  const std::string log = MakeTempDir("tollgate-cli") + "/out.log";
+  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, log);
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return {};
   RunResult run;
   run.exit_code = process->Wait();
   run.output = ReadAll(log);
   return run;
+}
+
+RunResult RunTollgate(std::vector<std::string> args) {
+  args.insert(args.begin(), TOLLGATE_BINARY);
+  return RunToTheEnd(args);
 }
 
 // `tollgate --version` names the project's version (CMakeLists.txt) and a commit of this
@@ -357,15 +361,8 @@ TEST(TollgateCliTest, ValidateNamesFileAndLineOfAnError) {
 
 // Runs `tollgate ARGS` in `dir` (so that paths print as given); output is stdout and stderr.
 RunResult RunTollgateIn(const std::string& dir, const std::string& args) {
-  const std::string log = MakeTempDir("tollgate-cli") + "/out.log";
-  absl::StatusOr<Subprocess> process = Subprocess::Start(
-      {"sh", "-c", absl::StrCat("cd '", dir, "' && exec '", TOLLGATE_BINARY, "' ", args)}, log);
-  EXPECT_TRUE(process.ok()) << process.status();
-  if (!process.ok()) return {};
-  RunResult run;
-  run.exit_code = process->Wait();
-  run.output = ReadAll(log);
-  return run;
+  return RunToTheEnd(
+      {"sh", "-c", absl::StrCat("cd '", dir, "' && exec '", TOLLGATE_BINARY, "' ", args)});
 }
 
 // The text of the fenced block (```console) of docs/config.md that starts with `command`, and

@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <queue>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -29,6 +28,10 @@ class io_context;
 }  // namespace boost::asio
 
 namespace tollgate {
+
+namespace resilience {
+class DeadlineQueue;  // src/resilience/deadline_queue.h
+}  // namespace resilience
 
 class Timers {
  public:
@@ -64,7 +67,7 @@ std::shared_ptr<Timers> LoopTimers(std::vector<boost::asio::io_context*> loops);
 // the pending callbacks not cancelled at once. Thread-safe.
 class SimulatedTimers final : public Timers {
  public:
-  explicit SimulatedTimers(int64_t start_micros = 1'000'000) : now_(start_micros) {}
+  explicit SimulatedTimers(int64_t start_micros = 1'000'000);
   SimulatedTimers(const SimulatedTimers&) = delete;
   SimulatedTimers& operator=(const SimulatedTimers&) = delete;
   ~SimulatedTimers() override;
@@ -80,21 +83,9 @@ class SimulatedTimers final : public Timers {
   int pending() const;
 
  private:
-  struct Entry {
-    int64_t due_micros;
-    uint64_t sequence;
-    const std::atomic<bool>* cancelled;
-    mutable absl::AnyInvocable<void() &&> callback;
-    bool operator>(const Entry& other) const {
-      return due_micros != other.due_micros ? due_micros > other.due_micros
-                                            : sequence > other.sequence;
-    }
-  };
   mutable absl::Mutex mutex_;
   int64_t now_ ABSL_GUARDED_BY(mutex_);
-  uint64_t next_sequence_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_
-      ABSL_GUARDED_BY(mutex_);
+  const std::unique_ptr<resilience::DeadlineQueue> queue_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace tollgate

@@ -30,8 +30,8 @@ void DeadlineScheduler::RunAfter(int64_t delay_micros, const std::atomic<bool>* 
   const int64_t due = MonotonicMicros() + delay_micros;
   absl::MutexLock lock(&mutex_);
   // The thread sleeps until the front entry's deadline (or 100 ms when there is none).
-  const bool earliest = queue_.empty() || due < queue_.top().due_micros;
-  queue_.push(Entry{due, next_sequence_++, cancelled, std::move(callback)});
+  const bool earliest = queue_.empty() || due < queue_.earliest_micros();
+  queue_.Push(due, cancelled, std::move(callback));
   if (earliest) wake_.Signal();
 }
 
@@ -43,10 +43,8 @@ void DeadlineScheduler::Run() {
     // Whatever their deadline, cancelled entries at the front go: with one timeout for all
     // calls the queue is in deadline order, so one wake-up clears every call answered so far
     // and the next sleep lasts until the oldest unanswered call's deadline.
-    while (!queue_.empty() && queue_.top().cancelled != nullptr &&
-           queue_.top().cancelled->load(std::memory_order_acquire)) {
-      dropped.push_back(std::move(queue_.top().callback));
-      queue_.pop();
+    while (!queue_.empty() && queue_.FrontCancelled()) {
+      dropped.push_back(queue_.Pop().callback);
     }
     if (!dropped.empty()) {
       mutex_.Unlock();
@@ -55,16 +53,15 @@ void DeadlineScheduler::Run() {
       continue;
     }
     const int64_t now = MonotonicMicros();
-    if (!queue_.empty() && (stopping_ || queue_.top().due_micros <= now)) {
-      absl::AnyInvocable<void()&&> callback = std::move(queue_.top().callback);
-      queue_.pop();
+    if (!queue_.empty() && (stopping_ || queue_.earliest_micros() <= now)) {
+      absl::AnyInvocable<void()&&> callback = queue_.Pop().callback;
       mutex_.Unlock();
       std::move(callback)();
       mutex_.Lock();
       continue;
     }
     if (stopping_) return;
-    const int64_t wait_micros = queue_.empty() ? 100'000 : queue_.top().due_micros - now;
+    const int64_t wait_micros = queue_.empty() ? 100'000 : queue_.earliest_micros() - now;
     // Woken early by RunAfter() when an earlier deadline arrives, or by the destructor.
     wake_.WaitWithTimeout(&mutex_, absl::Microseconds(wait_micros));
   }

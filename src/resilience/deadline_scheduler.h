@@ -4,13 +4,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <queue>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "src/resilience/deadline_queue.h"
 #include "tollgate/timers.h"
 
 namespace tollgate::resilience {
@@ -38,23 +38,11 @@ class DeadlineScheduler final : public Timers {
   static int64_t MonotonicMicros();
 
  private:
-  struct Entry {
-    int64_t due_micros;
-    uint64_t sequence;
-    const std::atomic<bool>* cancelled;  // may be null
-    mutable absl::AnyInvocable<void() &&> callback;
-    bool operator>(const Entry& other) const {
-      return due_micros != other.due_micros ? due_micros > other.due_micros
-                                            : sequence > other.sequence;
-    }
-  };
   void Run();
 
   absl::Mutex mutex_;
   absl::CondVar wake_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_
-      ABSL_GUARDED_BY(mutex_);
-  uint64_t next_sequence_ ABSL_GUARDED_BY(mutex_) = 0;
+  DeadlineQueue queue_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };

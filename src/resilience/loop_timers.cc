@@ -3,19 +3,20 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
-#include <queue>
 #include <utility>
 #include <vector>
 
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
+#include "src/resilience/deadline_queue.h"
 #include "src/resilience/deadline_scheduler.h"
 #include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
 
+using resilience::DeadlineQueue;
 using resilience::DeadlineScheduler;
 
 // One loop's deadlines: a min-heap and one steady_timer armed for its earliest entry.
@@ -28,7 +29,7 @@ class LoopQueue : public std::enable_shared_from_this<LoopQueue> {
 
   void Add(int64_t due_micros, const std::atomic<bool>* cancelled,
            absl::AnyInvocable<void() &&> callback) {
-    queue_.push(Entry{due_micros, next_sequence_++, cancelled, std::move(callback)});
+    queue_.Push(due_micros, cancelled, std::move(callback));
     ArmIfEarlier();
   }
 
@@ -37,34 +38,17 @@ class LoopQueue : public std::enable_shared_from_this<LoopQueue> {
     flushed_ = true;
     timer_.cancel();
     while (!queue_.empty()) {
-      absl::AnyInvocable<void()&&> callback = std::move(queue_.top().callback);
-      const bool cancelled = IsCancelled(queue_.top());
-      queue_.pop();
-      if (!cancelled) std::move(callback)();
+      DeadlineQueue::Popped popped = queue_.Pop();
+      if (!popped.cancelled) std::move(popped.callback)();
     }
   }
 
  private:
-  struct Entry {
-    int64_t due_micros;
-    uint64_t sequence;
-    const std::atomic<bool>* cancelled;
-    mutable absl::AnyInvocable<void() &&> callback;
-    bool operator>(const Entry& other) const {
-      return due_micros != other.due_micros ? due_micros > other.due_micros
-                                            : sequence > other.sequence;
-    }
-  };
-
-  static bool IsCancelled(const Entry& entry) {
-    return entry.cancelled != nullptr && entry.cancelled->load(std::memory_order_acquire);
-  }
-
   // With one timeout for all calls, deadlines arrive in order: the timer is armed once per
   // earliest entry, not once per call.
   void ArmIfEarlier() {
     if (queue_.empty() || flushed_) return;
-    const int64_t due = queue_.top().due_micros;
+    const int64_t due = queue_.earliest_micros();
     if (armed_ && due >= armed_due_micros_) return;
     armed_ = true;
     armed_due_micros_ = due;
@@ -79,19 +63,16 @@ class LoopQueue : public std::enable_shared_from_this<LoopQueue> {
     armed_ = false;
     const int64_t now = DeadlineScheduler::MonotonicMicros();
     // Cancelled entries at the front go whatever their deadline; due ones run.
-    while (!queue_.empty() && (IsCancelled(queue_.top()) || queue_.top().due_micros <= now)) {
-      absl::AnyInvocable<void()&&> callback = std::move(queue_.top().callback);
-      const bool cancelled = IsCancelled(queue_.top());
-      queue_.pop();
-      if (!cancelled) std::move(callback)();
+    while (!queue_.empty() && (queue_.FrontCancelled() || queue_.earliest_micros() <= now)) {
+      DeadlineQueue::Popped popped = queue_.Pop();
+      if (!popped.cancelled) std::move(popped.callback)();
     }
     ArmIfEarlier();
   }
 
   boost::asio::io_context& io_;
   boost::asio::steady_timer timer_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_;
-  uint64_t next_sequence_ = 0;
+  DeadlineQueue queue_;
   bool armed_ = false;
   int64_t armed_due_micros_ = 0;
   bool flushed_ = false;

@@ -169,6 +169,17 @@ class ResilientStoreTest : public ::testing::Test {
     return *std::move(answer);
   }
 
+  // With the breaker open: the store turns healthy and the open time passes; the next check
+  // is the probe, answered by the store, and it closes the breaker.
+  void ExpectAProbeOfAHealthyStoreCloses() {
+    primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
+    clock_.AdvanceMillis(500);
+    auto probe = Check(open_, "user:1");
+    ASSERT_TRUE(probe.ok());
+    EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
+    EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
+  }
+
   SimulatedClock clock_;
   std::shared_ptr<SimulatedTimers> timers_ = std::make_shared<SimulatedTimers>();
   std::mutex events_mutex_;
@@ -310,12 +321,7 @@ TEST_F(ResilientStoreTest, MissedDeadlinesOpenTheBreaker) {
   EXPECT_EQ(primary_->calls(), calls);
   EXPECT_EQ(timers_->pending(), 0);
   primary_->ReleaseSilent(/*land=*/true);
-  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
-  clock_.AdvanceMillis(500);
-  auto probe = Check(open_, "user:1");
-  ASSERT_TRUE(probe.ok());
-  EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
-  EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
+  ExpectAProbeOfAHealthyStoreCloses();
 }
 
 TEST_F(ResilientStoreTest, BreakerOpensThenProbesAndCloses) {
@@ -327,12 +333,7 @@ TEST_F(ResilientStoreTest, BreakerOpensThenProbesAndCloses) {
   EXPECT_EQ(primary_->calls(), calls_when_open);  // no waiting on the store while open
   EXPECT_EQ(store_->stats().breaker_rejections, 50);
 
-  primary_->set_behaviour(ControlledStore::Behaviour::kHealthy);
-  clock_.AdvanceMillis(500);
-  auto probe = Check(open_, "user:1");
-  ASSERT_TRUE(probe.ok());
-  EXPECT_EQ((*probe)[0].source, DecisionSource::kMemory);
-  EXPECT_EQ(store_->circuit_state(), CircuitState::kClosed);
+  ExpectAProbeOfAHealthyStoreCloses();
 }
 
 TEST_F(ResilientStoreTest, FallbackConsumptionIsAddedBackWhenTheStoreAnswersAgain) {

@@ -3,8 +3,8 @@
 // Replies are parsed by hiredis' reader (`ReplyReader`: a redisReader whose reply-object
 // functions build RedisReply values directly). Commands are encoded by `CommandWriter`,
 // which writes the same bytes as hiredis' redisFormatCommandArgv (resp_test.cc compares
-// them) into a caller's buffer without a format string per length; hiredis' formatter cost
-// more than the rest of a check (bench/callgrind_check.sh counts a check's instructions).
+// them) into a caller's buffer without a format string per length (bench/callgrind_check.sh
+// measures a check, this encoding included).
 // All I/O is ours (src/store/redis/connection.h).
 #ifndef TOLLGATE_SRC_STORE_REDIS_RESP_H_
 #define TOLLGATE_SRC_STORE_REDIS_RESP_H_
