@@ -37,6 +37,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "process_cpu.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/channel.h"
@@ -47,6 +48,8 @@
 #include "grpcpp/support/channel_arguments.h"
 
 namespace {
+
+using tollgate::bench::ProcessCpuSeconds;
 
 using ::envoy::service::ratelimit::v3::RateLimitRequest;
 using ::envoy::service::ratelimit::v3::RateLimitResponse;
@@ -131,26 +134,6 @@ Options ParseOptions(int argc, char** argv) {
   }
   if (options.requests > 0) options.warmup_seconds = 0;
   return options;
-}
-
-// utime + stime of process `pid`, in seconds; -1 when it cannot be read.
-double ProcessCpuSeconds(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // Fields after the command name (which may hold spaces), from field 3 on.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int index = 3; fields >> field; ++index) {
-    if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (index == 15) {
-      stime = std::strtoull(field.c_str(), nullptr, 10);
-      return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    }
-  }
-  return -1;
 }
 
 double SelfCpuSeconds() { return ProcessCpuSeconds(getpid()); }

@@ -1,5 +1,5 @@
 // Copyright tollgate authors. The floor of a unary gRPC call over HTTP/2 on this machine: a
-// minimal server written directly on libnghttp2 (one thread, epoll, non-blocking sockets) that
+// minimal server written directly on libnghttp2 (epoll, non-blocking sockets) that
 // answers every request on every stream with HTTP 200, `content-type: application/grpc`, one
 // length-prefixed message (a RateLimitResponse with `overall_code = OK`, serialized once at
 // start) and the trailers `grpc-status: 0`. It reads nothing of the request beyond what
@@ -7,7 +7,11 @@
 // must do per call, under every gRPC row of bench/service_bench.sh. For measurement only; not
 // part of `tollgate serve`.
 //
-//   h2_floor_server [--listen 127.0.0.1:0] [--max-concurrent-streams N]
+//   h2_floor_server [--listen 127.0.0.1:0] [--max-concurrent-streams N] [--threads N]
+//
+// --threads N (default 1) runs N event loops, one per thread, each with its own epoll; the first
+// accepts and hands connection k to loop k mod N, as `tollgate serve --threads N` spreads its
+// connections over its loops, so that a row of tollgate and its floor have the same shape.
 //
 // Prints `listening port=NNNN` on stdout (flushed) once it accepts connections; exits 0 on
 // SIGTERM or SIGINT, 2 on bad arguments, 1 if it cannot listen. IPv4 literal addresses only.
@@ -18,7 +22,6 @@
 #include <nghttp2/nghttp2.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,7 +33,9 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 
@@ -40,12 +45,13 @@ struct Options {
   std::string host = "127.0.0.1";
   int port = 0;
   uint32_t max_concurrent_streams = 1024;
+  int threads = 1;
 };
 
 [[noreturn]] void Usage(const char* message) {
   std::fprintf(stderr,
                "h2_floor_server: %s\nusage: h2_floor_server [--listen HOST:PORT] "
-               "[--max-concurrent-streams N]\n",
+               "[--max-concurrent-streams N] [--threads N]\n",
                message);
   std::exit(2);
 }
@@ -66,6 +72,9 @@ Options ParseOptions(int argc, char** argv) {
       const long streams = std::atol(value.c_str());
       if (streams < 1) Usage("--max-concurrent-streams needs a positive integer");
       options.max_concurrent_streams = static_cast<uint32_t>(streams);
+    } else if (flag == "--threads") {
+      options.threads = std::atoi(value.c_str());
+      if (options.threads < 1 || options.threads > 64) Usage("--threads needs 1 to 64");
     } else {
       Usage(("unknown flag " + flag).c_str());
     }
@@ -216,6 +225,115 @@ int Listen(const Options& options) {
   return fd;
 }
 
+// One event loop: the connections handed to it through its pipe (an accepted fd, 4 bytes per
+// connection), and, for loop 0, the listener, whose connections it deals out round-robin.
+class Loop {
+ public:
+  Loop(const Options& options, nghttp2_session_callbacks* callbacks)
+      : options_(options), callbacks_(callbacks), epoll_(epoll_create1(EPOLL_CLOEXEC)) {
+    if (pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) std::abort();
+    Watch(pipe_[0], static_cast<uint64_t>(pipe_[0]));
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  void AddListener(int listener, std::vector<std::unique_ptr<Loop>>* loops) {
+    listener_ = listener;
+    loops_ = loops;
+    Watch(listener, static_cast<uint64_t>(listener));
+  }
+
+  // Hands an accepted socket to this loop (from any thread).
+  void Hand(int fd) {
+    if (write(pipe_[1], &fd, sizeof(fd)) != sizeof(fd)) close(fd);
+  }
+
+  [[noreturn]] void Run() {
+    epoll_event events[256];
+    for (;;) {
+      const int ready = epoll_wait(epoll_, events, 256, -1);
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        std::abort();
+      }
+      for (int i = 0; i < ready; ++i) OnEvent(events[i]);
+    }
+  }
+
+ private:
+  void Watch(int fd, uint64_t tag) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = tag;
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event);
+  }
+
+  void OnEvent(const epoll_event& event) {
+    const uint64_t tag = event.data.u64;
+    if (listener_ >= 0 && tag == static_cast<uint64_t>(listener_)) {
+      for (;;) {
+        const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        (*loops_)[accepted_++ % loops_->size()]->Hand(fd);
+      }
+      return;
+    }
+    if (tag == static_cast<uint64_t>(pipe_[0])) {
+      int fd = -1;
+      while (read(pipe_[0], &fd, sizeof(fd)) == sizeof(fd)) Add(fd);
+      return;
+    }
+    Connection* connection = static_cast<Connection*>(event.data.ptr);
+    const bool was_waiting = connection->wants_output();
+    bool open = true;
+    if ((event.events & (EPOLLERR | EPOLLHUP)) != 0 && (event.events & EPOLLIN) == 0) {
+      open = false;
+    } else if ((event.events & EPOLLIN) != 0) {
+      open = connection->OnReadable();
+    } else if ((event.events & EPOLLOUT) != 0) {
+      open = connection->Flush();
+    }
+    if (!open) {
+      Drop(connection);
+    } else if (was_waiting != connection->wants_output()) {
+      // Asks for EPOLLOUT only while output waits on a full socket.
+      epoll_event update{};
+      update.events =
+          EPOLLIN | (connection->wants_output() ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+      update.data.ptr = connection;
+      epoll_ctl(epoll_, EPOLL_CTL_MOD, connection->fd(), &update);
+    }
+  }
+
+  void Add(int fd) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto connection = std::make_unique<Connection>(fd);
+    Connection* raw = connection.get();
+    if (!connection->Start(callbacks_, options_.max_concurrent_streams)) return;
+    epoll_event added{};
+    added.events = EPOLLIN;
+    added.data.ptr = raw;
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &added);
+    connections_.emplace(raw, std::move(connection));
+    if (!raw->Flush()) Drop(raw);  // the server's SETTINGS
+  }
+
+  void Drop(Connection* connection) {
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, connection->fd(), nullptr);
+    connections_.erase(connection);
+  }
+
+  const Options& options_;
+  nghttp2_session_callbacks* const callbacks_;
+  const int epoll_;
+  int pipe_[2] = {-1, -1};
+  int listener_ = -1;
+  std::vector<std::unique_ptr<Loop>>* loops_ = nullptr;
+  size_t accepted_ = 0;
+  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -243,92 +361,27 @@ int main(int argc, char** argv) {
   socklen_t bound_length = sizeof(bound);
   getsockname(listener, reinterpret_cast<sockaddr*>(&bound), &bound_length);
 
+  // Every thread blocks the stop signals; the main thread waits for one and exits.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  const int signals = signalfd(-1, &stop_signals, SFD_CLOEXEC);
 
   nghttp2_session_callbacks* callbacks = nullptr;
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, OnFrameReceived);
 
-  const int epoll = epoll_create1(EPOLL_CLOEXEC);
-  // The tags of epoll events: the listener's and the signalfd's fds; connections by pointer.
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.u64 = static_cast<uint64_t>(listener);
-  epoll_ctl(epoll, EPOLL_CTL_ADD, listener, &event);
-  event.data.u64 = static_cast<uint64_t>(signals);
-  epoll_ctl(epoll, EPOLL_CTL_ADD, signals, &event);
-  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections;
+  std::vector<std::unique_ptr<Loop>> loops;
+  for (int i = 0; i < options.threads; ++i) loops.push_back(std::make_unique<Loop>(options, callbacks));
+  loops[0]->AddListener(listener, &loops);
+  for (auto& loop : loops) std::thread([raw = loop.get()] { raw->Run(); }).detach();
 
   std::printf("listening port=%d\n", ntohs(bound.sin_port));
   std::fflush(stdout);
-
-  const auto drop = [&](Connection* connection) {
-    epoll_ctl(epoll, EPOLL_CTL_DEL, connection->fd(), nullptr);
-    connections.erase(connection);
-  };
-  // Asks for EPOLLOUT only while output waits on a full socket.
-  const auto watch = [&](Connection* connection) {
-    epoll_event update{};
-    update.events = EPOLLIN | (connection->wants_output() ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-    update.data.ptr = connection;
-    epoll_ctl(epoll, EPOLL_CTL_MOD, connection->fd(), &update);
-  };
-
-  epoll_event events[256];
-  for (;;) {
-    const int ready = epoll_wait(epoll, events, 256, -1);
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < ready; ++i) {
-      const uint64_t tag = events[i].data.u64;
-      if (tag == static_cast<uint64_t>(signals)) {
-        for (auto& entry : connections) epoll_ctl(epoll, EPOLL_CTL_DEL, entry.first->fd(), nullptr);
-        connections.clear();
-        nghttp2_session_callbacks_del(callbacks);
-        return 0;
-      }
-      if (tag == static_cast<uint64_t>(listener)) {
-        for (;;) {
-          const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (fd < 0) break;
-          const int one = 1;
-          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-          auto connection = std::make_unique<Connection>(fd);
-          Connection* raw = connection.get();
-          if (!connection->Start(callbacks, options.max_concurrent_streams)) continue;
-          epoll_event added{};
-          added.events = EPOLLIN;
-          added.data.ptr = raw;
-          epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &added);
-          connections.emplace(raw, std::move(connection));
-          if (!raw->Flush()) drop(raw);  // the server's SETTINGS
-        }
-        continue;
-      }
-      Connection* connection = static_cast<Connection*>(events[i].data.ptr);
-      const bool was_waiting = connection->wants_output();
-      bool open = true;
-      if ((events[i].events & (EPOLLERR | EPOLLHUP)) != 0 && (events[i].events & EPOLLIN) == 0) {
-        open = false;
-      } else if ((events[i].events & EPOLLIN) != 0) {
-        open = connection->OnReadable();
-      } else if ((events[i].events & EPOLLOUT) != 0) {
-        open = connection->Flush();
-      }
-      if (!open) {
-        drop(connection);
-      } else if (was_waiting != connection->wants_output()) {
-        watch(connection);
-      }
-    }
-  }
-  return 1;
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  // The loops never return; the process ends with them (nothing to flush or release).
+  std::_Exit(0);
 }

@@ -3,7 +3,7 @@
 //
 //   http_load --target 127.0.0.1:8080 --connections 8 --duration 5 --warmup 1
 //       [--rate REQUESTS_PER_SECOND] [--requests N] [--keys 10000] [--limit bench]
-//       [--path /v1/check] [--server-pid PID] [--redis-pid PID] [--timeout S]
+//       [--path /v1/check] [--server-pid PID[,PID...]] [--redis-pid PID] [--timeout S]
 //
 // Keeps one request in flight on each of `--connections` connections: closed loop (the next
 // request as soon as the answer is read), or with `--rate` at that total rate, each connection
@@ -15,7 +15,8 @@
 // first byte written to its answer's last byte read. 2xx answers count as OK, 429 as
 // over-limit, anything else (or a broken connection, which is reopened) as an error.
 // With --server-pid / --redis-pid, also reports the CPU time (utime + stime, /proc/PID/stat)
-// of those processes over the measured window. The last line is machine-readable, with the
+// of those processes over the measured window (a list of server pids is summed: nginx's
+// workers). The last line is machine-readable, with the
 // field names of bench/grpc_load's: `result calls=... decisions_per_second=... p99_us=...`.
 // Exits 0 when no request failed, 1 otherwise, 2 on bad arguments.
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "process_cpu.h"
 #include "boost/asio/connect.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
@@ -39,6 +41,10 @@
 #include "boost/asio/write.hpp"
 
 namespace {
+
+using tollgate::bench::ParsePids;
+using tollgate::bench::ProcessCpuSeconds;
+using tollgate::bench::ProcessesCpuSeconds;
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -55,7 +61,7 @@ struct Options {
   double warmup_seconds = 1;
   int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warm-up)
   double rate = 0;       // requests per second over all connections; 0: closed loop
-  int server_pid = 0;
+  std::vector<int> server_pids;  // summed: a server of several processes (nginx's workers)
   int redis_pid = 0;
   double timeout_seconds = 5;
 };
@@ -97,7 +103,7 @@ Options ParseOptions(int argc, char** argv) {
     } else if (flag == "--path") {
       options.path = value;
     } else if (flag == "--server-pid") {
-      options.server_pid = std::atoi(value.c_str());
+      options.server_pids = ParsePids(value);
     } else if (flag == "--redis-pid") {
       options.redis_pid = std::atoi(value.c_str());
     } else if (flag == "--timeout") {
@@ -113,26 +119,6 @@ Options ParseOptions(int argc, char** argv) {
   }
   if (options.requests > 0) options.warmup_seconds = 0;
   return options;
-}
-
-// utime + stime of process `pid`, in seconds; -1 when it cannot be read.
-double ProcessCpuSeconds(int pid) {
-  if (pid <= 0) return -1;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  uint64_t utime = 0;
-  for (int index = 3; fields >> field; ++index) {
-    if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (index == 15) {
-      const uint64_t stime = std::strtoull(field.c_str(), nullptr, 10);
-      return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    }
-  }
-  return -1;
 }
 
 enum class Phase { kWarmup, kMeasure, kStop };
@@ -356,7 +342,7 @@ int main(int argc, char** argv) {
   Clock::time_point measure_start;
   const auto begin_window = [&] {
     run.phase = Phase::kMeasure;
-    server_cpu_start = ProcessCpuSeconds(options.server_pid);
+    server_cpu_start = ProcessesCpuSeconds(options.server_pids);
     redis_cpu_start = ProcessCpuSeconds(options.redis_pid);
     self_cpu_start = ProcessCpuSeconds(getpid());
     measure_start = Clock::now();
@@ -364,7 +350,7 @@ int main(int argc, char** argv) {
   const auto end_window = [&] {
     elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
     if (server_cpu_start >= 0)
-      server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
+      server_cpu = ProcessesCpuSeconds(options.server_pids) - server_cpu_start;
     if (redis_cpu_start >= 0) redis_cpu = ProcessCpuSeconds(options.redis_pid) - redis_cpu_start;
     self_cpu = ProcessCpuSeconds(getpid()) - self_cpu_start;
   };

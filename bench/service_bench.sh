@@ -12,12 +12,12 @@
 #
 # Rows (ROWS, in this order at every load level; HTTP rows at each HTTP_CONNECTIONS, gRPC
 # rows at each GRPC_IN_FLIGHT):
-#   nginx          HTTP floor: nginx (Debian's nginx-light), one worker, access log off,
+#   nginx          HTTP floor: nginx (Debian's nginx-light), THREADS workers, access log off,
 #                  keep-alive, `location / { return 200 '<a check's JSON answer>'; }`
 #   http-memory    tollgate serve, POST /v1/check, in-memory store
 #   http-redis     tollgate serve, POST /v1/check, Redis store
-#   h2-floor       gRPC floor: bench/h2_floor_server (libnghttp2, one thread, answers OK)
-#   grpc-async     gRPC C++ floor: bench/grpc_floor_server --api async --threads 1
+#   h2-floor       gRPC floor: bench/h2_floor_server (libnghttp2, THREADS loops, answers OK)
+#   grpc-async     gRPC C++ floor: bench/grpc_floor_server --api async --threads THREADS
 #   grpc-callback  gRPC C++ floor: bench/grpc_floor_server --api callback
 #   grpc-redis     tollgate serve, ShouldRateLimit, Redis store
 #   (also accepted: grpc-memory, tollgate's in-memory store over gRPC, and grpc-nodomain,
@@ -32,7 +32,9 @@
 #   QUICK=0                     1 (make bench QUICK=1, the harness smoke test): the defaults
 #                               become DURATION=2 WARMUP=1 HTTP_CONNECTIONS=8 GRPC_IN_FLIGHT=4
 #   ROWS="nginx http-memory http-redis h2-floor grpc-async grpc-callback grpc-redis"
-#   THREADS=2                   tollgate serve --threads
+#   THREADS=2                   tollgate serve --threads, and the floors' threads (nginx
+#                               workers, the nghttp2 and gRPC async floors' loops): each
+#                               ratio compares servers of the same shape
 #   KEYS=10000                  distinct keys (one per check)
 #   STORE_TIMEOUT=""            the limits' store deadline (`timeout:`, e.g. 1s); empty:
 #                               tollgate's default (10ms). On a loaded machine a Redis row at
@@ -165,7 +167,7 @@ fi
 
 # The server of the current row: its pid, the port the load goes to, tollgate's HTTP port
 # (for /metrics; empty for the floors).
-SERVER_PID="" PORT="" METRICS_PORT=""
+SERVER_PID="" CPU_PIDS="" PORT="" METRICS_PORT=""
 
 wait_for_line() {  # $1 file, $2 sed expression printing the port; sets REPLY
   REPLY=""
@@ -187,8 +189,8 @@ start_nginx() {
   # The answer of one allowed check, as tollgate's POST /v1/check renders it.
   cat >"$prefix/nginx.conf" <<EOF
 daemon off;
-master_process off;
-worker_processes 1;
+master_process on;
+worker_processes $THREADS;
 pid $prefix/nginx.pid;
 error_log $prefix/error.log warn;
 events { worker_connections 1024; }
@@ -212,10 +214,15 @@ http {
 EOF
   nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/error.log" >"$prefix/stdout.log" 2>&1 &
   SERVER_PID=$!
+  CPU_PIDS=$SERVER_PID
   PIDS+=("$SERVER_PID")
   METRICS_PORT=""
   for _ in $(seq 100); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/" 2>/dev/null && return 0
+    if curl -fsS -o /dev/null "http://127.0.0.1:$PORT/" 2>/dev/null; then
+      # The workers answer; the master only watches them.
+      CPU_PIDS=$(pgrep -P "$SERVER_PID" | paste -sd, -)
+      [ -n "$CPU_PIDS" ] && return 0
+    fi
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
   done
@@ -232,6 +239,7 @@ start_serve() {  # $1 store (redis | memory), $2 api (http | grpc)
   : >"$log"
   "$TOLLGATE" "${args[@]}" >"$log" 2>&1 &
   SERVER_PID=$!
+  CPU_PIDS=$SERVER_PID
   PIDS+=("$SERVER_PID")
   wait_for_line "$log" 's/.*listening http=127\.0\.0\.1:\([0-9]*\).*/\1/p'
   METRICS_PORT=$REPLY
@@ -244,6 +252,7 @@ start_floor() {  # $@: the floor server and its flags
   : >"$log"
   "$@" --listen 127.0.0.1:0 >"$log" 2>&1 &
   SERVER_PID=$!
+  CPU_PIDS=$SERVER_PID
   PIDS+=("$SERVER_PID")
   METRICS_PORT=""
   wait_for_line "$log" 's/^listening port=\([0-9]*\).*/\1/p'
@@ -257,8 +266,8 @@ start_server() {  # $1 row
     http-redis) start_serve redis http ;;
     grpc-memory | grpc-nodomain) start_serve memory grpc ;;
     grpc-redis) start_serve redis grpc ;;
-    h2-floor) start_floor "$H2_FLOOR" ;;
-    grpc-async) start_floor "$GRPC_FLOOR" --api async --threads 1 ;;
+    h2-floor) start_floor "$H2_FLOOR" --threads "$THREADS" ;;
+    grpc-async) start_floor "$GRPC_FLOOR" --api async --threads "$THREADS" ;;
     grpc-callback) start_floor "$GRPC_FLOOR" --api callback ;;
   esac
 }
@@ -295,11 +304,11 @@ load() {
     out=$("$GRPC_LOAD" --target "127.0.0.1:$PORT" --domain "$domain" --key user --keys "$KEYS" \
       --concurrency "$level" --channels "$CHANNELS" --client-threads "$CLIENT_THREADS" \
       ${rate:+--rate "$rate"} --duration "$DURATION" --warmup "$WARMUP" \
-      --server-pid "$SERVER_PID" "${redis_args[@]}" 2>&1) || status=$?
+      --server-pid "$CPU_PIDS" "${redis_args[@]}" 2>&1) || status=$?
   else
     out=$("$HTTP_LOAD" --target "127.0.0.1:$PORT" --connections "$level" --keys "$KEYS" \
       ${rate:+--rate "$rate"} --duration "$DURATION" --warmup "$WARMUP" \
-      --server-pid "$SERVER_PID" "${redis_args[@]}" 2>&1) || status=$?
+      --server-pid "$CPU_PIDS" "${redis_args[@]}" 2>&1) || status=$?
   fi
   echo "$out" >"$WORK/load-$row-$level-${rate:-max}.txt"
   if ! grep -q '^result ' <<<"$out"; then
@@ -320,7 +329,8 @@ micros_per() {  # $1 CPU seconds, $2 decisions per second, $3 seconds -> us per 
 
 PERF_EVENTS=(context-switches syscalls:sys_enter_futex syscalls:sys_enter_epoll_wait
   syscalls:sys_enter_sendmsg syscalls:sys_enter_recvmsg syscalls:sys_enter_write
-  syscalls:sys_enter_writev syscalls:sys_enter_read syscalls:sys_enter_recvfrom)
+  syscalls:sys_enter_writev syscalls:sys_enter_read syscalls:sys_enter_recvfrom
+  syscalls:sys_enter_sendto syscalls:sys_enter_epoll_ctl syscalls:sys_enter_timerfd_settime)
 # Results by "row level".
 MEASURED=()  # the keys in the order measured
 declare -A DPS CPU_US REDIS_US HALF_CPU_US P50 P99 ERRORS FALLBACK PERF_CELLS PROFILE_TOP
@@ -333,13 +343,13 @@ measure() {  # $1 row, $2 level
   start_server "$row"
   counts_before=$(store_counts)
   if [ "$PERF_STAT" = 1 ]; then
-    (sleep "$WARMUP" && perf stat -x, -e "$(IFS=,; echo "${PERF_EVENTS[*]}")" -p "$SERVER_PID" \
+    (sleep "$WARMUP" && perf stat -x, -e "$(IFS=,; echo "${PERF_EVENTS[*]}")" -p "$CPU_PIDS" \
       -o "$WORK/stat-$row-$level.csv" -- sleep "$DURATION" >/dev/null 2>&1) &
     perf_pid=$!
   fi
   if [ "$PROFILE" = 1 ]; then
     # shellcheck disable=SC2086  # PROFILE_ARGS: several flags
-    (sleep "$WARMUP" && perf record -e "$PROFILE_EVENT" $PROFILE_ARGS -p "$SERVER_PID" \
+    (sleep "$WARMUP" && perf record -e "$PROFILE_EVENT" $PROFILE_ARGS -p "$CPU_PIDS" \
       -o "$WORK/perf-$row-$level.data" -- sleep "$DURATION" >"$WORK/perf-$row-$level.log" 2>&1) &
     record_pid=$!
   fi
@@ -417,7 +427,7 @@ label() {
     http-memory) echo "HTTP /v1/check, in-memory" ;;
     http-redis) echo "HTTP /v1/check, Redis" ;;
     h2-floor) echo "nghttp2 floor server (gRPC floor)" ;;
-    grpc-async) echo "gRPC C++ async floor, 1 thread" ;;
+    grpc-async) echo "gRPC C++ async floor" ;;
     grpc-callback) echo "gRPC C++ callback floor" ;;
     grpc-redis) echo "gRPC ShouldRateLimit, Redis" ;;
     grpc-memory) echo "gRPC ShouldRateLimit, in-memory" ;;

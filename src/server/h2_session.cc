@@ -593,7 +593,18 @@ void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
     const absl::string_view message = outcome.status.message();
     AnswerError(*stream, code, std::string_view(message.data(), message.size()));
   }
-  Flush();
+  // Inside the session's own read the answer goes out with that read's Flush; otherwise
+  // (a store's reply) with the other answers of the same turn.
+  if (!in_recv_) FlushSoon();
+}
+
+void H2Session::FlushSoon() {
+  if (flush_posted_ || closed_) return;
+  flush_posted_ = true;
+  net::post(loop_, [self = shared_from_this()] {
+    self->flush_posted_ = false;
+    self->Flush();
+  });
 }
 
 void H2Session::AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,

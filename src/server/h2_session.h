@@ -97,6 +97,9 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   void Read();
   void OnRead(boost::system::error_code error, size_t bytes);
   void Flush();
+  // Flush() once the running handler returns (answers delivered by one read of Redis replies
+  // go out in one write), at most one posted at a time.
+  void FlushSoon();
   void OnWritten(boost::system::error_code error, size_t bytes);
   bool ReadPaused() const;
   void CloseIfDone();
@@ -131,6 +134,7 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   bool reading_ = false;
   bool writing_ = false;
   bool in_recv_ = false;  // inside nghttp2_session_mem_recv: no mem_send now
+  bool flush_posted_ = false;
   bool closed_ = false;
   bool terminating_ = false;  // GOAWAY for an error queued: no more reading
   bool going_away_ = false;   // graceful GOAWAY sent
