@@ -128,6 +128,36 @@ TEST_P(StoreConformanceTest, CostZeroPeeks) {
   }
 }
 
+// A peek says when a cost of 1 would pass (retry_after), alone and inside a batch: 0 while
+// something is left, else about what a refused cost-1 check answers.
+TEST_P(StoreConformanceTest, APeekSaysWhenACostOfOneWouldPass) {
+  for (const Limit& limit : SlowLimits(2)) {
+    EXPECT_EQ(CheckOne(limit, "k", 0).retry_after_micros, 0) << limit.name;
+    ASSERT_TRUE(CheckOne(limit, "k", 1).allowed);
+    EXPECT_EQ(CheckOne(limit, "k", 0).retry_after_micros, 0) << limit.name;
+    ASSERT_TRUE(CheckOne(limit, "k", 1).allowed);
+    const Decision peek = CheckOne(limit, "k", 0);
+    EXPECT_TRUE(peek.allowed) << limit.name;
+    EXPECT_EQ(peek.reason, DenyReason::kNone);
+    const Decision refused = CheckOne(limit, "k", 1);
+    ASSERT_FALSE(refused.allowed) << limit.name;
+    EXPECT_GT(peek.retry_after_micros, 0) << limit.name;
+    // The stores' clocks move between the two calls; the waits are a year or more long.
+    EXPECT_NEAR(static_cast<double>(peek.retry_after_micros),
+                static_cast<double>(refused.retry_after_micros), 5e6)
+        << limit.name;
+    // In a batch (the Redis script's general path), beside another item.
+    absl::StatusOr<std::vector<Decision>> batch =
+        store().Check({CheckItem{&limit, Key("k"), 0}, CheckItem{&limit, Key("other"), 1}});
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    EXPECT_TRUE((*batch)[0].allowed && (*batch)[1].allowed) << limit.name;
+    EXPECT_NEAR(static_cast<double>((*batch)[0].retry_after_micros),
+                static_cast<double>(refused.retry_after_micros), 5e6)
+        << limit.name;
+    EXPECT_EQ((*batch)[1].retry_after_micros, 0) << limit.name;
+  }
+}
+
 TEST_P(StoreConformanceTest, CostAboveTheLimitIsRefusedForGood) {
   for (const Limit& limit : SlowLimits(5)) {
     Decision d = CheckOne(limit, "k", 6);

@@ -35,7 +35,8 @@ struct Decision {
   int64_t remaining = 0;
   // Until the bucket is full again / the window ends.
   int64_t reset_after_micros = 0;
-  // Until this cost could pass; 0 when allowed, and 0 for kCostExceedsLimit (never).
+  // Until this cost could pass; 0 when allowed, and 0 for kCostExceedsLimit (never). A
+  // peek (cost 0, always allowed) says here when a cost of 1 could pass: 0 if now.
   int64_t retry_after_micros = 0;
   DecisionSource source = DecisionSource::kMemory;
   DenyReason reason = DenyReason::kNone;

@@ -59,7 +59,8 @@ inline int64_t WindowIndexFor(const std::optional<State>& state, int64_t now_mic
                            : WindowIndex(now_micros, window_micros);
 }
 
-// REQUIRES: cost >= 0.
+// REQUIRES: cost >= 0. A cost of 0 (a peek) is allowed and consumes nothing; its
+// retry_after_micros says when a cost of 1 would pass (0: now).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<FixedWindowState> FixedWindowCheck(
     const std::optional<FixedWindowState>& state, int64_t now_micros, const WindowParams& params,
     int64_t cost) {
@@ -85,6 +86,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<FixedWindowState> FixedWindowCheck(
       after = count + cost;
       out.state = FixedWindowState{index, after};
       out.changed = true;
+    } else if (count + 1 > params.limit) {
+      // A peek on a spent window: a cost of 1 passes when the next window starts.
+      out.decision.retry_after_micros = window_end - now_micros;
     }
   } else {
     out.decision.reason = DenyReason::kOverLimit;

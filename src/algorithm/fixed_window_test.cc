@@ -108,6 +108,21 @@ TEST(FixedWindowTest, CostZeroPeeksWithoutChangingState) {
   EXPECT_EQ(out.decision.remaining, 2);
 }
 
+// A peek says when a cost of 1 would pass: 0 while the window has room, else its end.
+TEST(FixedWindowTest, APeekSaysWhenACostOfOneWouldPass) {
+  const WindowParams params{.limit = 2, .window_micros = kSecond};
+  const State one = FixedWindowCheck(std::nullopt, kStart, params, 1).state;
+  EXPECT_EQ(FixedWindowCheck(one, kStart + 5, params, 0).decision.retry_after_micros, 0);
+  const State spent = FixedWindowCheck(one, kStart + 5, params, 1).state;
+  auto peek = FixedWindowCheck(spent, kStart + 250'000, params, 0);
+  EXPECT_TRUE(peek.decision.allowed);
+  EXPECT_EQ(peek.decision.reason, DenyReason::kNone);
+  EXPECT_EQ(peek.decision.retry_after_micros, peek.decision.reset_after_micros);
+  EXPECT_EQ(peek.decision.retry_after_micros,
+            FixedWindowCheck(spent, kStart + 250'000, params, 1).decision.retry_after_micros);
+  EXPECT_EQ(FixedWindowCheck(spent, kStart + kSecond, params, 0).decision.retry_after_micros, 0);
+}
+
 TEST(FixedWindowTest, CostAboveLimitIsRefusedForGood) {
   const WindowParams params{.limit = 5, .window_micros = kSecond};
   auto out = FixedWindowCheck(std::nullopt, kStart, params, 6);

@@ -42,6 +42,23 @@ inline double Estimate(int64_t previous, int64_t current, int64_t elapsed, int64
   return static_cast<double>(previous) * weight + static_cast<double>(current);
 }
 
+// How long until a cost of `cost` passes, `elapsed` into window whose count is `current`,
+// the one before holding `previous`, when it does not pass now: in this window once the
+// previous window's weight has shrunk enough, else in the next one, where this window's count
+// becomes the weighted previous. REQUIRES: 0 < cost <= limit, and cost does not pass now.
+inline int64_t RetryAfter(int64_t previous, int64_t current, int64_t cost, int64_t limit,
+                          int64_t elapsed, int64_t window) {
+  const double w = static_cast<double>(window);
+  if (current + cost <= limit) {
+    const double needed_elapsed =
+        w - static_cast<double>(limit - current - cost) * w / static_cast<double>(previous);
+    return CeilMicros(needed_elapsed - static_cast<double>(elapsed)) + 1;
+  }
+  const double needed_elapsed =
+      w - static_cast<double>(limit - cost) * w / static_cast<double>(current);
+  return (window - elapsed) + CeilMicros(needed_elapsed) + 1;
+}
+
 }  // namespace internal
 
 // 1 / window, as every check computes it: what a store that checks one limit over and over
@@ -50,8 +67,9 @@ inline double PerWindow(const WindowParams& params) {
   return 1 / static_cast<double>(params.window_micros);
 }
 
-// REQUIRES: cost >= 0; per_window == PerWindow(params). Inline for the reason given at
-// FixedWindowCheck.
+// REQUIRES: cost >= 0; per_window == PerWindow(params). A cost of 0 (a peek) is allowed and
+// consumes nothing; its retry_after_micros says when a cost of 1 would pass (0: now). Inline,
+// as the token bucket's check, for the memory store's hot path.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowCheck(
     const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
     double per_window, int64_t cost) {
@@ -81,32 +99,25 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
   out.state = state.value_or(SlidingWindowState{index, 0, 0});
   out.decision.limit = limit;
 
+  const double estimate =
+      internal::Estimate(previous, current, estimate_elapsed, window, per_window);
   if (cost > limit) {
     out.decision.reason = DenyReason::kCostExceedsLimit;
-  } else if (internal::Estimate(previous, current, estimate_elapsed, window, per_window) +
-                 static_cast<double>(cost) <=
-             static_cast<double>(limit)) {
+  } else if (estimate + static_cast<double>(cost) <= static_cast<double>(limit)) {
     out.decision.allowed = true;
     if (cost > 0) {
       current += cost;
       out.state = SlidingWindowState{index, current, previous};
       out.changed = true;
+    } else if (estimate + 1 > static_cast<double>(limit)) {
+      // A peek: when a cost of 1 would pass.
+      out.decision.retry_after_micros =
+          internal::RetryAfter(previous, current, 1, limit, elapsed, window);
     }
   } else {
     out.decision.reason = DenyReason::kOverLimit;
-    const double w = static_cast<double>(window);
-    if (current + cost <= limit) {
-      // Passes in this window once the previous window's weight has shrunk enough.
-      const double needed_elapsed =
-          w - static_cast<double>(limit - current - cost) * w / static_cast<double>(previous);
-      out.decision.retry_after_micros =
-          CeilMicros(needed_elapsed - static_cast<double>(elapsed)) + 1;
-    } else {
-      // Only in the next window, where this window's count becomes the weighted previous.
-      const double needed_elapsed =
-          w - static_cast<double>(limit - cost) * w / static_cast<double>(current);
-      out.decision.retry_after_micros = (window - elapsed) + CeilMicros(needed_elapsed) + 1;
-    }
+    out.decision.retry_after_micros =
+        internal::RetryAfter(previous, current, cost, limit, elapsed, window);
   }
 
   out.decision.remaining = FloorAtLeastZero(

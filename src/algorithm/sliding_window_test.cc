@@ -78,6 +78,43 @@ TEST(SlidingWindowTest, CostZeroPeeksWithoutChangingState) {
   EXPECT_LE(out.expires_at_micros, kStart);
 }
 
+// A peek says when a cost of 1 would pass, as a refused cost-1 check would: in this window
+// once the previous one's weight has shrunk, or in the next one.
+TEST(SlidingWindowTest, APeekSaysWhenACostOfOneWouldPass) {
+  const WindowParams params{.limit = 4, .window_micros = kSecond};
+  EXPECT_EQ(SlidingWindowCheck(std::nullopt, kStart, params, 0).decision.retry_after_micros, 0);
+  // Previous window full, nothing in the current one yet: passes once its weight shrinks.
+  const State previous_full = SlidingWindowCheck(std::nullopt, kStart, params, 4).state;
+  // Previous window part full, the current one nearly: passes once the previous one is over.
+  const State nearly_full =
+      SlidingWindowCheck(previous_full, kStart + kSecond + 900'000, params, 3).state;
+  // The current window full: only in the next window, once its weight has shrunk.
+  const State current_full = SlidingWindowCheck(std::nullopt, kStart + kSecond, params, 4).state;
+  struct Case {
+    State state;
+    int64_t at;
+  };
+  for (const Case& c :
+       {Case{previous_full, kStart + kSecond + 10}, Case{previous_full, kStart + kSecond + 200'000},
+        Case{nearly_full, kStart + kSecond + 900'000},
+        Case{current_full, kStart + kSecond + 900'000}}) {
+    SCOPED_TRACE(c.at);
+    auto peek = SlidingWindowCheck(c.state, c.at, params, 0);
+    EXPECT_TRUE(peek.decision.allowed);
+    EXPECT_EQ(peek.decision.reason, DenyReason::kNone);
+    EXPECT_EQ(peek.decision.remaining, 0);
+    const auto refused = SlidingWindowCheck(c.state, c.at, params, 1);
+    ASSERT_FALSE(refused.decision.allowed);
+    EXPECT_GT(peek.decision.retry_after_micros, 0);
+    EXPECT_EQ(peek.decision.retry_after_micros, refused.decision.retry_after_micros);
+    // And then it does pass (and not 2 µs before).
+    EXPECT_TRUE(SlidingWindowCheck(c.state, c.at + peek.decision.retry_after_micros, params, 1)
+                    .decision.allowed);
+    EXPECT_FALSE(SlidingWindowCheck(c.state, c.at + peek.decision.retry_after_micros - 2, params, 1)
+                     .decision.allowed);
+  }
+}
+
 TEST(SlidingWindowTest, CostAboveLimitIsRefusedForGood) {
   const WindowParams params{.limit = 3, .window_micros = kSecond};
   auto out = SlidingWindowCheck(std::nullopt, kStart, params, 4);

@@ -69,7 +69,8 @@ inline TokenBucketTimes TokenBucketTimesFor(const TokenBucketParams& params) {
 
 // REQUIRES: cost >= 0; `times` == TokenBucketTimesFor(params). `state` is nullopt for a key
 // never seen (or expired). A cost above capacity is refused with
-// DenyReason::kCostExceedsLimit.
+// DenyReason::kCostExceedsLimit. A cost of 0 (a peek) is allowed and consumes nothing; its
+// retry_after_micros says when a cost of 1 would pass (0: now).
 // Inline: the memory store's hot path runs it on every check, and inlined it keeps the
 // state and the decision in registers instead of copying them through an Outcome.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
@@ -97,6 +98,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
         empty_at = next;
         out.state = TokenBucketState{next};
         out.changed = true;
+      } else if (const double one = empty_at + times.unit_micros; one > now) {
+        // A peek: when a cost of 1 would pass.
+        out.decision.retry_after_micros = CeilMicros(one - now);
       }
     } else {
       out.decision.allowed = false;

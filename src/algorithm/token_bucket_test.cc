@@ -99,6 +99,24 @@ TEST(TokenBucketTest, CostZeroPeeksWithoutChangingState) {
   EXPECT_FALSE(peek.changed);
 }
 
+// A peek says when a cost of 1 would pass: 0 while a token is left, else when the next one
+// has refilled, as a refused cost-1 check would.
+TEST(TokenBucketTest, APeekSaysWhenACostOfOneWouldPass) {
+  const TokenBucketParams params{.capacity = 5, .refill_per_second = 1};
+  EXPECT_EQ(TokenBucketCheck(std::nullopt, kStart, params, 0).decision.retry_after_micros, 0);
+  const State spent = TokenBucketCheck(std::nullopt, kStart, params, 5).state;
+  for (int64_t later : {0, 1, 400'000, 999'999}) {
+    SCOPED_TRACE(later);
+    auto peek = TokenBucketCheck(spent, kStart + later, params, 0);
+    EXPECT_TRUE(peek.decision.allowed);
+    EXPECT_EQ(peek.decision.reason, DenyReason::kNone);
+    EXPECT_EQ(peek.decision.retry_after_micros, 1'000'000 - later);
+    EXPECT_EQ(peek.decision.retry_after_micros,
+              TokenBucketCheck(spent, kStart + later, params, 1).decision.retry_after_micros);
+  }
+  EXPECT_EQ(TokenBucketCheck(spent, kStart + 1'000'000, params, 0).decision.retry_after_micros, 0);
+}
+
 TEST(TokenBucketTest, CostAboveCapacityIsRefusedForGood) {
   const TokenBucketParams params{.capacity = 5, .refill_per_second = 1};
   auto out = TokenBucketCheck(std::nullopt, kStart, params, 6);

@@ -56,7 +56,12 @@ if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
     local next_empty_at = empty_at + cost * 1e6 / rate
     if next_empty_at <= now then
       allowed = 1
-      if cost > 0 then empty_at = next_empty_at end
+      if cost > 0 then
+        empty_at = next_empty_at
+      else
+        local one = empty_at + 1 * 1e6 / rate  -- a peek: when a cost of 1 would pass
+        if one > now then retry_after = math.ceil(one - now) end
+      end
     else
       reason = 1
       local wait = next_empty_at - now
@@ -92,32 +97,44 @@ end
 -- (FixedWindowCheck). Returns allowed, reason, the count after, retry_after.
 local function fixed_window(count, cost, limit, until_end)
   if cost > limit then return 0, 2, count, 0 end
-  if count + cost <= limit then return 1, 0, count + cost, 0 end
+  if count + cost <= limit then
+    if cost == 0 and count + 1 > limit then return 1, 0, count, until_end end  -- a spent peek
+    return 1, 0, count + cost, 0
+  end
   return 0, 1, count, until_end  -- the next window starts empty and cost <= limit
 end
 
 -- The sliding window's decision in window `index` whose counter holds `current`, the one
 -- before `previous` (SlidingWindowCheck). Returns allowed, reason, the current count after,
 -- remaining, reset_after, retry_after.
+-- How long until `cost` passes when it does not now (internal::RetryAfter): in this window
+-- once the previous window's weight has shrunk enough, else in the next one.
+local function sliding_retry_after(previous, current, cost, limit, elapsed, window)
+  local w = window
+  if current + cost <= limit then
+    local needed_elapsed = w - (limit - current - cost) * w / previous
+    return ceil_micros(needed_elapsed - elapsed) + 1
+  end
+  local needed_elapsed = w - (limit - cost) * w / current
+  return (window - elapsed) + ceil_micros(needed_elapsed) + 1
+end
+
 local function sliding_window(previous, current, cost, limit, window, index)
   local elapsed = now - index * window
   local weight = (window - elapsed) * (1 / window)
-  local w = window
   local allowed, reason, retry_after = 0, 0, 0
+  local estimate = previous * weight + current
   if cost > limit then
     reason = 2
-  elseif previous * weight + current + cost <= limit then
+  elseif estimate + cost <= limit then
     allowed = 1
     current = current + cost
+    if cost == 0 and estimate + 1 > limit then  -- a peek: when a cost of 1 would pass
+      retry_after = sliding_retry_after(previous, current, 1, limit, elapsed, window)
+    end
   else
     reason = 1
-    if current + cost <= limit then
-      local needed_elapsed = w - (limit - current - cost) * w / previous
-      retry_after = ceil_micros(needed_elapsed - elapsed) + 1
-    else
-      local needed_elapsed = w - (limit - cost) * w / current
-      retry_after = (window - elapsed) + ceil_micros(needed_elapsed) + 1
-    end
+    retry_after = sliding_retry_after(previous, current, cost, limit, elapsed, window)
   end
   local remaining = math.floor(limit - (previous * weight + current) + 1e-6)
   if remaining < 0 then remaining = 0 end
@@ -218,6 +235,8 @@ for i = 1, n do
           empty_at = next_empty_at
           pending[key] = next_empty_at
           writes[#writes + 1] = { 't', key, next_empty_at, 0 }
+        else
+          retry_after = ceil_micros(empty_at + 1 * 1e6 / rate - now)  -- a peek: cost 1's wait
         end
       else
         reason = 1
