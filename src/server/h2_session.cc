@@ -9,6 +9,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/write.hpp"
 #include "spdlog/spdlog.h"
+#include "src/net/handler_scope.h"
 
 namespace tollgate::server {
 
@@ -38,7 +39,6 @@ struct H2Session::Stream {
   const GrpcUnaryHandler* handler = nullptr;
   std::string body;
   std::shared_ptr<GrpcResponder::Call> call;
-  std::unique_ptr<net::steady_timer> deadline_timer;
   // The response: the prefixed message, sent as DATA, then trailers (grpc-status 0).
   std::string response;
   size_t response_offset = 0;
@@ -148,7 +148,6 @@ struct H2Callbacks {
     auto it = session.streams_.find(stream_id);
     if (it == session.streams_.end()) return 0;
     session.held_body_bytes_ -= it->second->body.size();
-    if (it->second->deadline_timer != nullptr) it->second->deadline_timer->cancel();
     session.streams_.erase(it);
     return 0;
   }
@@ -220,14 +219,15 @@ H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::soc
       options_(shared_->options),
       socket_(std::move(socket)),
       loop_(static_cast<net::io_context&>(socket_.get_executor().context())),
-      tick_timer_(socket_.get_executor()) {
+      tick_timer_(socket_.get_executor()),
+      deadline_timer_(socket_.get_executor()) {
   nghttp2_session_server_new2(&session_, shared_->callbacks, this, shared_->session_options);
   last_read_ = last_write_progress_ = control_refilled_ = Clock::now();
   control_tokens_ = options_.control_burst;
 }
 
 H2Session::~H2Session() {
-  shared_->buffered_bytes.fetch_sub(static_cast<int64_t>(out_.size()), std::memory_order_relaxed);
+  shared_->buffered_bytes.fetch_sub(counted_bytes_, std::memory_order_relaxed);
   // Streams first: the callbacks nghttp2_session_del may run find no stream.
   streams_.clear();
   nghttp2_session_del(session_);
@@ -268,11 +268,10 @@ void H2Session::Read() {
   if (closed_ || reading_ || terminating_ || ReadPaused()) return;
   if (nghttp2_session_want_read(session_) == 0) return;
   reading_ = true;
-  socket_.async_read_some(
-      net::buffer(read_buffer_),
-      [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
-        self->OnRead(error, bytes);
-      });
+  socket_.ReadSome(net::buffer(read_buffer_),
+                   [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
+                     self->OnRead(error, bytes);
+                   });
 }
 
 void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
@@ -282,6 +281,9 @@ void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
     Close();
     return;
   }
+  // The store calls the requests of this read make (Redis commands) leave in one write
+  // when this handler returns.
+  ::tollgate::net::HandlerScope scope(loop_);
   last_read_ = Clock::now();
   ping_sent_.reset();  // anything received shows the peer is there
   in_recv_ = true;
@@ -303,23 +305,40 @@ void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
 void H2Session::Flush() {
   if (closed_ || writing_ || in_recv_) return;
   const size_t cap = options_.max_buffered_bytes_per_connection;
-  while (out_.size() < cap) {
-    const uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(session_, &data);
-    if (n < 0) {
+  for (;;) {
+    while (out_.size() < cap) {
+      const uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) {
+        Close();
+        return;
+      }
+      if (n == 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    }
+    if (out_.empty()) break;
+    last_write_progress_ = Clock::now();
+    // Usually all of it fits the socket's buffer: written here, no handler, no counting.
+    boost::system::error_code error;
+    const size_t written = socket_.WriteNow(net::buffer(out_), error);
+    if (error) {
       Close();
       return;
     }
-    if (n == 0) break;
-    out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-    shared_->buffered_bytes.fetch_add(n, std::memory_order_relaxed);
+    if (written < out_.size()) {
+      WriteRest(written);
+      return;
+    }
+    out_.clear();
   }
-  if (out_.empty()) {
-    CloseIfDone();
-    return;
-  }
+  CloseIfDone();
+}
+
+void H2Session::WriteRest(size_t written) {
+  out_.erase(0, written);
   writing_ = true;
-  last_write_progress_ = Clock::now();
+  counted_bytes_ = static_cast<int64_t>(out_.size());
+  shared_->buffered_bytes.fetch_add(counted_bytes_, std::memory_order_relaxed);
   net::async_write(socket_, net::buffer(out_),
                    [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
                      self->OnWritten(error, bytes);
@@ -328,8 +347,9 @@ void H2Session::Flush() {
 
 void H2Session::OnWritten(boost::system::error_code error, size_t bytes) {
   writing_ = false;
+  shared_->buffered_bytes.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+  counted_bytes_ = 0;
   if (closed_) return;
-  shared_->buffered_bytes.fetch_sub(static_cast<int64_t>(out_.size()), std::memory_order_relaxed);
   out_.clear();
   if (error) {
     Close();
@@ -379,9 +399,7 @@ void H2Session::Close() {
   socket_.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   tick_timer_.cancel();
-  for (auto& [id, stream] : streams_) {
-    if (stream->deadline_timer != nullptr) stream->deadline_timer->cancel();
-  }
+  deadline_timer_.cancel();
   streams_.clear();
   held_body_bytes_ = 0;
   absl::MutexLock lock(&shared_->mu);
@@ -488,15 +506,7 @@ void H2Session::OnRequestHeaders(Stream& stream) {
     const auto timeout = std::chrono::duration_cast<Clock::duration>(*check.timeout);
     stream.call->deadline =
         timeout >= Clock::time_point::max() - now ? Clock::time_point::max() : now + timeout;
-    if (stream.call->deadline != Clock::time_point::max()) {
-      stream.deadline_timer = std::make_unique<net::steady_timer>(loop_);
-      stream.deadline_timer->expires_at(stream.call->deadline);
-      stream.deadline_timer->async_wait(
-          [weak = weak_from_this(), id = stream.id](boost::system::error_code error) {
-            if (error) return;
-            if (std::shared_ptr<H2Session> self = weak.lock()) self->OnDeadline(id);
-          });
-    }
+    if (stream.call->deadline < deadline_armed_) ArmDeadlines(stream.call->deadline);
   }
   // Headers on a stream the client already half-closed skip DATA: OnRequestEnd follows.
   stream.headers = GrpcRequestHeaders();  // only the path was needed from here on
@@ -574,11 +584,33 @@ void H2Session::OnRequestEnd(Stream& stream) {
   }
 }
 
-void H2Session::OnDeadline(int32_t stream_id) {
-  Stream* stream = FindStream(stream_id);
-  if (stream == nullptr || stream->state == Stream::State::kAnswered) return;
-  AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
-  Flush();
+void H2Session::ArmDeadlines(Clock::time_point when) {
+  deadline_armed_ = when;
+  // Cancels a wait armed for later (its handler sees operation_aborted and does nothing).
+  deadline_timer_.expires_at(when);
+  deadline_timer_.async_wait([weak = weak_from_this()](boost::system::error_code error) {
+    if (error) return;
+    if (std::shared_ptr<H2Session> self = weak.lock()) self->OnDeadlines();
+  });
+}
+
+void H2Session::OnDeadlines() {
+  deadline_armed_ = Clock::time_point::max();
+  if (closed_) return;
+  const Clock::time_point now = Clock::now();
+  Clock::time_point next = Clock::time_point::max();
+  bool answered = false;
+  for (auto& [id, stream] : streams_) {
+    if (stream->call == nullptr || stream->state == Stream::State::kAnswered) continue;
+    if (stream->call->deadline <= now) {
+      AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
+      answered = true;
+    } else {
+      next = std::min(next, stream->call->deadline);
+    }
+  }
+  if (next != Clock::time_point::max()) ArmDeadlines(next);
+  if (answered) Flush();
 }
 
 void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
@@ -586,7 +618,7 @@ void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
   Stream* stream = FindStream(stream_id);
   if (stream == nullptr || stream->state != Stream::State::kDispatched) return;
   if (outcome.ok) {
-    AnswerMessage(*stream, std::move(outcome.message));
+    AnswerMessage(*stream, outcome.message);
   } else {
     GrpcStatusCode code = static_cast<GrpcStatusCode>(outcome.status.code());
     if (code == GrpcStatusCode::kOk) code = GrpcStatusCode::kUnknown;
@@ -601,16 +633,17 @@ void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
 void H2Session::FlushSoon() {
   if (flush_posted_ || closed_) return;
   flush_posted_ = true;
-  net::post(loop_, [self = shared_from_this()] {
+  ::tollgate::net::HandlerScope::Work flush = [self = shared_from_this()] {
     self->flush_posted_ = false;
     self->Flush();
-  });
+  };
+  if (::tollgate::net::HandlerScope::Defer(loop_, flush)) return;
+  net::post(loop_, [flush = std::move(flush)]() mutable { std::move(flush)(); });
 }
 
 void H2Session::AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,
                             bool accept_identity) {
   stream.state = Stream::State::kAnswered;
-  if (stream.deadline_timer != nullptr) stream.deadline_timer->cancel();
   held_body_bytes_ -= stream.body.size();
   std::string().swap(stream.body);
   const std::string status = GrpcStatusValue(code);
@@ -627,15 +660,13 @@ void H2Session::AnswerError(Stream& stream, GrpcStatusCode code, std::string_vie
 
 void H2Session::AnswerHttp(Stream& stream, int http_status) {
   stream.state = Stream::State::kAnswered;
-  if (stream.deadline_timer != nullptr) stream.deadline_timer->cancel();
   const std::string status = std::to_string(http_status);
   const nghttp2_nv headers[] = {Header(":status", status)};
   nghttp2_submit_response(session_, stream.id, headers, 1, nullptr);
 }
 
-void H2Session::AnswerMessage(Stream& stream, std::string message) {
+void H2Session::AnswerMessage(Stream& stream, std::string_view message) {
   stream.state = Stream::State::kAnswered;
-  if (stream.deadline_timer != nullptr) stream.deadline_timer->cancel();
   stream.response = GrpcMessagePrefix(static_cast<uint32_t>(message.size()));
   stream.response.append(message);
   stream.response_offset = 0;
