@@ -39,9 +39,32 @@ struct H2Session::Stream {
   const GrpcUnaryHandler* handler = nullptr;
   std::string body;
   std::shared_ptr<GrpcResponder::Call> call;
-  // The response: the prefixed message, sent as DATA, then trailers (grpc-status 0).
+  // The response: the message's prefix and the message, sent as DATA, then trailers
+  // (grpc-status 0).
+  std::array<char, kGrpcMessagePrefixBytes> prefix{};
   std::string response;
-  size_t response_offset = 0;
+  size_t response_offset = 0;  // of prefix + response
+
+  // As new, keeping the strings' capacity when small (a closed stream is reused for the
+  // connection's next one): a spare holds at most kKeptBytes per string.
+  void Reset() {
+    constexpr size_t kKeptBytes = 1024;
+    id = 0;
+    state = State::kHeaders;
+    if (header_list_bytes > kKeptBytes) {
+      headers = GrpcRequestHeaders();
+    } else {
+      headers.Clear();
+    }
+    header_list_bytes = 0;
+    handler = nullptr;
+    if (body.capacity() > kKeptBytes) std::string().swap(body);
+    body.clear();
+    call.reset();
+    if (response.capacity() > kKeptBytes) std::string().swap(response);
+    response.clear();
+    response_offset = 0;
+  }
 };
 
 // nghttp2's callbacks, each forwarding to the session in `user_data`.
@@ -81,8 +104,15 @@ struct H2Callbacks {
   static int OnBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     H2Session& session = Of(user_data);
-    auto stream = std::make_unique<H2Session::Stream>();
+    std::unique_ptr<H2Session::Stream> stream;
+    if (session.spare_streams_.empty()) {
+      stream = std::make_unique<H2Session::Stream>();
+    } else {
+      stream = std::move(session.spare_streams_.back());
+      session.spare_streams_.pop_back();
+    }
     stream->id = frame->hd.stream_id;
+    session.found_stream_ = stream.get();
     session.streams_[stream->id] = std::move(stream);
     return 0;
   }
@@ -148,6 +178,12 @@ struct H2Callbacks {
     auto it = session.streams_.find(stream_id);
     if (it == session.streams_.end()) return 0;
     session.held_body_bytes_ -= it->second->body.size();
+    if (session.found_stream_ == it->second.get()) session.found_stream_ = nullptr;
+    // Kept for the connection's next streams, up to H2Session::kSpareStreams.
+    if (session.spare_streams_.size() < H2Session::kSpareStreams) {
+      it->second->Reset();
+      session.spare_streams_.push_back(std::move(it->second));
+    }
     session.streams_.erase(it);
     return 0;
   }
@@ -156,17 +192,26 @@ struct H2Callbacks {
                               size_t length, uint32_t* data_flags, nghttp2_data_source* source,
                               void*) {
     auto* stream = static_cast<H2Session::Stream*>(source->ptr);
-    const size_t left = stream->response.size() - stream->response_offset;
-    const size_t n = std::min(left, length);
-    std::memcpy(buffer, stream->response.data() + stream->response_offset, n);
-    stream->response_offset += n;
-    if (stream->response_offset == stream->response.size()) {
+    const size_t total = stream->prefix.size() + stream->response.size();
+    size_t n = 0;
+    while (n < length && stream->response_offset < total) {
+      const size_t offset = stream->response_offset;
+      const bool in_prefix = offset < stream->prefix.size();
+      const char* from = in_prefix ? stream->prefix.data() + offset
+                                   : stream->response.data() + (offset - stream->prefix.size());
+      const size_t part =
+          std::min(length - n, in_prefix ? stream->prefix.size() - offset : total - offset);
+      std::memcpy(buffer + n, from, part);
+      n += part;
+      stream->response_offset += part;
+    }
+    if (stream->response_offset == total) {
       *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
       const nghttp2_nv trailers[] = {Header("grpc-status", "0")};
       if (nghttp2_submit_trailer(nghttp2, stream_id, trailers, 1) != 0) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
       }
-      std::string().swap(stream->response);
+      stream->response.clear();
     }
     return static_cast<ssize_t>(n);
   }
@@ -229,6 +274,7 @@ H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::soc
 H2Session::~H2Session() {
   shared_->buffered_bytes.fetch_sub(counted_bytes_, std::memory_order_relaxed);
   // Streams first: the callbacks nghttp2_session_del may run find no stream.
+  found_stream_ = nullptr;
   streams_.clear();
   nghttp2_session_del(session_);
   absl::MutexLock lock(&shared_->mu);
@@ -400,6 +446,7 @@ void H2Session::Close() {
   socket_.close(ignored);
   tick_timer_.cancel();
   deadline_timer_.cancel();
+  found_stream_ = nullptr;
   streams_.clear();
   held_body_bytes_ = 0;
   absl::MutexLock lock(&shared_->mu);
@@ -462,8 +509,12 @@ bool H2Session::TakeControlToken() {
 }
 
 H2Session::Stream* H2Session::FindStream(int32_t stream_id) {
+  // The callbacks of one frame (each header of a HEADERS block) ask for the same stream.
+  if (found_stream_ != nullptr && found_stream_->id == stream_id) return found_stream_;
   auto it = streams_.find(stream_id);
-  return it == streams_.end() ? nullptr : it->second.get();
+  if (it == streams_.end()) return nullptr;
+  found_stream_ = it->second.get();
+  return found_stream_;
 }
 
 void H2Session::OnRequestHeaders(Stream& stream) {
@@ -509,7 +560,7 @@ void H2Session::OnRequestHeaders(Stream& stream) {
     if (stream.call->deadline < deadline_armed_) ArmDeadlines(stream.call->deadline);
   }
   // Headers on a stream the client already half-closed skip DATA: OnRequestEnd follows.
-  stream.headers = GrpcRequestHeaders();  // only the path was needed from here on
+  stream.headers.Clear();  // only the path was needed from here on
 }
 
 void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length) {
@@ -618,7 +669,7 @@ void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
   Stream* stream = FindStream(stream_id);
   if (stream == nullptr || stream->state != Stream::State::kDispatched) return;
   if (outcome.ok) {
-    AnswerMessage(*stream, outcome.message);
+    AnswerMessage(*stream, std::move(outcome.message));
   } else {
     GrpcStatusCode code = static_cast<GrpcStatusCode>(outcome.status.code());
     if (code == GrpcStatusCode::kOk) code = GrpcStatusCode::kUnknown;
@@ -665,10 +716,11 @@ void H2Session::AnswerHttp(Stream& stream, int http_status) {
   nghttp2_submit_response(session_, stream.id, headers, 1, nullptr);
 }
 
-void H2Session::AnswerMessage(Stream& stream, std::string_view message) {
+void H2Session::AnswerMessage(Stream& stream, std::string message) {
   stream.state = Stream::State::kAnswered;
-  stream.response = GrpcMessagePrefix(static_cast<uint32_t>(message.size()));
-  stream.response.append(message);
+  const std::string prefix = GrpcMessagePrefix(static_cast<uint32_t>(message.size()));
+  std::copy(prefix.begin(), prefix.end(), stream.prefix.begin());
+  stream.response = std::move(message);
   stream.response_offset = 0;
   const nghttp2_nv headers[] = {Header(":status", "200"),
                                 Header("content-type", "application/grpc")};

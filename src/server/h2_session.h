@@ -127,7 +127,7 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   void AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,
                    bool accept_identity = false);
   void AnswerHttp(Stream& stream, int http_status);
-  void AnswerMessage(Stream& stream, std::string_view message);
+  void AnswerMessage(Stream& stream, std::string message);
   bool TakeControlToken();
 
   const std::shared_ptr<GrpcServerShared> shared_;
@@ -141,6 +141,11 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
       std::chrono::steady_clock::time_point::max();
   nghttp2_session* session_ = nullptr;
   absl::flat_hash_map<int32_t, std::unique_ptr<Stream>> streams_;
+  // The stream FindStream found last (nullptr once it closed).
+  Stream* found_stream_ = nullptr;
+  // Closed streams kept for reuse, at most kSpareStreams.
+  static constexpr size_t kSpareStreams = 32;
+  std::vector<std::unique_ptr<Stream>> spare_streams_;
 
   std::array<uint8_t, 16 * 1024> read_buffer_;
   std::string out_;  // being written (writing_) or about to be

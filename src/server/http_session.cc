@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/dispatch.hpp"
+#include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/write.hpp"
 #include "spdlog/spdlog.h"
@@ -74,7 +75,10 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 }  // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket socket, std::shared_ptr<HttpSessionContext> context)
-    : socket_(std::move(socket)), timer_(socket_.get_executor()), context_(std::move(context)) {}
+    : socket_(std::move(socket)),
+      loop_(static_cast<net::io_context&>(socket_.get_executor().context())),
+      timer_(socket_.get_executor()),
+      context_(std::move(context)) {}
 
 HttpSession::~HttpSession() {
   if (registry_id_ != 0) context_->registry.Remove(registry_id_);
@@ -221,7 +225,11 @@ void HttpSession::Dispatch() {
   // The handler may answer inline (the in-memory store) or from a store thread: dispatch
   // runs inline on this loop's thread and posts from any other.
   context_->handler->Handle(parser_->get(), [self = shared_from_this()](HttpResponse response) {
-    net::dispatch(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
+    if (self->loop_.get_executor().running_in_this_thread()) {
+      self->Write(std::move(response));
+      return;
+    }
+    net::post(self->loop_, [self, response = std::move(response)]() mutable {
       self->Write(std::move(response));
     });
   });

@@ -103,6 +103,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void OnTimer(boost::beast::error_code error);
 
   ::tollgate::net::StreamSocket socket_;
+  boost::asio::io_context& loop_;  // the socket's
   boost::asio::steady_timer timer_;
   const std::shared_ptr<HttpSessionContext> context_;
   uint64_t registry_id_ = 0;
