@@ -45,7 +45,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 
-namespace tollgate::internal {
+namespace tollgate::memory {
 
 template <typename T, typename Hash, typename Eq>
 class LineTable {
@@ -186,6 +186,6 @@ class LineTable {
   alignas(64) size_t size_ = 0;
 };
 
-}  // namespace tollgate::internal
+}  // namespace tollgate::memory
 
 #endif  // TOLLGATE_SRC_STORE_MEMORY_LINE_TABLE_H_
