@@ -202,8 +202,8 @@ absl::StatusOr<PreparedLimit> MemoryStoreImpl::Prepare(const Limit& limit) const
   return prepared;
 }
 
-absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const PreparedLimit& limit,
-                                                   std::string_view key, int64_t cost) {
+absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const PreparedLimit& limit, std::string_view key,
+                                                   int64_t cost) {
   if (limit.store_ != this) {
     return absl::InvalidArgumentError(absl::StrCat(
         "limit \"", limit.limit_.name, "\" was prepared by another store (or not at all)"));

@@ -85,8 +85,7 @@ class MemoryStoreImpl final : public MemoryStore {
 
   // CheckOne(limit.limit(), key, cost), without the work Prepare did. InvalidArgument for an
   // empty key, a negative cost, or a limit this store did not prepare.
-  absl::StatusOr<Decision> CheckOne(const PreparedLimit& limit, std::string_view key,
-                                    int64_t cost);
+  absl::StatusOr<Decision> CheckOne(const PreparedLimit& limit, std::string_view key, int64_t cost);
 
   // Decides each item on its own, exactly as CheckOne(*item.limit, item.key, item.cost) for
   // each in turn would: not all or nothing (CheckAsync is), and a key named twice sees its
@@ -96,8 +95,7 @@ class MemoryStoreImpl final : public MemoryStore {
   // cache misses overlap, and the group is decided at one reading of the clock.
   // If decisions.size() != items.size(), nothing is checked and every decision is an
   // InvalidArgument error.
-  void CheckEach(absl::Span<const CheckItem> items,
-                 absl::Span<absl::StatusOr<Decision>> decisions);
+  void CheckEach(absl::Span<const CheckItem> items, absl::Span<absl::StatusOr<Decision>> decisions);
   static constexpr size_t kEachGroup = 16;
 
  private:

@@ -14,9 +14,9 @@ template <size_t... I>
 AnyState LoadState(size_t index, const unsigned char* bytes, std::index_sequence<I...>) {
   AnyState state;
   // The alternative numbered `index`, from its bytes.
-  (void)((index == I && (std::memcpy(&state.emplace<I>(), bytes,
-                                     sizeof(std::variant_alternative_t<I, AnyState>)),
-                         true)) ||
+  (void)((index == I &&
+          (std::memcpy(&state.emplace<I>(), bytes, sizeof(std::variant_alternative_t<I, AnyState>)),
+           true)) ||
          ...);
   return state;
 }
@@ -41,8 +41,7 @@ Record::Record(const KeyView& key, const AnyState& state, int64_t expires_at_mic
     std::memcpy(bytes_, key.name.data(), key.name.size());
     std::memcpy(bytes_ + key.name.size(), key.key.data(), key.key.size());
   } else {
-    const OnHeap heap{new char[key.name.size() + key.key.size()], key.name.size(),
-                      key.key.size()};
+    const OnHeap heap{new char[key.name.size() + key.key.size()], key.name.size(), key.key.size()};
     std::memcpy(heap.bytes, key.name.data(), key.name.size());
     std::memcpy(heap.bytes + key.name.size(), key.key.data(), key.key.size());
     std::memcpy(bytes_, &heap, sizeof(heap));
@@ -66,7 +65,8 @@ Record::~Record() {
 }
 
 AnyState Record::state() const {
-  return LoadState(state_index_ - 1, state_, std::make_index_sequence<std::variant_size_v<AnyState>>());
+  return LoadState(state_index_ - 1, state_,
+                   std::make_index_sequence<std::variant_size_v<AnyState>>());
 }
 
 void Record::set_state(const AnyState& state) {

@@ -15,8 +15,7 @@ void Shard::StartDecisionsAt(int64_t now) {
   }
 }
 
-void Shard::Put(const KeyView& key, const AnyState& state, int64_t expires_at_micros,
-                int64_t now) {
+void Shard::Put(const KeyView& key, const AnyState& state, int64_t expires_at_micros, int64_t now) {
   if (Record* entry = entries_.find(key); entry != nullptr) {
     // Its heap record stays; it goes back in with this time when it comes up.
     entry->set_state(state);

@@ -9,11 +9,12 @@
 //     soonest is evicted (evictions() counts them). A key in use has its expiry moved later by
 //     every check that consumes, so it is evicted only after every idler key of its shard.
 //   - Expiry. Every entry has exactly one record in the expiry heap, and an entry is removed
-//     only when its heap record is popped (by a sweep or an eviction). A heap record's time may
-//     be earlier than its entry's (an entry's expiry moves later as it is used, and the heap is
-//     not rewritten by every check); a popped record whose entry lives longer goes back in with
-//     the entry's time. StartDecisionsAt removes at most kSweepPerDecision expired entries, so
-//     no check pays for a large sweep; Sweep removes all.
+//     only when its heap record is popped (by a sweep or an eviction), so an entry expires at
+//     the later of its own expiry and its record's time. The heap is not rewritten by every
+//     check: a record's time may be earlier than its entry's (an entry's expiry moves later as
+//     it is used), and a popped record whose entry lives longer goes back in with the entry's
+//     time. StartDecisionsAt removes at most kSweepPerDecision expired entries, so no check
+//     pays for a large sweep; Sweep removes all.
 //   - Decision time. latest_micros() is the latest time a decision in this shard was made at;
 //     it never moves back, so decisions in one shard carry times in the order they were made
 //     even when the clock steps back or a thread is delayed between reading it and locking.
