@@ -1,9 +1,6 @@
 // Copyright tollgate authors.
 #include "src/store/memory/limit_rule.h"
 
-#include <optional>
-#include <variant>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -28,19 +25,6 @@ absl::StatusOr<LimitRule> RuleFor(const Limit& limit) {
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat("limit \"", limit.name, "\" has invalid numbers"));
-}
-
-Step Decide(const LimitRule& rule, const AnyState* state, int64_t now_micros, int64_t cost) {
-  return std::visit(
-      [&](const auto& r) {
-        using State = typename std::decay_t<decltype(r)>::State;
-        const State* held = state != nullptr ? std::get_if<State>(state) : nullptr;
-        algorithm::Outcome<State> outcome =
-            r.Check(held != nullptr ? std::optional<State>(*held) : std::nullopt, now_micros, cost);
-        outcome.decision.source = DecisionSource::kMemory;
-        return Step{outcome.decision, outcome.state, outcome.changed, outcome.expires_at_micros};
-      },
-      rule);
 }
 
 }  // namespace tollgate::memory

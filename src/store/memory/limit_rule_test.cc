@@ -85,7 +85,7 @@ void ExpectDecidesAsTheAlgorithm(const Limit& limit) {
     const int64_t cost = pick_cost(random);
     const algorithm::Outcome<State> expected = Expected(limit, state, now, cost);
     const AnyState held = state.has_value() ? AnyState(*state) : AnyState();
-    const Step got = Decide(*rule, state.has_value() ? &held : nullptr, now, cost);
+    const Step got = Apply(*rule, state.has_value() ? &held : nullptr, now, CheckOperation{cost});
     const std::string context = absl::StrCat(limit.name, " step ", step);
     ASSERT_EQ(got.decision.allowed, expected.decision.allowed) << context;
     ASSERT_EQ(got.decision.limit, expected.decision.limit) << context;
@@ -105,7 +105,7 @@ void ExpectDecidesAsTheAlgorithm(const Limit& limit) {
   EXPECT_GT(refused, 50) << limit.name;
 }
 
-TEST(LimitRuleTest, DecideIsThePureAlgorithm) {
+TEST(LimitRuleTest, ACheckIsThePureAlgorithm) {
   ExpectDecidesAsTheAlgorithm<algorithm::TokenBucketState>(TokenBucket("bucket", 7, 3.3));
   ExpectDecidesAsTheAlgorithm<algorithm::FixedWindowState>(
       Window("fixed", Algorithm::kFixedWindow, 9, kSecond));
@@ -117,16 +117,17 @@ TEST(LimitRuleTest, DecideIsThePureAlgorithm) {
 TEST(LimitRuleTest, AStateOfAnotherAlgorithmCountsAsNone) {
   const int64_t now = 1'700'000'000'000'000;
   const AnyState spent_window = algorithm::FixedWindowState{now / kSecond, 5};
-  const Step bucket = Decide(*RuleFor(TokenBucket("l", 5, 1)), &spent_window, now, 1);
-  const Step fresh = Decide(*RuleFor(TokenBucket("l", 5, 1)), nullptr, now, 1);
+  const Step bucket =
+      Apply(*RuleFor(TokenBucket("l", 5, 1)), &spent_window, now, CheckOperation{1});
+  const Step fresh = Apply(*RuleFor(TokenBucket("l", 5, 1)), nullptr, now, CheckOperation{1});
   EXPECT_TRUE(bucket.decision.allowed);
   EXPECT_EQ(bucket.decision.remaining, 4);
   EXPECT_EQ(std::get<algorithm::TokenBucketState>(bucket.state),
             std::get<algorithm::TokenBucketState>(fresh.state));
 
   const AnyState bucket_state = bucket.state;
-  const Step window =
-      Decide(*RuleFor(Window("l", Algorithm::kFixedWindow, 5, kSecond)), &bucket_state, now, 5);
+  const Step window = Apply(*RuleFor(Window("l", Algorithm::kFixedWindow, 5, kSecond)),
+                            &bucket_state, now, CheckOperation{5});
   EXPECT_TRUE(window.decision.allowed);
   EXPECT_EQ(window.decision.remaining, 0);
 }

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -81,22 +84,32 @@ Shard& MemoryStoreImpl::ShardFor(size_t hash) const {
   return shards_[(hash >> 48) & static_cast<size_t>(shard_count_ - 1)];
 }
 
-template <typename ReadClock>
-Decision MemoryStoreImpl::CheckIn(const LimitRule& rule, const KeyView& key, int64_t cost,
-                                  ReadClock read) {
+template <typename Operation, typename ReadClock>
+Decision MemoryStoreImpl::ApplyOne(const LimitRule& rule, const KeyView& key,
+                                   const Operation& operation, ReadClock read) {
   Shard& shard = ShardFor(key.hash);
   shard.Prefetch(key.hash);
   const int64_t read_micros = read();
   absl::MutexLock lock(&shard.mu());
   const int64_t now = std::max(read_micros, shard.latest_micros());
   shard.StartDecisionsAt(now);
-  const Record* entry = shard.Find(key);
-  const AnyState held = entry != nullptr ? entry->state() : AnyState();
-  const Step step = Decide(rule, entry != nullptr ? &held : nullptr, now, cost);
-  if (step.decision.allowed && step.changed) {
-    shard.Put(key, step.state, step.expires_at_micros, now);
-  }
-  return step.decision;
+  Record* entry = shard.Find(key);
+  return std::visit(
+      [&](const auto& r) {
+        using State = typename std::decay_t<decltype(r)>::State;
+        const algorithm::Outcome<State> outcome =
+            operation(r, entry != nullptr ? entry->Get<State>() : std::nullopt, now);
+        if (outcome.decision.allowed && outcome.changed) {
+          if (entry != nullptr) {
+            entry->Set(outcome.state);
+            entry->expires_at_micros = outcome.expires_at_micros;
+          } else {
+            shard.Put(key, outcome.state, outcome.expires_at_micros, now);
+          }
+        }
+        return outcome.decision;
+      },
+      rule);
 }
 
 void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
@@ -143,7 +156,7 @@ void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
         state = &stored;
       }
     }
-    p.step = Decide(rules[i], state, now, items[i].cost);
+    p.step = Apply(rules[i], state, now, CheckOperation{items[i].cost});
     // A refused shadow item does not refuse the batch and consumes nothing.
     if (!p.step.decision.allowed && items[i].shadow) p.step.changed = false;
     decisions[i] = p.step.decision;
@@ -176,7 +189,8 @@ void MemoryStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback don
   }
   std::vector<Decision> decisions(items.size());
   if (items.size() == 1) {
-    decisions[0] = CheckIn(rules[0], KeyOf(items[0]), items[0].cost, [this] { return Now(); });
+    decisions[0] = ApplyOne(rules[0], KeyOf(items[0]), CheckOperation{items[0].cost},
+                            [this] { return Now(); });
   } else {
     CheckAll(items, rules, decisions);
   }
@@ -187,8 +201,8 @@ absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const Limit& limit, std::stri
                                                    int64_t cost) {
   absl::StatusOr<LimitRule> rule = RuleForItem(&limit, key, cost);
   if (!rule.ok()) return std::move(rule).status();
-  return CheckIn(*rule, KeyOf(limit.name, NameHash(seed_, limit.name), key), cost,
-                 [this] { return Now(); });
+  return ApplyOne(*rule, KeyOf(limit.name, NameHash(seed_, limit.name), key), CheckOperation{cost},
+                  [this] { return Now(); });
 }
 
 absl::StatusOr<PreparedLimit> MemoryStoreImpl::Prepare(const Limit& limit) const {
@@ -210,8 +224,8 @@ absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const PreparedLimit& limit, s
   }
   if (key.empty()) return absl::InvalidArgumentError("empty key");
   if (cost < 0) return absl::InvalidArgumentError("negative cost");
-  return CheckIn(limit.rule_, KeyOf(limit.limit_.name, limit.name_hash_, key), cost,
-                 [this] { return Now(); });
+  return ApplyOne(limit.rule_, KeyOf(limit.limit_.name, limit.name_hash_, key),
+                  CheckOperation{cost}, [this] { return Now(); });
 }
 
 std::unique_ptr<PreparedCheck> MemoryStoreImpl::PrepareCheck(const Limit& limit) {
@@ -245,8 +259,8 @@ void MemoryStoreImpl::CheckEach(absl::Span<const CheckItem> items,
         decisions[start + i] = rules[i].status();
         continue;
       }
-      decisions[start + i] =
-          CheckIn(*rules[i], keys[i], items[start + i].cost, [read] { return read; });
+      decisions[start + i] = ApplyOne(*rules[i], keys[i], CheckOperation{items[start + i].cost},
+                                      [read] { return read; });
     }
   }
 }

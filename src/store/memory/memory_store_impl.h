@@ -54,8 +54,8 @@ class PreparedLimit {
 // lock. Every check locks one shard; an all-or-nothing batch locks each of its items' shards,
 // in address order, so batches sharing shards cannot deadlock.
 //
-// Every path decides with the same two steps, Decide (limit_rule.h) on the entry's state and
-// Shard::Put of what it consumed, at a time taken under the shard's lock: the later of the
+// Every path decides the same way: an operation (limit_rule.h) on the entry's state, and what
+// it consumed kept in the shard, at a time taken under the shard's lock: the later of the
 // clock read for the check and the shard's latest decision time. Thread-safe.
 class MemoryStoreImpl final : public MemoryStore {
  public:
@@ -107,13 +107,15 @@ class MemoryStoreImpl final : public MemoryStore {
   }
   Shard& ShardFor(size_t hash) const;
 
-  // One item in one shard, decided at the later of read() and the shard's latest decision
-  // time. The key's entry is prefetched before read() and the lock.
-  template <typename ReadClock>
-  Decision CheckIn(const LimitRule& rule, const KeyView& key, int64_t cost, ReadClock read);
+  // `operation` (limit_rule.h) on one entry, at the later of read() and its shard's latest
+  // decision time; what it consumed is kept. The key's entry is prefetched before read() and
+  // the lock.
+  template <typename Operation, typename ReadClock>
+  Decision ApplyOne(const LimitRule& rule, const KeyView& key, const Operation& operation,
+                    ReadClock read);
 
-  // All or nothing over several items (possibly in several shards, possibly naming one key
-  // more than once), decided at one time. REQUIRES: rules[i] is items[i]'s rule;
+  // Checks of several items (possibly in several shards, possibly naming one key more than
+  // once), all or nothing, decided at one time. REQUIRES: rules[i] is items[i]'s rule;
   // decisions.size() == items.size().
   void CheckAll(const std::vector<CheckItem>& items, absl::Span<const LimitRule> rules,
                 std::vector<Decision>& decisions);

@@ -10,17 +10,6 @@
 namespace tollgate::memory {
 namespace {
 
-template <size_t... I>
-AnyState LoadState(size_t index, const unsigned char* bytes, std::index_sequence<I...>) {
-  AnyState state;
-  // The alternative numbered `index`, from its bytes.
-  (void)((index == I &&
-          (std::memcpy(&state.emplace<I>(), bytes, sizeof(std::variant_alternative_t<I, AnyState>)),
-           true)) ||
-         ...);
-  return state;
-}
-
 std::string Concatenate(std::string_view name, std::string_view key) {
   std::string bytes;
   bytes.reserve(name.size() + key.size());
@@ -65,19 +54,17 @@ Record::~Record() {
 }
 
 AnyState Record::state() const {
-  return LoadState(state_index_ - 1, state_,
-                   std::make_index_sequence<std::variant_size_v<AnyState>>());
+  AnyState state;
+  // Tries every alternative; the record holds exactly one.
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (TakeIfHeld<std::variant_alternative_t<I, AnyState>>(state), ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<AnyState>>());
+  return state;
 }
 
 void Record::set_state(const AnyState& state) {
-  std::visit(
-      [this](const auto& s) {
-        using State = std::decay_t<decltype(s)>;
-        static_assert(std::is_trivially_copyable_v<State> && sizeof(State) <= sizeof(state_));
-        std::memcpy(state_, &s, sizeof(s));
-      },
-      state);
-  state_index_ = static_cast<uint8_t>(state.index() + 1);
+  std::visit([this](const auto& s) { Set(s); }, state);
 }
 
 KeyCopy::KeyCopy(const KeyView& key)

@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "absl/hash/hash.h"
 #include "src/store/memory/limit_rule.h"
@@ -73,6 +75,22 @@ class alignas(64) Record {
     return {heap.bytes + heap.name_size, heap.key_size};
   }
 
+  // The state, if it is one of type S (an AnyState alternative).
+  template <typename S>
+  std::optional<S> Get() const {
+    if (state_index_ != kStateIndex<S> + 1) return std::nullopt;
+    S state;
+    std::memcpy(&state, state_, sizeof(S));
+    return state;
+  }
+  // Replaces the state (of any algorithm) with `state`.
+  template <typename S>
+  void Set(const S& state) {
+    static_assert(std::is_trivially_copyable_v<S> && sizeof(S) <= sizeof(state_));
+    std::memcpy(state_, &state, sizeof(S));
+    state_index_ = static_cast<uint8_t>(kStateIndex<S> + 1);
+  }
+  // The same for a state of any type.
   AnyState state() const;
   void set_state(const AnyState& state);
 
@@ -90,6 +108,12 @@ class alignas(64) Record {
     size_t key_size;
   };
   static_assert(sizeof(OnHeap) <= kInlineBytes);
+
+  // Sets `state` to this record's state if it is of type S.
+  template <typename S>
+  void TakeIfHeld(AnyState& state) const {
+    if (const std::optional<S> held = Get<S>(); held.has_value()) state = *held;
+  }
 
   OnHeap on_heap() const {
     OnHeap heap;

@@ -7,14 +7,6 @@
 
 namespace tollgate::memory {
 
-void Shard::StartDecisionsAt(int64_t now) {
-  assert(now >= latest_micros_);
-  latest_micros_ = now;
-  if (!heap_.empty() && heap_.front().expires_at_micros <= now) {
-    RemoveExpired(now, kSweepPerDecision);
-  }
-}
-
 void Shard::Put(const KeyView& key, const AnyState& state, int64_t expires_at_micros, int64_t now) {
   if (Record* entry = entries_.find(key); entry != nullptr) {
     // Its heap record stays; it goes back in with this time when it comes up.

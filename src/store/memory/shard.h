@@ -63,11 +63,17 @@ class alignas(64) Shard {
 
   // Decisions are now made at `now`: it becomes latest_micros(), and up to kSweepPerDecision
   // entries expired by then are removed. REQUIRES: now >= latest_micros().
-  void StartDecisionsAt(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartDecisionsAt(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    latest_micros_ = now;
+    if (!heap_.empty() && heap_.front().expires_at_micros <= now) {
+      RemoveExpired(now, kSweepPerDecision);
+    }
+  }
 
-  // `key`'s entry, or nullptr. Valid until the next Put, Sweep or StartDecisionsAt. REQUIRES:
-  // key.hash is KeyHash(NameHash(seed, key.name), key.key).
-  const Record* Find(const KeyView& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // `key`'s entry, or nullptr. Valid until the next Put, Sweep or StartDecisionsAt. The caller
+  // may set its state and expiry (what Put does for a key with an entry). REQUIRES: key.hash
+  // is KeyHash(NameHash(seed, key.name), key.key).
+  Record* Find(const KeyView& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return entries_.find(key);
   }
 
