@@ -4,14 +4,15 @@
 // A LimitRule holds what one algorithm's pure step (src/algorithm/) needs for one limit: its
 // numbers, and the values that depend on them alone (a token bucket's durations, a sliding
 // window's 1 / window), computed once by RuleFor with the expressions the step itself uses, so
-// a decision is the same whether they were computed now or long ago. An operation (CheckOperation)
-// runs a rule's step on an entry's state; every path of the store (single checks, the
-// all-or-nothing batch, CheckEach) decides through it and applies its outcome the same way.
+// a decision is the same whether they were computed now or long ago. An operation
+// (CheckOperation) runs a rule's step on an entry's state; every path of the store (single
+// checks, the all-or-nothing batch, CheckEach) decides through it.
 //
 // To add an algorithm: its state to AnyState, a rule struct (a `State` type and a `Check`
 // member, as below) to LimitRule, and its case in RuleFor. To add an operation (a charge,
-// say): a member beside `Check` in each rule struct and an operation struct beside CheckOperation
-// that calls it; the store's paths take any operation.
+// say): a member beside `Check` in each rule struct, and an operation struct like
+// CheckOperation that calls it; the store's single-entry path (MemoryStoreImpl::ApplyOne)
+// takes any operation.
 //
 // Pure values: no I/O, no clock, no locks; safe to copy and to use from any thread.
 #ifndef TOLLGATE_SRC_STORE_MEMORY_LIMIT_RULE_H_
