@@ -1,7 +1,8 @@
-// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h), run
-// against RedisStore on a real redis-server. Redis keeps its own time (TIME), so the factory
-// leaves `advance` empty and the suite skips the cases that need it.
-#include "tests/store_conformance.h"
+// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) and
+// the metered work's (tests/metered_conformance.h), run against RedisStore on a real
+// redis-server. Redis keeps its own time (TIME), so the factory leaves `advance` empty and
+// the suite skips the cases that need it.
+#include "tests/metered_conformance.h"
 #include "tests/support/redis_server.h"
 #include "tollgate/redis_store.h"
 
@@ -25,6 +26,11 @@ absl::StatusOr<StoreUnderTest> MakeRedisStore() {
 }
 
 INSTANTIATE_TEST_SUITE_P(RedisStores, StoreConformanceTest,
+                         ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}),
+                         [](const ::testing::TestParamInfo<StoreFactory>& info) {
+                           return info.param.name;
+                         });
+INSTANTIATE_TEST_SUITE_P(RedisStores, MeteredConformanceTest,
                          ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {
                            return info.param.name;

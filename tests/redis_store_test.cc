@@ -112,6 +112,7 @@ void ExpectSameDecision(const Decision& memory, const Decision& redis, const std
   EXPECT_EQ(memory.reset_after_micros, redis.reset_after_micros) << what;
   EXPECT_EQ(memory.retry_after_micros, redis.retry_after_micros) << what;
   EXPECT_EQ(memory.reason, redis.reason) << what;
+  EXPECT_EQ(memory.debt, redis.debt) << what;
   EXPECT_EQ(redis.source, DecisionSource::kRedis) << what;
 }
 
@@ -290,6 +291,120 @@ TEST_F(RedisStoreTest, SlidingWindowTableMatchesTheAlgorithm) {
       EXPECT_GT(Redis({"PTTL", absl::StrCat(base, ":", index)}).integer, 0) << what;
     }
   }
+}
+
+// Charges (ItemOp::kCharge), and the checks that follow them on a limit in debt: the
+// algorithms' Charge functions and check.lua's charge branch, then a check of any cost (a
+// peek too) a little later, agree bit for bit, for every algorithm.
+TEST_F(RedisStoreTest, ChargeTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20260801);
+  const std::vector<double> rates = {0.5, 1.0 / 3, 7.25, 100, 1e4};
+  const std::vector<int64_t> windows = {1'000'000, 60'000'000, 86'400'000'000};
+  const std::vector<int64_t> maxima = {1, 3, 10, 1000};
+  const Limit other = TokenBucket("other", 10, 1);
+  int in_debt = 0;
+  for (int i = 0; i < 300; ++i) {
+    const int kind = i % 3;  // token bucket, fixed window, sliding window
+    const int64_t max = maxima[random() % maxima.size()];
+    const double rate = rates[random() % rates.size()];
+    const int64_t window = windows[random() % windows.size()];
+    Limit limit = kind == 0 ? TokenBucket(absl::StrCat("ct", i), max, rate)
+                  : kind == 1
+                      ? Window(absl::StrCat("cf", i), Algorithm::kFixedWindow, max, window)
+                      : Window(absl::StrCat("cs", i), Algorithm::kSlidingWindow, max, window);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const int64_t index = algorithm::WindowIndex(now, window);
+    const std::string base = redis::StateKey("tollgate:", limit.name, "k");
+    const algorithm::TokenBucketParams bucket{max, rate};
+    const algorithm::WindowParams windowed{max, window};
+    // A state, possibly in debt already (a charge before this one).
+    std::optional<algorithm::TokenBucketState> bucket_state;
+    std::optional<algorithm::FixedWindowState> fixed_state;
+    std::optional<algorithm::SlidingWindowState> sliding_state;
+    if (random() % 4 != 0) {
+      if (kind == 0) {
+        const double fill = static_cast<double>(max) * 1e6 / rate;
+        const double u = std::uniform_real_distribution<double>(-2, 1.5)(random);
+        bucket_state = algorithm::TokenBucketState{static_cast<double>(now) - fill * u};
+        std::string stored(8, '\0');
+        redis::PutLittleEndianDouble(stored.data(), bucket_state->empty_at_micros);
+        Redis({"SET", base, stored, "PX", "600000"});
+      } else if (kind == 1) {
+        fixed_state =
+            algorithm::FixedWindowState{index, static_cast<int64_t>(random() % (3 * max))};
+        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(fixed_state->count), "PX",
+               "600000"});
+      } else {
+        sliding_state =
+            algorithm::SlidingWindowState{index, static_cast<int64_t>(random() % (3 * max)),
+                                          static_cast<int64_t>(random() % (3 * max))};
+        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(sliding_state->current), "PX",
+               "600000"});
+        Redis({"SET", absl::StrCat(base, ":", index - 1), absl::StrCat(sliding_state->previous),
+               "PX", "600000"});
+      }
+    }
+    const int64_t charge = static_cast<int64_t>(random() % (3 * max + 1));
+    Decision expected;
+    int64_t expires_at = 0;
+    if (kind == 0) {
+      auto out = algorithm::TokenBucketCharge(bucket_state, now, bucket,
+                                              algorithm::TokenBucketTimesFor(bucket), charge);
+      expected = out.decision;
+      expires_at = out.expires_at_micros;
+      if (out.changed) bucket_state = out.state;
+    } else if (kind == 1) {
+      auto out = algorithm::FixedWindowCharge(fixed_state, now, windowed, charge);
+      expected = out.decision;
+      expires_at = out.expires_at_micros;
+      if (out.changed) fixed_state = out.state;
+    } else {
+      auto out = algorithm::SlidingWindowCharge(sliding_state, now, windowed, charge);
+      expected = out.decision;
+      expires_at = out.expires_at_micros;
+      if (out.changed) sliding_state = out.state;
+    }
+    CheckItem item{&limit, "k", charge};
+    item.op = ItemOp::kCharge;
+    std::vector<CheckItem> items = {item};
+    if (i % 2 == 1) items.push_back({&other, "k", 0});  // beside a check of another limit
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, std::move(items), now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    const std::string what = absl::StrCat("case ", i, " kind ", kind, ": max ", max, " rate ", rate,
+                                          " window ", window, " charge ", charge);
+    ExpectSameDecision(expected, (*actual)[0], what);
+    EXPECT_TRUE((*actual)[0].allowed) << what;
+    in_debt += expected.debt > 0 ? 1 : 0;
+    if (kind == 0 && bucket_state.has_value()) {
+      const RedisReply stored = Redis({"GET", base});
+      ASSERT_EQ(stored.str.size(), 8u) << what;
+      EXPECT_EQ(redis::ReadLittleEndianDouble(stored.str.data()), bucket_state->empty_at_micros)
+          << what;
+    } else if (kind == 1 && fixed_state.has_value()) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(fixed_state->count))
+          << what;
+    } else if (kind == 2 && sliding_state.has_value()) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(sliding_state->current))
+          << what;
+    }
+    // Then a check, a little later, of any cost (0: a peek, refused while in debt). A
+    // window key lives in Redis' real time only until its window ends: only where it stays.
+    if (kind != 0 && expires_at - now < 2'000'000) continue;
+    const int64_t later = now + static_cast<int64_t>(random() % 1'000'000);
+    const int64_t cost = static_cast<int64_t>(random() % (max + 1));
+    const Decision then =
+        kind == 0   ? algorithm::TokenBucketCheck(bucket_state, later, bucket, cost).decision
+        : kind == 1 ? algorithm::FixedWindowCheck(fixed_state, later, windowed, cost).decision
+                    : algorithm::SlidingWindowCheck(sliding_state, later, windowed, cost).decision;
+    std::vector<CheckItem> checks = {{&limit, "k", cost}};
+    if (i % 4 < 2) checks.push_back({&other, "k", 0});  // the general loop, else the fast path
+    absl::StatusOr<std::vector<Decision>> checked = CheckAt(*store_, std::move(checks), later);
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    ExpectSameDecision(then, (*checked)[0], absl::StrCat(what, ", then a check of ", cost));
+  }
+  EXPECT_GT(in_debt, 30);  // the table puts limits in debt, not only within them
 }
 
 // ---- Behaviour. --------------------------------------------------------------------------

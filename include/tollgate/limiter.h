@@ -42,11 +42,18 @@ struct LimiterOptions {
   Clock* clock = nullptr;
 };
 
+// The largest cost a charge (or a settle) may carry: a count above it is refused with
+// InvalidArgument (almost certainly a bug, and it keeps every store's arithmetic exact).
+inline constexpr int64_t kMaxChargeCost = 1'000'000'000'000;
+
 // One limit to check for one key, by limit name.
 struct CheckRequest {
   std::string limit;
   std::string key;
   int64_t cost = 1;
+  // Reserve `cost` (an estimate) to settle later at the actual cost (Limiter::Settle): an
+  // admitted request's MultiDecision::tokens holds the reservation. Rate limits only.
+  bool reserve = false;
 };
 
 // The answer to a request of several limits: allowed only if every limit allowed it, in
@@ -55,6 +62,9 @@ struct MultiDecision {
   bool allowed = false;
   // One per request item, in order.
   std::vector<Decision> decisions;
+  // When the request was admitted and reserved or leased something: one per item, the
+  // reservation of a reserving item (for Settle), "" for the others. Empty otherwise.
+  std::vector<std::string> tokens = {};
 };
 
 using MultiDecisionCallback = absl::AnyInvocable<void(absl::StatusOr<MultiDecision>) &&>;
@@ -89,10 +99,25 @@ class Limiter {
   // The same validation (key, cost; an empty list is InvalidArgument) and routing: sync
   // limits in `sync_store`, everything else in `store`; mixing both is InvalidArgument.
   // Shadow items (CheckItem::shadow) follow Store's rule: MultiDecision::allowed is true
-  // when every non-shadow item is allowed. `done` runs exactly once, possibly before this
-  // returns. REQUIRES: every item.limit non-null and alive until `done` has run (the
-  // limits() of this limiter live as long as it does).
+  // when every non-shadow item is allowed. Items may have any op (CheckItem::op, applied
+  // by Store::ApplyAsync in one step): charges, reservations (their ids are made here and
+  // their tokens returned in MultiDecision::tokens), settles. Refused with InvalidArgument:
+  // a charge or settle cost above kMaxChargeCost, an op other than kCheck on a sync limit.
+  // `done` runs exactly once, possibly before this returns. REQUIRES: every item.limit
+  // non-null and alive until `done` has run (the limits() of this limiter live as long as
+  // it does).
   void CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallback done);
+
+  // Consumption that already happened (an LLM response's tokens, bytes sent): `cost` is
+  // added to `limit` for `key` in full, whatever is left, so the limit may go into debt;
+  // later checks are refused, peeks too, until refill or a later window repays it. Never
+  // refused: the decision (allowed) says what is left or owed (Decision::debt) and, in
+  // retry_after_micros, when a cost of 1 would pass again. Blocks until the store answers.
+  absl::StatusOr<Decision> Charge(std::string_view limit, std::string_view key, int64_t cost);
+
+  // Several charges in one atomic store step, each applied in full (not all or nothing:
+  // none is ever refused).
+  absl::StatusOr<MultiDecision> ChargeAll(absl::Span<const CheckRequest> requests);
 
   // Checks one limit for one key without blocking: the memory store (and the sync store,
   // whose decisions are local) answer inline, before this returns, through the single-item

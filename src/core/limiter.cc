@@ -10,6 +10,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "src/core/batch.h"
+#include "src/core/metered_ids.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
@@ -61,6 +63,30 @@ absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_
 
 absl::Status UnknownLimit(std::string_view limit) {
   return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
+}
+
+// What an item's op asks of its limit, beyond ValidateRequest.
+absl::Status ValidateOp(const CheckItem& item) {
+  const absl::string_view name = AbslView(item.limit->name);
+  if ((item.op == ItemOp::kCharge || item.op == ItemOp::kSettle) && item.cost > kMaxChargeCost) {
+    return absl::InvalidArgumentError(absl::StrCat("limit '", name, "': cost must be at most ",
+                                                   kMaxChargeCost, ", got ", item.cost));
+  }
+  if (item.op != ItemOp::kCheck && item.limit->mode == Mode::kSync) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", name,
+                     "' is in sync mode (local counts): charges, reservations and settles "
+                     "need mode: exact"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether a batch needs Store::ApplyAsync: an op other than kCheck.
+bool NeedsApply(const std::vector<CheckItem>& items) {
+  for (const CheckItem& item : items) {
+    if (item.op != ItemOp::kCheck) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -135,40 +161,16 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
   }
   std::vector<CheckItem> items;
   items.reserve(requests.size());
-  size_t sync_items = 0;
   for (CheckRequest& request : requests) {
     const Limit* limit = FindLimit(request.limit);
     if (limit == nullptr) {
       std::move(done)(UnknownLimit(request.limit));
       return;
     }
-    if (absl::Status status = ValidateRequest(request.limit, request.key, request.cost);
-        !status.ok()) {
-      std::move(done)(std::move(status));
-      return;
-    }
-    if (limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
     items.push_back(CheckItem{limit, std::move(request.key), request.cost});
+    if (request.reserve) items.back().op = ItemOp::kReserve;
   }
-  if (sync_items != 0 && sync_items != items.size()) {
-    std::move(done)(absl::InvalidArgumentError(
-        "limits in sync mode cannot be checked in one all-or-nothing request together with "
-        "exact limits; check them separately"));
-    return;
-  }
-  Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
-  store.CheckAsync(std::move(items), [done = std::move(done)](
-                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
-    if (!decisions.ok()) {
-      std::move(done)(decisions.status());
-      return;
-    }
-    MultiDecision result;
-    result.allowed = true;
-    for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
-    result.decisions = std::move(*decisions);
-    std::move(done)(std::move(result));
-  });
+  CheckItemsAsync(std::move(items), std::move(done));
 }
 
 void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallback done) {
@@ -177,13 +179,20 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     return;
   }
   size_t sync_items = 0;
-  for (const CheckItem& item : items) {
+  bool any_shadow = false;
+  for (CheckItem& item : items) {
     if (absl::Status status = ValidateRequest(item.limit->name, item.key, item.cost);
         !status.ok()) {
       std::move(done)(std::move(status));
       return;
     }
+    if (absl::Status status = ValidateOp(item); !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    if (item.op == ItemOp::kReserve && item.id.empty()) item.id = internal::NewMeteredId();
     if (item.limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
+    any_shadow |= item.shadow;
   }
   if (sync_items != 0 && sync_items != items.size()) {
     std::move(done)(absl::InvalidArgumentError(
@@ -192,28 +201,58 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     return;
   }
   Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
-  std::vector<bool> shadow;
-  bool any_shadow = false;
-  for (const CheckItem& item : items) any_shadow |= item.shadow;
-  if (any_shadow) {
-    shadow.reserve(items.size());
-    for (const CheckItem& item : items) shadow.push_back(item.shadow);
+  const bool apply = NeedsApply(items);
+  // What the answer needs of the items once the store has them: which ones decide the batch
+  // and, for the reservations, what their tokens name. Kept only when there is more to it
+  // than "every item decides".
+  struct Kept {
+    std::vector<CheckItem> items;  // without keys, except for reservations
+  };
+  std::shared_ptr<Kept> kept;
+  if (apply || any_shadow) {
+    kept = std::make_shared<Kept>();
+    kept->items.reserve(items.size());
+    for (const CheckItem& item : items) {
+      CheckItem copy{item.limit, "", item.cost};
+      copy.shadow = item.shadow;
+      copy.op = item.op;
+      if (item.op == ItemOp::kReserve) {
+        copy.key = item.key;
+        copy.id = item.id;
+      }
+      kept->items.push_back(std::move(copy));
+    }
   }
-  store.CheckAsync(std::move(items), [done = std::move(done), shadow = std::move(shadow)](
-                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
+  auto answer = [done = std::move(done),
+                 kept = std::move(kept)](absl::StatusOr<std::vector<Decision>> decisions) mutable {
     if (!decisions.ok()) {
       std::move(done)(decisions.status());
       return;
     }
     MultiDecision result;
-    result.allowed = true;
-    for (size_t i = 0; i < decisions->size(); ++i) {
-      const bool is_shadow = i < shadow.size() && shadow[i];
-      result.allowed &= (*decisions)[i].allowed || is_shadow;
+    if (kept == nullptr) {
+      result.allowed = true;
+      for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
+    } else if (kept->items.size() != decisions->size()) {
+      std::move(done)(absl::InternalError("the store returned a wrong number of decisions"));
+      return;
+    } else {
+      result.allowed = internal::BatchAllowed(kept->items, *decisions);
+      for (size_t i = 0; result.allowed && i < kept->items.size(); ++i) {
+        const CheckItem& item = kept->items[i];
+        if (item.op != ItemOp::kReserve || !(*decisions)[i].allowed) continue;
+        if (result.tokens.empty()) result.tokens.resize(kept->items.size());
+        result.tokens[i] = internal::ReservationToken(item.id, item.limit->name, item.key);
+      }
     }
     result.decisions = std::move(*decisions);
     std::move(done)(std::move(result));
-  });
+  };
+  if (apply) {
+    store.ApplyAsync(std::move(items), std::move(answer));
+  } else {
+    store.CheckAsync(std::move(items), std::move(answer));
+  }
 }
 
 void Limiter::CheckAsync(const Limit& limit, std::string_view key, int64_t cost,
@@ -273,6 +312,52 @@ std::future<absl::StatusOr<MultiDecision>> Limiter::CheckAllFuture(
     promise->set_value(std::move(decision));
   });
   return result;
+}
+
+namespace {
+
+// Runs `start` with a callback and waits for it: the callback writes into this frame, which
+// outlives it.
+template <typename T, typename Start>
+absl::StatusOr<T> Wait(Start start) {
+  absl::Notification answered;
+  absl::StatusOr<T> result;
+  start([&](absl::StatusOr<T> answer) {
+    result = std::move(answer);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return result;
+}
+
+// The one decision of a one-item MultiDecision.
+absl::StatusOr<Decision> Single(absl::StatusOr<MultiDecision> result) {
+  if (!result.ok()) return result.status();
+  if (result->decisions.size() != 1) {
+    return absl::InternalError("the store returned a wrong number of decisions");
+  }
+  return result->decisions.front();
+}
+
+}  // namespace
+
+absl::StatusOr<MultiDecision> Limiter::ChargeAll(absl::Span<const CheckRequest> requests) {
+  std::vector<CheckItem> items;
+  items.reserve(requests.size());
+  for (const CheckRequest& request : requests) {
+    const Limit* limit = FindLimit(request.limit);
+    if (limit == nullptr) return UnknownLimit(request.limit);
+    items.push_back(CheckItem{limit, request.key, request.cost});
+    items.back().op = ItemOp::kCharge;
+  }
+  return Wait<MultiDecision>(
+      [&](MultiDecisionCallback done) { CheckItemsAsync(std::move(items), std::move(done)); });
+}
+
+absl::StatusOr<Decision> Limiter::Charge(std::string_view limit, std::string_view key,
+                                         int64_t cost) {
+  const CheckRequest request{std::string(limit), std::string(key), cost};
+  return Single(ChargeAll(absl::MakeConstSpan(&request, 1)));
 }
 
 absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,

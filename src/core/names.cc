@@ -62,6 +62,10 @@ std::string_view DenyReasonName(DenyReason reason) {
       return "cost_exceeds_limit";
     case DenyReason::kStoreUnavailable:
       return "store_unavailable";
+    case DenyReason::kNotFound:
+      return "not_found";
+    case DenyReason::kAlreadySettled:
+      return "already_settled";
   }
   return "unknown";
 }

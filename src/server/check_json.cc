@@ -271,8 +271,9 @@ void AppendJsonString(std::string& out, absl::string_view text) {
 // The members in the order the JSON library wrote them (by name), so replies read the same.
 void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
                     bool allowed) {
-  absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false", ",\"limit\":", decision.limit,
-                  ",\"name\":");
+  absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false");
+  if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
+  absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
   AppendJsonString(out, name);
   if (!allowed) {
     const std::string_view reason = DenyReasonName(decision.reason);

@@ -56,8 +56,9 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body
 // REQUIRES: !decisions.empty().
 size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions);
 
-// {"allowed", "limit", "name", "reason" (only when refused), "remaining", "reset_after_ms",
-//  "retry_after_ms", "source"}, serialized compactly with the members in that order.
+// {"allowed", "debt" (only when in debt), "limit", "name", "reason" (only when refused),
+//  "remaining", "reset_after_ms", "retry_after_ms", "source"}, serialized compactly with the
+//  members in that order.
 std::string DecisionJson(absl::string_view name, const Decision& decision);
 
 // The reply body for a checked request: for a single check, DecisionJson of it; for a batch,

@@ -95,7 +95,11 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
 
   if (path == "/v1/check") {
     if (request.method() != http::verb::post) return method_not_allowed("POST");
-    return HandleCheck(request, std::move(done));
+    return HandleCheck(request, std::move(done), CheckEndpoint::kCheck);
+  }
+  if (path == "/v1/charge") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleCheck(request, std::move(done), CheckEndpoint::kCharge);
   }
   if (path == "/healthz") {
     if (request.method() != http::verb::get) return method_not_allowed("GET");
@@ -179,6 +183,7 @@ struct PendingCheck {
   Metrics* metrics = nullptr;
   RateLimitHeaderFormat header_format = RateLimitHeaderFormat::kDraft11;
   int64_t start_micros = 0;
+  bool charge = false;  // POST /v1/charge
   HttpResponseCallback done;
 
   void Answer(absl::StatusOr<MultiDecision> result) && {
@@ -186,7 +191,12 @@ struct PendingCheck {
       metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
       for (size_t i = 0; i < body.requests.size(); ++i) {
         if (result.ok() && i < result->decisions.size()) {
-          metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
+          if (charge) {
+            metrics->RecordCharge(body.requests[i].limit, body.requests[i].cost,
+                                  result->decisions[i]);
+          } else {
+            metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
+          }
         } else {
           metrics->RecordCheckError(body.requests[i].limit);
         }
@@ -207,7 +217,8 @@ struct PendingCheck {
 
 }  // namespace
 
-void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done) {
+void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done,
+                              CheckEndpoint endpoint) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
   const int64_t start_micros = metrics_ != nullptr ? SteadyMicros() : 0;
@@ -243,8 +254,9 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        .metrics = metrics_,
                        .header_format = header_format_,
                        .start_micros = start_micros,
+                       .charge = endpoint == CheckEndpoint::kCharge,
                        .done = std::move(done)};
-  if (pending.body.requests.size() == 1) {
+  if (pending.body.requests.size() == 1 && endpoint == CheckEndpoint::kCheck) {
     // The single-item path: inline through the prepared limit for the memory store.
     const CheckRequest& only = pending.body.requests[0];
     const Limit& limit = *pending.limits[0];
@@ -266,6 +278,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
   for (size_t i = 0; i < pending.body.requests.size(); ++i) {
     const CheckRequest& check = pending.body.requests[i];
     items.push_back(CheckItem{pending.limits[i], check.key, check.cost});
+    if (pending.charge) items.back().op = ItemOp::kCharge;
   }
   limiter.CheckItemsAsync(std::move(items), [pending = std::move(pending)](
                                                 absl::StatusOr<MultiDecision> result) mutable {

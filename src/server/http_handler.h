@@ -2,6 +2,7 @@
 //
 //   POST /v1/check   check one limit, or several all or nothing (src/server/check_json.h),
 //                    with the RateLimit fields of src/server/ratelimit_headers.h
+//   POST /v1/charge  the same body: consumption that happened, applied in full (never 429)
 //   POST /json       Envoy's JSON shape (src/server/rls_service.h), when an RlsService is set
 //   GET  /healthz    {"status":"ok"}: the process is up
 //   GET  /readyz     200 {"status":"ready"}, or 503 {"status":"not_ready","reason":...}
@@ -71,7 +72,9 @@ class HttpHandler {
   void Handle(const HttpRequest& request, HttpResponseCallback done);
 
  private:
-  void HandleCheck(const HttpRequest& request, HttpResponseCallback done);
+  // POST /v1/check, and the endpoints that take its body: /v1/charge.
+  enum class CheckEndpoint { kCheck, kCharge };
+  void HandleCheck(const HttpRequest& request, HttpResponseCallback done, CheckEndpoint endpoint);
 
   // Its snapshot is read once per request: a reload swaps it without a lock.
   const std::shared_ptr<CheckService> service_;

@@ -118,6 +118,12 @@ void Metrics::RecordCheckError(std::string_view limit) {
   CountersFor(limit).errors.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::RecordCharge(std::string_view limit, int64_t cost, const Decision& decision) {
+  LimitCounters& counters = CountersFor(limit);
+  counters.charged_units.fetch_add(cost, std::memory_order_relaxed);
+  counters.debt_units.fetch_add(std::min(cost, decision.debt), std::memory_order_relaxed);
+}
+
 void Metrics::ObserveCheckDuration(CheckApi api, int64_t duration_micros) {
   Histogram& histogram = durations_[api == CheckApi::kHttp ? 0 : 1];
   const auto bound = std::lower_bound(kCheckDurationBucketsMicros.begin(),
@@ -164,6 +170,7 @@ std::string Metrics::Render() const {
   }
   std::sort(limits.begin(), limits.end());
   if (unregistered_.errors.load(std::memory_order_relaxed) != 0 ||
+      unregistered_.charged_units.load(std::memory_order_relaxed) != 0 ||
       std::any_of(unregistered_.decisions.begin(), unregistered_.decisions.end(),
                   [](const auto& outcomes) {
                     return std::any_of(outcomes.begin(), outcomes.end(), [](const auto& count) {
@@ -193,12 +200,26 @@ std::string Metrics::Render() const {
       }
     }
   }
-  Family(out, "tollgate_check_errors_total", "counter",
-         "Checks answered with an error instead of a decision, by limit.");
-  for (const auto& [name, counters] : limits) {
-    absl::StrAppend(&out, "tollgate_check_errors_total{limit=\"", EscapeLabelValue(name), "\"} ",
-                    counters->errors.load(std::memory_order_relaxed), "\n");
-  }
+  // A family with one series per limit, of one counter of LimitCounters.
+  auto per_limit = [&](std::string_view family, std::string_view help,
+                       std::atomic<int64_t> LimitCounters::*counter) {
+    Family(out, family, "counter", help);
+    for (const auto& [name, counters] : limits) {
+      absl::StrAppend(&out, View(family), "{limit=\"", EscapeLabelValue(name), "\"} ",
+                      (counters->*counter).load(std::memory_order_relaxed), "\n");
+    }
+  };
+  per_limit("tollgate_check_errors_total",
+            "Checks answered with an error instead of a decision, by limit.",
+            &LimitCounters::errors);
+  per_limit("tollgate_charged_units_total",
+            "Units charged after the fact (POST /v1/charge, Envoy reports, settles above their "
+            "reservation), by limit.",
+            &LimitCounters::charged_units);
+  per_limit("tollgate_debt_units_total",
+            "Charged units beyond what the limit had left: how far charges put limits into "
+            "debt, by limit.",
+            &LimitCounters::debt_units);
 
   Family(out, "tollgate_check_duration_seconds", "histogram",
          "Time from a parsed check request to its reply, as seen by the server.");

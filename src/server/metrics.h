@@ -11,6 +11,8 @@
 //   tollgate_decisions_total{limit,source,outcome}  counter; outcome allowed | refused |
 //       shadow_refused (refused by a rule in shadow mode, answered as allowed)
 //   tollgate_check_errors_total{limit}              counter; checks answered with an error
+//   tollgate_charged_units_total{limit}             counter; units charged after the fact
+//   tollgate_debt_units_total{limit}                counter; charged units beyond what was left
 //   tollgate_check_duration_seconds{api}            histogram; a check as seen by the server,
 //       from the parsed request to the reply (api: http for /v1/check, envoy for gRPC and
 //       /json)
@@ -74,6 +76,9 @@ class Metrics {
   void RecordDecision(std::string_view limit, const Decision& decision, bool shadow = false);
   // A check of `limit` answered with an error status.
   void RecordCheckError(std::string_view limit);
+  // A charge of `cost` units to `limit` (or the extra of a settle) that left `decision`:
+  // counts the units, and those of them beyond what was left (min(cost, decision.debt)).
+  void RecordCharge(std::string_view limit, int64_t cost, const Decision& decision);
   void ObserveCheckDuration(CheckApi api, int64_t duration_micros);
   void RecordReload(bool success);
 
@@ -94,6 +99,8 @@ class Metrics {
   struct LimitCounters {
     std::array<std::array<std::atomic<int64_t>, kOutcomes>, kSources> decisions{};
     std::atomic<int64_t> errors{0};
+    std::atomic<int64_t> charged_units{0};
+    std::atomic<int64_t> debt_units{0};
   };
   // Immutable once published; replaced (never freed before ~Metrics) when limits are added,
   // so a reader holding an older table stays valid without a lock.

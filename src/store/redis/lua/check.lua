@@ -12,10 +12,16 @@
 --           upper case ('T', 'F', 'S') marks a shadow item: it never refuses the batch; the
 --           batch's writes are those of its allowed items, made when every other item
 --           passes.
+--           An item that is not a plain check (Store::ApplyAsync, tollgate/store.h's ItemOp)
+--           has one more byte, its op: 'C' a charge (applied in full, never refused).
+--
+-- Items that are not conditional (charges) are applied first, in order, whatever the batch
+-- does; then the checks are decided on what they leave, all or nothing.
 --
 -- Returns one string, struct '<d' + N × '<Bddd': now_micros, then per limit: flags
--- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit), remaining,
--- reset_after_micros, retry_after_micros.
+-- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit), remaining
+-- (negative: the limit is in debt by that much, after a charge), reset_after_micros,
+-- retry_after_micros.
 --
 -- Binary in, binary out, and a token bucket's state a binary double (8 bytes; a value of
 -- another length is read as the decimal text of earlier versions), for what a call costs
@@ -38,7 +44,7 @@ end
 -- One token bucket alone, the most common call: the same expressions as the token bucket
 -- branch of the general loop below, without its tables and closures. Both paths must
 -- decide alike (redis_store_test runs the algorithm table through each).
-if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
+if #KEYS == 1 and string.byte(ARGV[2]) == 116 and #ARGV[2] == 25 then  -- 't', a check
   local capacity, rate, cost = struct.unpack('<ddd', ARGV[2], 2)
   local key = KEYS[1]
   local fill_time = capacity * 1e6 / rate
@@ -64,12 +70,13 @@ if #KEYS == 1 and string.byte(ARGV[2]) == 116 then  -- 't'
       end
     else
       reason = 1
-      local wait = next_empty_at - now
+      -- A refused peek (the bucket is in debt) says when a cost of 1 would pass.
+      local wait = (cost == 0 and empty_at + 1 * 1e6 / rate or next_empty_at) - now
       if wait > 0 then retry_after = math.ceil(wait) end
     end
   end
+  -- Negative: a debt (WholeTokens).
   local tokens = math.floor((now - empty_at) * (rate / 1e6) + 1e-6)
-  if tokens < 0 then tokens = 0 end
   if tokens > capacity then tokens = capacity end
   local reset_after = empty_at + fill_time - now
   if reset_after > 0 then reset_after = math.ceil(reset_after) else reset_after = 0 end
@@ -134,10 +141,11 @@ local function sliding_window(previous, current, cost, limit, window, index)
     end
   else
     reason = 1
-    retry_after = sliding_retry_after(previous, current, cost, limit, elapsed, window)
+    -- A refused peek (the estimate is past the limit) says when a cost of 1 would pass.
+    retry_after = sliding_retry_after(previous, current, cost == 0 and 1 or cost, limit, elapsed,
+                                      window)
   end
-  local remaining = math.floor(limit - (previous * weight + current) + 1e-6)
-  if remaining < 0 then remaining = 0 end
+  local remaining = math.floor(limit - (previous * weight + current) + 1e-6)  -- < 0: a debt
   local reset_after = 0
   if current > 0 then
     reset_after = (index + 2) * window - now
@@ -151,8 +159,8 @@ end
 -- tables and with fewer Redis calls: a counter's TTL is set by the write that creates it
 -- (GET found no key), not on every write, and a sliding window reads both counters with
 -- one MGET.
-local code = #KEYS == 1 and string.byte(ARGV[2])
-if code == 102 or code == 115 then  -- one limit alone, 'f' or 's'
+local code = #KEYS == 1 and #ARGV[2] == 25 and string.byte(ARGV[2])
+if code == 102 or code == 115 then  -- one check alone, 'f' or 's'
   local limit, window, cost = struct.unpack('<ddd', ARGV[2], 2)
   local index = window_index(now, window)
   local ckey = KEYS[1] .. ':' .. string.format('%d', index)
@@ -204,95 +212,135 @@ local function read_bucket(key)
   return v
 end
 
-local writes = {}  -- ordered list of { kind, key, value, ttl_ms }
+local writes = {}  -- ordered list of { kind, key, value, ttl_ms }, made if all pass
 local out = { struct.pack('<d', now) }
 local all_allowed = true
 
+-- Two passes: the items that are not conditional (a charge) first, applied at once; then
+-- the checks, whose writes wait for the batch's outcome.
 local n = #KEYS
-for i = 1, n do
-  local code, a, b, cost = struct.unpack('<Bddd', ARGV[1 + i])
-  -- An upper-case algorithm byte marks a shadow item: decided and, when allowed, counted,
-  -- but it never refuses the batch.
-  local shadow = code < 97
-  if shadow then code = code + 32 end
-  local algorithm = string.char(code)
-  local key = KEYS[i]
-  local allowed, remaining, reset_after, retry_after, reason = 0, 0, 0, 0, 0
+for pass = 1, 2 do
+  for i = 1, n do
+    local arg = ARGV[1 + i]
+    local op = #arg > 25 and string.byte(arg, 26) or 0
+    local charge = op == 67  -- 'C'
+    if charge == (pass == 1) then
+      local code, a, b, cost = struct.unpack('<Bddd', arg)
+      -- An upper-case algorithm byte marks a shadow item: decided and, when allowed, counted,
+      -- but it never refuses the batch.
+      local shadow = code < 97
+      if shadow then code = code + 32 end
+      local algorithm = string.char(code)
+      local key = KEYS[i]
+      local allowed, remaining, reset_after, retry_after, reason = 0, 0, 0, 0, 0
+      -- A charge is applied to the state, then decided as a peek at what it leaves.
+      local check_cost = charge and 0 or cost
 
-  if algorithm == 't' then
-    local capacity, rate = a, b
-    local fill_time = capacity * 1e6 / rate
-    local empty_at = now - fill_time
-    local state = read_bucket(key)
-    if state and state > empty_at then empty_at = state end
-    if cost > capacity then
-      reason = 2
-    else
-      local next_empty_at = empty_at + cost * 1e6 / rate
-      if next_empty_at <= now then
-        allowed = 1
-        if cost > 0 then
-          empty_at = next_empty_at
-          pending[key] = next_empty_at
-          writes[#writes + 1] = { 't', key, next_empty_at, 0 }
-        else
-          retry_after = ceil_micros(empty_at + 1 * 1e6 / rate - now)  -- a peek: cost 1's wait
+      if algorithm == 't' then
+        local capacity, rate = a, b
+        local fill_time = capacity * 1e6 / rate
+        local empty_at = now - fill_time
+        local state = read_bucket(key)
+        if state and state > empty_at then empty_at = state end
+        if charge and cost > 0 then  -- TokenBucketCharge: at most 2^52 µs of debt
+          empty_at = empty_at + cost * 1e6 / rate
+          local most = now + 4503599627370496
+          if empty_at > most then empty_at = most end
+          pending[key] = empty_at
         end
+        if check_cost > capacity then
+          reason = 2
+        else
+          local next_empty_at = empty_at + check_cost * 1e6 / rate
+          if next_empty_at <= now then
+            allowed = 1
+            if check_cost > 0 then
+              empty_at = next_empty_at
+              pending[key] = next_empty_at
+              writes[#writes + 1] = { 't', key, next_empty_at, 0 }
+            else
+              retry_after = ceil_micros(empty_at + 1 * 1e6 / rate - now)  -- a peek: cost 1's wait
+            end
+          else
+            reason = 1
+            if check_cost == 0 then  -- a refused peek: when a cost of 1 would pass
+              retry_after = ceil_micros(empty_at + 1 * 1e6 / rate - now)
+            else
+              retry_after = ceil_micros(next_empty_at - now)
+            end
+          end
+        end
+        local tokens = math.floor((now - empty_at) * (rate / 1e6) + 1e-6)  -- < 0: a debt
+        if tokens > capacity then tokens = capacity end
+        remaining = tokens
+        reset_after = ceil_micros(empty_at + fill_time - now)
+        -- Expire once full again (a missing key is a full bucket), plus a second of margin.
+        local ttl = math.ceil(reset_after / 1000) + 1000
+        if allowed == 1 and check_cost > 0 then writes[#writes][4] = ttl end
+        if charge and cost > 0 then redis.call('SET', key, struct.pack('<d', empty_at), 'PX', ttl) end
+
+      elseif algorithm == 'f' then
+        local limit, window = a, b
+        local index = window_index(now, window)
+        local wkey = key .. ':' .. string.format('%d', index)
+        local count = read(wkey) or 0
+        local window_end = (index + 1) * window
+        if charge and cost > 0 then  -- FixedWindowCharge
+          redis.call('INCRBY', wkey, cost)
+          if pending[wkey] == false then
+            redis.call('PEXPIRE', wkey, math.max(math.ceil((window_end - now) / 1000), 1))
+          end
+          count = count + cost
+          pending[wkey] = count
+        end
+        local after
+        allowed, reason, after, retry_after = fixed_window(count, check_cost, limit, window_end - now)
+        remaining, reset_after = limit - after, window_end - now  -- remaining < 0: a debt
+        if allowed == 1 and check_cost > 0 then
+          -- The counter's TTL is set by the write that creates it (no key before this call,
+          -- nor an earlier write in it: pending[wkey] is still false); later writes keep it.
+          local ttl = pending[wkey] == false and math.ceil((window_end - now) / 1000)
+          pending[wkey] = after
+          writes[#writes + 1] = { 'i', wkey, check_cost, ttl }
+        end
+
+      elseif algorithm == 's' then
+        local limit, window = a, b
+        local index = window_index(now, window)
+        local ckey = key .. ':' .. string.format('%d', index)
+        local pkey = key .. ':' .. string.format('%d', index - 1)
+        local current = read(ckey) or 0
+        local previous = read(pkey) or 0
+        if charge and cost > 0 then  -- SlidingWindowCharge
+          redis.call('INCRBY', ckey, cost)
+          if pending[ckey] == false then
+            redis.call('PEXPIRE', ckey, math.max(math.ceil(((index + 2) * window - now) / 1000), 1))
+          end
+          current = current + cost
+          pending[ckey] = current
+        end
+        local after
+        allowed, reason, after, remaining, reset_after, retry_after =
+          sliding_window(previous, current, check_cost, limit, window, index)
+        if allowed == 1 and check_cost > 0 then
+          -- As for the fixed window; the counter matters until the end of the next window.
+          local ttl = pending[ckey] == false and math.ceil(((index + 2) * window - now) / 1000)
+          pending[ckey] = after
+          writes[#writes + 1] = { 'i', ckey, check_cost, ttl }
+        end
+
       else
-        reason = 1
-        retry_after = ceil_micros(next_empty_at - now)
+        return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
       end
-    end
-    local tokens = math.floor((now - empty_at) * (rate / 1e6) + 1e-6)
-    if tokens < 0 then tokens = 0 end
-    if tokens > capacity then tokens = capacity end
-    remaining = tokens
-    reset_after = ceil_micros(empty_at + fill_time - now)
-    if allowed == 1 and cost > 0 then
-      -- Expire once full again (a missing key is a full bucket), plus a second of margin.
-      writes[#writes][4] = math.ceil(reset_after / 1000) + 1000
-    end
 
-  elseif algorithm == 'f' then
-    local limit, window = a, b
-    local index = window_index(now, window)
-    local wkey = key .. ':' .. string.format('%d', index)
-    local count = read(wkey) or 0
-    local window_end = (index + 1) * window
-    local after
-    allowed, reason, after, retry_after = fixed_window(count, cost, limit, window_end - now)
-    remaining, reset_after = limit - after, window_end - now
-    if allowed == 1 and cost > 0 then
-      -- The counter's TTL is set by the write that creates it (no key before this call,
-      -- nor an earlier write in it: pending[wkey] is still false); later writes keep it.
-      local ttl = pending[wkey] == false and math.ceil((window_end - now) / 1000)
-      pending[wkey] = after
-      writes[#writes + 1] = { 'i', wkey, cost, ttl }
+      if charge then
+        allowed, reason = 1, 0  -- applied: the decision says what it leaves
+      elseif allowed == 0 and not shadow then
+        all_allowed = false
+      end
+      out[1 + i] = struct.pack('<Bddd', allowed + 2 * reason, remaining, reset_after, retry_after)
     end
-
-  elseif algorithm == 's' then
-    local limit, window = a, b
-    local index = window_index(now, window)
-    local ckey = key .. ':' .. string.format('%d', index)
-    local pkey = key .. ':' .. string.format('%d', index - 1)
-    local current = read(ckey) or 0
-    local previous = read(pkey) or 0
-    local after
-    allowed, reason, after, remaining, reset_after, retry_after =
-      sliding_window(previous, current, cost, limit, window, index)
-    if allowed == 1 and cost > 0 then
-      -- As for the fixed window; the counter matters until the end of the next window.
-      local ttl = pending[ckey] == false and math.ceil(((index + 2) * window - now) / 1000)
-      pending[ckey] = after
-      writes[#writes + 1] = { 'i', ckey, cost, ttl }
-    end
-
-  else
-    return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
   end
-
-  if allowed == 0 and not shadow then all_allowed = false end
-  out[#out + 1] = struct.pack('<Bddd', allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 
 if all_allowed then

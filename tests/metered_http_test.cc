@@ -1,0 +1,166 @@
+// Copyright tollgate authors. Metered work over HTTP (docs/http.md): POST /v1/charge, against a
+// real `tollgate serve` with its own Redis.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "boost/beast/http.hpp"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/redis_server.h"
+#include "tests/support/serve_process.h"
+
+namespace tollgate {
+namespace {
+
+namespace http = boost::beast::http;
+using ::testing::HasSubstr;
+using Client = ::tollgate::testing::HttpTestClient;
+using Response = ::tollgate::testing::HttpTestResponse;
+using Server = ::tollgate::testing::ServeProcess;
+
+// Nothing refills during a test: a token per 1000 s, a window of a day. A 2 s store timeout
+// keeps a loaded machine from answering from the fallback.
+constexpr char kConfig[] = R"(limits:
+  requests_per_minute: {algorithm: fixed_window, limit: 3, window: 1d, timeout: 2s}
+  tokens_per_minute: {algorithm: token_bucket, capacity: 1000, refill_per_second: 0.001,
+                      timeout: 2s}
+  tokens_sliding: {algorithm: sliding_window, limit: 1000, window: 1d, timeout: 2s}
+)";
+
+nlohmann::json Json(const Response& response) {
+  return nlohmann::json::parse(response.body(), nullptr, false);
+}
+
+std::string Header(const Response& response, std::string_view name) {
+  return ::tollgate::testing::HeaderValue(response, name);
+}
+
+// One `tollgate serve`, with Redis (true) or in memory.
+class MeteredHttpTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    std::vector<std::string> args;
+    if (GetParam()) {
+      auto started = tollgate::testing::RedisServer::Start();
+      ASSERT_TRUE(started.ok()) << started.status();
+      redis_ = std::move(*started);
+      args = {"--redis", redis_->url(), "--instances", "1"};
+    }
+    server_ = Server::Start(kConfig, args);
+    ASSERT_NE(server_, nullptr);
+    client_ = std::make_unique<Client>(server_->port());
+  }
+
+  Response Post(const std::string& path, const std::string& body) {
+    std::optional<Response> response = client_->Send(http::verb::post, path, body);
+    EXPECT_TRUE(response.has_value()) << path;
+    return response.has_value() ? *response : Response();
+  }
+
+  std::string Source() const { return GetParam() ? "redis" : "memory"; }
+
+  std::unique_ptr<tollgate::testing::RedisServer> redis_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+// The issue's first complaint: 900 then 300 tokens on a 1000-token limit. Reported as
+// charges, both count, the limit is 200 in debt, and the next request is refused until
+// refill, with retry_after_ms saying when.
+TEST_P(MeteredHttpTest, AChargeLeavesDebtThatRefusesTheNextRequest) {
+  for (const std::string limit : {"tokens_per_minute", "tokens_sliding"}) {
+    SCOPED_TRACE(limit);
+    const std::string key = absl::StrCat("tenant-", limit);
+    Response first = Post("/v1/charge", absl::StrCat(R"({"limit":")", limit, R"(","key":")", key,
+                                                     R"(","cost":900})"));
+    ASSERT_EQ(first.result(), http::status::ok) << first.body();
+    EXPECT_EQ(Json(first)["allowed"], true);
+    EXPECT_EQ(Json(first)["remaining"], 100);
+    EXPECT_FALSE(Json(first).contains("debt"));
+    EXPECT_EQ(Json(first)["source"], Source());
+    EXPECT_THAT(Header(first, "RateLimit"), HasSubstr(absl::StrCat(limit, "\";r=100")));
+    EXPECT_THAT(Header(first, "RateLimit-Policy"), HasSubstr("q=1000"));
+
+    Response second = Post("/v1/charge", absl::StrCat(R"({"limit":")", limit, R"(","key":")", key,
+                                                      R"(","cost":300})"));
+    ASSERT_EQ(second.result(), http::status::ok) << second.body();  // a charge is never refused
+    EXPECT_EQ(Json(second)["remaining"], 0);
+    EXPECT_EQ(Json(second)["debt"], 200);
+    EXPECT_GT(Json(second)["retry_after_ms"].get<int64_t>(), 0);
+    EXPECT_EQ(Header(second, "Retry-After"), "");
+
+    // The next request, and a peek, are refused while the debt lasts.
+    for (const int cost : {1, 0}) {
+      Response next = Post("/v1/check", absl::StrCat(R"({"limit":")", limit, R"(","key":")", key,
+                                                     R"(","cost":)", cost, "}"));
+      EXPECT_EQ(next.result(), http::status::too_many_requests) << next.body();
+      EXPECT_EQ(Json(next)["reason"], "over_limit");
+      EXPECT_EQ(Json(next)["debt"], 200);
+      EXPECT_GT(Json(next)["retry_after_ms"].get<int64_t>(), 1000);
+      EXPECT_NE(Header(next, "Retry-After"), "");
+    }
+  }
+}
+
+// A batch of charges, as a gateway reports one response against several limits.
+TEST_P(MeteredHttpTest, ABatchOfCharges) {
+  Response batch = Post("/v1/charge", R"({"checks":[
+      {"limit":"requests_per_minute","key":"t","cost":1},
+      {"limit":"tokens_per_minute","key":"t","cost":1200}]})");
+  ASSERT_EQ(batch.result(), http::status::ok) << batch.body();
+  const nlohmann::json reply = Json(batch);
+  EXPECT_EQ(reply["allowed"], true);
+  ASSERT_EQ(reply["results"].size(), 2u);
+  EXPECT_EQ(reply["results"][0]["remaining"], 2);
+  EXPECT_EQ(reply["results"][1]["debt"], 200);
+  // The one with the least left speaks for the request.
+  EXPECT_EQ(reply["name"], "tokens_per_minute");
+  EXPECT_THAT(Header(batch, "RateLimit"), HasSubstr("\"requests_per_minute\";r=2"));
+}
+
+TEST_P(MeteredHttpTest, BadChargesAre400AndChargeNothing) {
+  struct Case {
+    std::string body;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"limit":"nope","key":"k","cost":1})", "limit: unknown limit \"nope\""},
+           {R"({"limit":"tokens_per_minute","key":"k","cost":-1})", "cost: expected an integer"},
+           {R"({"limit":"tokens_per_minute","key":"k","cost":1000000000001})",
+            "cost must be at most 1000000000000"},
+           {R"({"limit":"tokens_per_minute","cost":5})", "key: missing"},
+       }) {
+    Response response = Post("/v1/charge", c.body);
+    EXPECT_EQ(response.result(), http::status::bad_request) << c.body;
+    EXPECT_THAT(Json(response)["error"].get<std::string>(), HasSubstr(c.error)) << c.body;
+  }
+  std::optional<Response> get = client_->Send(http::verb::get, "/v1/charge");
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->result(), http::status::method_not_allowed);
+  Response peek = Post("/v1/check", R"({"limit":"tokens_per_minute","key":"k","cost":0})");
+  EXPECT_EQ(Json(peek)["remaining"], 1000);
+}
+
+// GET /metrics counts the charged units, and those beyond what was left.
+TEST_P(MeteredHttpTest, MetricsCountChargedUnitsAndDebt) {
+  Post("/v1/charge", R"({"limit":"tokens_per_minute","key":"m","cost":900})");
+  Post("/v1/charge", R"({"limit":"tokens_per_minute","key":"m","cost":300})");
+  std::optional<Response> metrics = client_->Send(http::verb::get, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_THAT(metrics->body(),
+              HasSubstr("tollgate_charged_units_total{limit=\"tokens_per_minute\"} 1200\n"));
+  EXPECT_THAT(metrics->body(),
+              HasSubstr("tollgate_debt_units_total{limit=\"tokens_per_minute\"} 200\n"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Redis, MeteredHttpTest, ::testing::Values(true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Redis" : "Memory";
+                         });
+
+}  // namespace
+}  // namespace tollgate
