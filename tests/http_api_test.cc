@@ -622,8 +622,9 @@ descriptors:
 TEST(TollgateCliTest, ServeHelpListsEveryRedisUrlForm) {
   RunResult run = RunTollgate({"serve", "--help"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  for (const char* form : {"redis://HOST:PORT", "rediss://", "redis-cluster://HOST:PORT,...",
-                           "redis-sentinel://HOST:PORT,.../MASTER"}) {
+  for (const char* form :
+       {"redis://HOST:PORT", "rediss://", "redis-cluster://HOST:PORT,...",
+        "redis-sentinel://HOST:PORT,.../MASTER", "rediss-cluster://", "rediss-sentinel://"}) {
     EXPECT_THAT(run.output, HasSubstr(form));
   }
 }

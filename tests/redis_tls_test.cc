@@ -16,7 +16,9 @@
 #include "src/store/redis/tls.h"
 #include "tests/support/limits.h"
 #include "tests/support/process.h"
+#include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/tls_certificates.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
@@ -34,49 +36,6 @@ RedisStoreOptions RedisOptionsFor(std::string url) {
   options.url = std::move(url);
   return options;
 }
-
-// Runs a command to completion; true when it exits 0.
-bool Run(const std::vector<std::string>& argv, const std::string& log) {
-  absl::StatusOr<testing::Subprocess> process = testing::Subprocess::Start(argv, log);
-  return process.ok() && process->Wait() == 0;
-}
-
-// A certificate authority, a server certificate it signs for `localhost` (only), and
-// a client certificate it signs; plus a second, unrelated authority.
-struct Certificates {
-  std::string dir;
-  std::string ca() const { return dir + "/ca.pem"; }
-  std::string other_ca() const { return dir + "/other_ca.pem"; }
-  std::string server_cert() const { return dir + "/server.pem"; }
-  std::string server_key() const { return dir + "/server.key"; }
-  std::string client_cert() const { return dir + "/client.pem"; }
-  std::string client_key() const { return dir + "/client.key"; }
-
-  static bool Make(Certificates* out) {
-    out->dir = testing::MakeTempDir("tollgate-tls");
-    const std::string& d = out->dir;
-    const std::string log = d + "/openssl.log";
-    auto authority = [&](const std::string& name) {
-      return Run(
-          {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-           "/CN=" + name, "-keyout", d + "/" + name + ".key", "-out", d + "/" + name + ".pem"},
-          log);
-    };
-    auto signed_by_ca = [&](const std::string& name, const std::string& extensions) {
-      testing::WriteFile(d + "/" + name + ".ext", extensions);
-      return Run({"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-                  "-keyout", d + "/" + name + ".key", "-out", d + "/" + name + ".csr"},
-                 log) &&
-             Run({"openssl", "x509", "-req", "-in", d + "/" + name + ".csr", "-CA", d + "/ca.pem",
-                  "-CAkey", d + "/ca.key", "-CAcreateserial", "-days", "2", "-extfile",
-                  d + "/" + name + ".ext", "-out", d + "/" + name + ".pem"},
-                 log);
-    };
-    return authority("ca") && authority("other_ca") &&
-           signed_by_ca("server", "subjectAltName=DNS:localhost\n") &&
-           signed_by_ca("client", "extendedKeyUsage=clientAuth\n");
-  }
-};
 
 // One connection on its own io_context thread.
 class Connection {
@@ -127,8 +86,9 @@ class Connection {
 class RedisTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(Certificates::Make(&certificates_))
-        << "openssl failed; see " << certificates_.dir << "/openssl.log";
+    absl::StatusOr<testing::TestCertificates> certificates = testing::TestCertificates::Make();
+    ASSERT_TRUE(certificates.ok()) << certificates.status();
+    certificates_ = *std::move(certificates);
     tls_port_ = testing::FreePort();
     // The plain port stays on for the fixture's own PING; the test talks TLS only.
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
@@ -153,7 +113,7 @@ class RedisTlsTest : public ::testing::Test {
             .key_file = certificates_.client_key()};
   }
 
-  Certificates certificates_;
+  testing::TestCertificates certificates_;
   int tls_port_ = 0;
   std::unique_ptr<RedisServer> server_;
 };
@@ -233,6 +193,62 @@ TEST_F(RedisTlsTest, RedisStoreNamesAnUnreadableCaFile) {
       RedisOptionsFor(absl::StrCat("rediss://localhost:", tls_port_, "?ca=/nonexistent/ca.pem")));
   EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent/ca.pem"));
+}
+
+// A token bucket of 2 for `keys` keys spread over the cluster's slots: each admits exactly
+// 2 through `store`; and a batch over several slots is all or nothing.
+void ExpectTwoPerKey(Store& store, int keys) {
+  const Limit limit = testing::TokenBucket("tls", 2, 0.001);
+  for (int i = 0; i < keys; ++i) {
+    const std::string key = absl::StrCat("user:", i);
+    int allowed = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      absl::StatusOr<std::vector<Decision>> decisions = store.Check({{&limit, key, 1}});
+      ASSERT_TRUE(decisions.ok()) << decisions.status();
+      EXPECT_EQ((*decisions)[0].source, DecisionSource::kRedis);
+      allowed += (*decisions)[0].allowed ? 1 : 0;
+    }
+    EXPECT_EQ(allowed, 2) << key;
+  }
+  absl::StatusOr<std::vector<Decision>> batch =
+      store.Check({{&limit, "batch:a", 1}, {&limit, "batch:b", 2}, {&limit, "user:0", 1}});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_FALSE((*batch)[2].allowed);  // user:0 is spent, so nothing is consumed
+  absl::StatusOr<std::vector<Decision>> peek = store.Check({{&limit, "batch:b", 0}});
+  ASSERT_TRUE(peek.ok()) << peek.status();
+  EXPECT_EQ((*peek)[0].remaining, 2);
+}
+
+// rediss-cluster://: every node over TLS, found at the TLS port each announces to a TLS
+// client; the nodes require a client certificate.
+TEST(RedisTlsClusterTest, RedisStoreChecksEverySlotOverTls) {
+  absl::StatusOr<testing::TestCertificates> certificates = testing::TestCertificates::Make();
+  ASSERT_TRUE(certificates.ok()) << certificates.status();
+  auto cluster = testing::RedisCluster::Start(3, 0, &*certificates);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      RedisStore::Create(RedisOptionsFor((*cluster)->tls_url()));
+  ASSERT_TRUE(store.ok()) << store.status() << " " << (*cluster)->tls_url();
+  ExpectTwoPerKey(**store, 30);
+
+  // Without the client certificate the nodes refuse the connection.
+  absl::StatusOr<std::unique_ptr<RedisStore>> anonymous = RedisStore::Create(
+      RedisOptionsFor(absl::StrCat((*cluster)->tls_url().substr(0, (*cluster)->tls_url().find('?')),
+                                   "?ca=", certificates->ca())));
+  EXPECT_FALSE(anonymous.ok());
+}
+
+// rediss-sentinel://: the sentinel asked over TLS names the primary by its TLS port, and the
+// store reaches it over TLS.
+TEST(RedisTlsSentinelTest, RedisStoreFindsThePrimaryOverTls) {
+  absl::StatusOr<testing::TestCertificates> certificates = testing::TestCertificates::Make();
+  ASSERT_TRUE(certificates.ok()) << certificates.status();
+  auto sentinels = testing::RedisSentinelSet::Start("limits", &*certificates);
+  ASSERT_TRUE(sentinels.ok()) << sentinels.status();
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      RedisStore::Create(RedisOptionsFor((*sentinels)->url()));
+  ASSERT_TRUE(store.ok()) << store.status() << " " << (*sentinels)->url();
+  ExpectTwoPerKey(**store, 5);
 }
 
 TEST(RedisTlsOptionsTest, MissingFilesAreNamed) {

@@ -41,6 +41,8 @@ struct RedisStoreOptions {
   //   rediss://[user:password@]host[:port][/db][?ca=FILE&cert=FILE&key=FILE&verify=no] (TLS)
   //   redis-cluster://[user:password@]host[:port][,host[:port]...]        (seed nodes)
   //   redis-sentinel://[user:password@]host[:port][,host[:port]...]/<master name>[?db=N]
+  //   rediss-cluster://..., rediss-sentinel://... (TLS to every node and sentinel; the same
+  //     ?ca=FILE&cert=FILE&key=FILE&verify=no parameters as rediss://)
   // `:password@` authenticates as the default user; `user:password@` as an ACL user (on
   // the data nodes; sentinels are asked without AUTH). User and password may be
   // percent-encoded.

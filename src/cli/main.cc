@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
       ->required();
   serve_command->add_option(
       "--redis", serve.redis_url,
-      "Redis URL: redis://HOST:PORT, rediss:// (TLS), redis-cluster://HOST:PORT,..., "
-      "redis-sentinel://HOST:PORT,.../MASTER (docs/redis.md); without it, state is in memory. A "
+      "Redis URL: redis://HOST:PORT, redis-cluster://HOST:PORT,..., "
+      "redis-sentinel://HOST:PORT,.../MASTER, or rediss://, rediss-cluster://, rediss-sentinel:// "
+      "for TLS (docs/redis.md); without it, state is in memory. A "
       "password here is seen by every local user: use TOLLGATE_REDIS or --redis-password-file");
   serve_command->add_option("--redis-url-file", serve.redis_url_file,
                             "Read the Redis URL from this file instead of --redis");

@@ -275,7 +275,10 @@ class Core {
           decision.reason = DenyReason::kStoreUnavailable;
           decision.limit = items[i].limit->numbers.MaxCost();
           decision.remaining = 0;
+          // The outage's wait, not the window's: nothing is known of the shared state
+          // until the store answers, which may be at the next probe.
           decision.retry_after_micros = options_.fail_closed_retry_after_ms * 1000;
+          decision.reset_after_micros = decision.retry_after_micros;
         }
       }
       std::move(done)(std::move(decisions));

@@ -222,6 +222,8 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
   EXPECT_FALSE((*decisions)[0].allowed);
   EXPECT_EQ((*decisions)[0].reason, DenyReason::kStoreUnavailable);
   EXPECT_GT((*decisions)[0].retry_after_micros, 0);
+  // Its reset is the outage's too, not the bucket's 3000 s refill.
+  EXPECT_EQ((*decisions)[0].reset_after_micros, (*decisions)[0].retry_after_micros);
 
   // A batch with a fail_closed limit is refused whole: the fail_open one spends nothing.
   std::vector<CheckItem> both = {{&open_, "user:9", 5}, {&closed_, "phone:9", 1}};

@@ -55,18 +55,26 @@ absl::StatusOr<redis::RedisReply> RedisCommand(int port, const std::vector<std::
 }
 
 absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries,
-                                                                  int replicas_per_primary) {
+                                                                  int replicas_per_primary,
+                                                                  const TestCertificates* tls) {
   std::unique_ptr<RedisCluster> cluster(new RedisCluster());
+  cluster->tls_ = tls;
   const int total = primaries * (1 + replicas_per_primary);
   std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
   for (int i = 0; i < total; ++i) {
-    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
-        {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-         "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
-         // A replica may take over however long ago it last heard from its primary.
-         "--cluster-replica-validity-factor", "0",
-         // The bus port defaults to port + 10000, out of range for a high free port.
-         "--cluster-port", absl::StrCat(FreePort())});
+    std::vector<std::string> args = {
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+        "1000", "--cluster-require-full-coverage", "no",
+        // A replica may take over however long ago it last heard from its primary.
+        "--cluster-replica-validity-factor", "0",
+        // The bus port defaults to port + 10000, out of range for a high free port.
+        "--cluster-port", absl::StrCat(FreePort())};
+    if (tls != nullptr) {
+      cluster->tls_ports_.push_back(FreePort());
+      std::vector<std::string> tls_args = tls->NodeArgs(cluster->tls_ports_.back());
+      args.insert(args.end(), tls_args.begin(), tls_args.end());
+    }
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(std::move(args));
     if (!server.ok()) return server.status();
     create.push_back(absl::StrCat("127.0.0.1:", (*server)->port()));
     cluster->servers_.push_back(*std::move(server));
@@ -127,6 +135,15 @@ std::string RedisCluster::url() const {
     if (seeds.size() == 2) break;
   }
   return absl::StrCat("redis-cluster://", absl::StrJoin(seeds, ","));
+}
+
+std::string RedisCluster::tls_url() const {
+  std::vector<std::string> seeds;
+  for (size_t i = 0; i < tls_ports_.size() && i < 2; ++i) {
+    seeds.push_back(absl::StrCat("127.0.0.1:", tls_ports_[i]));
+  }
+  return absl::StrCat("rediss-cluster://", absl::StrJoin(seeds, ","), "?",
+                      tls_ == nullptr ? "" : tls_->UrlQuery());
 }
 
 absl::StatusOr<std::vector<RedisCluster::Node>> RedisCluster::Nodes() const {
@@ -259,24 +276,43 @@ absl::Status RedisCluster::MoveSlot(int slot, int from_port, int to_port, int ba
 }
 
 absl::StatusOr<std::unique_ptr<RedisSentinelSet>> RedisSentinelSet::Start(
-    const std::string& master_name) {
+    const std::string& master_name, const TestCertificates* tls) {
   std::unique_ptr<RedisSentinelSet> set(new RedisSentinelSet());
   set->master_name_ = master_name;
-  absl::StatusOr<std::unique_ptr<RedisServer>> primary = RedisServer::Start();
+  set->tls_ = tls;
+  // With TLS, each server serves it on a port of its own, and the primary is known by it.
+  auto tls_args = [tls](int* port) {
+    if (tls == nullptr) return std::vector<std::string>();
+    *port = FreePort();
+    return tls->NodeArgs(*port);
+  };
+  int primary_tls_port = 0;
+  absl::StatusOr<std::unique_ptr<RedisServer>> primary =
+      RedisServer::Start(tls_args(&primary_tls_port));
   if (!primary.ok()) return primary.status();
-  const int primary_port = (*primary)->port();
+  const int primary_port = tls != nullptr ? primary_tls_port : (*primary)->port();
   set->servers_.push_back(*std::move(primary));
-  absl::StatusOr<std::unique_ptr<RedisServer>> replica =
-      RedisServer::Start({"--replicaof", "127.0.0.1", absl::StrCat(primary_port)});
+  int replica_tls_port = 0;
+  std::vector<std::string> replica_args = tls_args(&replica_tls_port);
+  replica_args.insert(replica_args.end(), {"--replicaof", "127.0.0.1", absl::StrCat(primary_port)});
+  absl::StatusOr<std::unique_ptr<RedisServer>> replica = RedisServer::Start(replica_args);
   if (!replica.ok()) return replica.status();
   set->servers_.push_back(*std::move(replica));
 
   set->sentinel_port_ = FreePort();
   set->dir_ = MakeTempDir("tollgate-sentinel");
   const std::string config = set->dir_ + "/sentinel.conf";
+  std::string tls_config;
+  if (tls != nullptr) {
+    set->sentinel_tls_port_ = FreePort();
+    tls_config =
+        absl::StrCat("tls-port ", set->sentinel_tls_port_, "\ntls-cert-file ", tls->node_cert(),
+                     "\ntls-key-file ", tls->node_key(), "\ntls-ca-cert-file ", tls->ca(),
+                     "\ntls-auth-clients yes\ntls-replication yes\n");
+  }
   WriteFile(config, absl::StrCat("port ", set->sentinel_port_, "\nbind 127.0.0.1\ndir ", set->dir_,
-                                 "\nsentinel monitor ", master_name, " 127.0.0.1 ", primary_port,
-                                 " 1\nsentinel down-after-milliseconds ", master_name,
+                                 "\n", tls_config, "sentinel monitor ", master_name, " 127.0.0.1 ",
+                                 primary_port, " 1\nsentinel down-after-milliseconds ", master_name,
                                  " 1000\nsentinel failover-timeout ", master_name, " 10000\n"));
   absl::StatusOr<Subprocess> sentinel =
       Subprocess::Start({"redis-server", config, "--sentinel"}, set->dir_ + "/sentinel.log");
@@ -295,6 +331,10 @@ RedisSentinelSet::~RedisSentinelSet() {
 }
 
 std::string RedisSentinelSet::url() const {
+  if (tls_ != nullptr) {
+    return absl::StrCat("rediss-sentinel://127.0.0.1:", sentinel_tls_port_, "/", master_name_, "?",
+                        tls_->UrlQuery());
+  }
   return absl::StrCat("redis-sentinel://127.0.0.1:", sentinel_port_, "/", master_name_);
 }
 

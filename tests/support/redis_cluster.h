@@ -14,6 +14,7 @@
 #include "src/store/redis/resp.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/tls_certificates.h"
 
 namespace tollgate::testing {
 
@@ -38,11 +39,18 @@ class RedisCluster {
     std::string primary_id;  // for a replica
   };
 
+  // With `tls`, every node also serves TLS (TestCertificates::NodeArgs: client certificates
+  // required, the cluster bus and replication over TLS) beside its plain port, which the
+  // helpers below use. REQUIRES: `tls` outlives the cluster.
   static absl::StatusOr<std::unique_ptr<RedisCluster>> Start(int primaries = 3,
-                                                             int replicas_per_primary = 1);
+                                                             int replicas_per_primary = 1,
+                                                             const TestCertificates* tls = nullptr);
 
   // redis-cluster://127.0.0.1:<first port>,127.0.0.1:<second port>
   std::string url() const;
+  // rediss-cluster://127.0.0.1:<first TLS port>,...?<TestCertificates::UrlQuery()>: a
+  // cluster started with `tls`, reached over TLS only.
+  std::string tls_url() const;
   // The nodes as CLUSTER NODES on a live node reports them now (dead ones left out).
   absl::StatusOr<std::vector<Node>> Nodes() const;
   // The port of the primary serving `slot` now (CLUSTER SLOTS on a live node).
@@ -62,6 +70,8 @@ class RedisCluster {
  private:
   RedisCluster() = default;
   std::vector<std::unique_ptr<RedisServer>> servers_;
+  std::vector<int> tls_ports_;  // with `tls`: servers_[i]'s TLS port
+  const TestCertificates* tls_ = nullptr;
   std::vector<int> live_ports() const;
 };
 
@@ -69,11 +79,15 @@ class RedisCluster {
 // primary as `master_name`. The destructor kills all three.
 class RedisSentinelSet {
  public:
+  // With `tls`, the primary, the replica and the sentinel also serve TLS (as
+  // RedisCluster::Start), the replica replicates and the sentinel monitors over TLS, so
+  // the sentinel names the primary by its TLS port. REQUIRES: `tls` outlives the set.
   static absl::StatusOr<std::unique_ptr<RedisSentinelSet>> Start(
-      const std::string& master_name = "limits");
+      const std::string& master_name = "limits", const TestCertificates* tls = nullptr);
   ~RedisSentinelSet();
 
-  // redis-sentinel://127.0.0.1:<sentinel port>/<master name>
+  // redis-sentinel://127.0.0.1:<sentinel port>/<master name>; started with `tls`:
+  // rediss-sentinel://127.0.0.1:<sentinel TLS port>/<master name>?<UrlQuery()>.
   std::string url() const;
   int sentinel_port() const { return sentinel_port_; }
   // The primary's port as the sentinel names it now.
@@ -87,6 +101,8 @@ class RedisSentinelSet {
   std::string master_name_;
   std::vector<std::unique_ptr<RedisServer>> servers_;  // [0] first primary, [1] replica
   int sentinel_port_ = 0;
+  int sentinel_tls_port_ = 0;
+  const TestCertificates* tls_ = nullptr;
   std::string dir_;
   std::optional<Subprocess> sentinel_;
 };

@@ -44,12 +44,38 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view text, absl::string_v
 }
 
 absl::Status InvalidTarget(absl::string_view scheme, absl::string_view what) {
-  absl::string_view form = scheme == "redis-cluster://"
-                               ? "redis-cluster://[user:password@]host:port[,host:port...]"
-                               : "redis-sentinel://[user:password@]host:port[,host:port...]/"
-                                 "<master name>[?db=N]";
+  const bool cluster = absl::StrContains(scheme, "cluster");
+  const bool tls = absl::StartsWith(scheme, "rediss");
+  const std::string form =
+      cluster ? absl::StrCat(scheme, "[user:password@]host:port[,host:port...]",
+                             tls ? "[?ca=FILE&cert=FILE&key=FILE&verify=yes|no]" : "")
+              : absl::StrCat(scheme, "[user:password@]host:port[,host:port...]/<master name>",
+                             tls ? "[?db=N&ca=FILE&cert=FILE&key=FILE&verify=yes|no]" : "[?db=N]");
   return absl::InvalidArgumentError(
       absl::StrCat("invalid Redis URL (expected ", form, "): ", what));
+}
+
+// One `name=value` of a TLS URL's query into `options`: ca=FILE, cert=FILE, key=FILE,
+// verify=yes|no (values percent-decoded). NotFound for another name; InvalidArgument for a
+// bad value.
+absl::Status ParseTlsParameter(absl::string_view pair, TlsOptions& options) {
+  const size_t equals = pair.find('=');
+  const absl::string_view name = pair.substr(0, equals);
+  absl::StatusOr<std::string> value = PercentDecode(
+      equals == absl::string_view::npos ? absl::string_view() : pair.substr(equals + 1), name);
+  if (!value.ok()) return value.status();
+  if (name == "ca") {
+    options.ca_file = *std::move(value);
+  } else if (name == "cert") {
+    options.cert_file = *std::move(value);
+  } else if (name == "key") {
+    options.key_file = *std::move(value);
+  } else if (name == "verify" && (*value == "yes" || *value == "no")) {
+    options.verify_peer = *value == "yes";
+  } else {
+    return absl::NotFoundError(absl::StrCat("unknown parameter \"", name, "\""));
+  }
+  return absl::OkStatus();
 }
 
 // `host[:port]` or `[ipv6][:port]`.
@@ -87,8 +113,12 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
 
 Topology UrlTopology(std::string_view url_view) {
   const absl::string_view url(url_view.data(), url_view.size());
-  if (absl::StartsWith(url, "redis-cluster://")) return Topology::kCluster;
-  if (absl::StartsWith(url, "redis-sentinel://")) return Topology::kSentinel;
+  if (absl::StartsWith(url, "redis-cluster://") || absl::StartsWith(url, "rediss-cluster://")) {
+    return Topology::kCluster;
+  }
+  if (absl::StartsWith(url, "redis-sentinel://") || absl::StartsWith(url, "rediss-sentinel://")) {
+    return Topology::kSentinel;
+  }
   return Topology::kStandalone;
 }
 
@@ -103,9 +133,15 @@ absl::StatusOr<RedisTarget> ParseRedisTarget(std::string_view url_view) {
     out.seeds.push_back({out.node.host, out.node.port});
     return out;
   }
-  const absl::string_view scheme =
-      out.topology == Topology::kCluster ? "redis-cluster://" : "redis-sentinel://";
+  out.node.tls = absl::StartsWith(url, "rediss");
+  const absl::string_view scheme = url.substr(0, url.find("://") + 3);
   absl::string_view rest = url.substr(scheme.size());
+  // The query (TLS files, a Sentinel's db) ends the URL.
+  absl::string_view query;
+  if (size_t question = rest.find('?'); question != absl::string_view::npos) {
+    query = rest.substr(question + 1);
+    rest = rest.substr(0, question);
+  }
   // The credentials end at the last '@' before the path.
   absl::string_view authority = rest.substr(0, rest.find('/'));
   absl::string_view path;
@@ -125,26 +161,35 @@ absl::StatusOr<RedisTarget> ParseRedisTarget(std::string_view url_view) {
     if (!host.ok()) return host.status();
     out.seeds.push_back(*std::move(host));
   }
-  if (out.topology == Topology::kCluster) {
+  const bool cluster = out.topology == Topology::kCluster;
+  if (cluster) {
     if (!path.empty() && path != "0") {
       return InvalidTarget(scheme, "a Redis Cluster has only database 0");
     }
-    return out;
+  } else {
+    if (path.empty()) return InvalidTarget(scheme, "missing /<master name>");
+    out.master_name = std::string(path);
   }
-  absl::string_view query;
-  if (size_t question = path.find('?'); question != absl::string_view::npos) {
-    query = path.substr(question + 1);
-    path = path.substr(0, question);
-  }
-  if (path.empty()) return InvalidTarget(scheme, "missing /<master name>");
-  out.master_name = std::string(path);
-  if (!query.empty()) {
-    for (absl::string_view parameter : absl::StrSplit(query, '&')) {
-      if (!absl::ConsumePrefix(&parameter, "db=") || !absl::SimpleAtoi(parameter, &out.node.db) ||
-          out.node.db < 0) {
-        return InvalidTarget(scheme, "the only parameter is db=<number >= 0>");
+  const absl::string_view expected =
+      cluster ? (out.node.tls ? "ca=FILE, cert=FILE, key=FILE, verify=yes|no"
+                              : "none (TLS files need rediss-cluster://)")
+              : (out.node.tls ? "db=N, ca=FILE, cert=FILE, key=FILE, verify=yes|no"
+                              : "db=N (TLS files need rediss-sentinel://)");
+  for (absl::string_view parameter : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    if (!cluster && absl::ConsumePrefix(&parameter, "db=")) {
+      if (!absl::SimpleAtoi(parameter, &out.node.db) || out.node.db < 0) {
+        return InvalidTarget(scheme, "db must be a number >= 0");
       }
+      continue;
     }
+    absl::Status tls =
+        out.node.tls ? ParseTlsParameter(parameter, out.node.tls_options) : absl::NotFoundError("");
+    if (absl::IsNotFound(tls)) {
+      const absl::string_view name = parameter.substr(0, parameter.find('='));
+      return InvalidTarget(
+          scheme, absl::StrCat("unknown parameter \"", name, "\" (expected ", expected, ")"));
+    }
+    if (!tls.ok()) return tls;
   }
   return out;
 }
@@ -167,23 +212,12 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(std::string_view url_view) {
     rest = rest.substr(0, question);
     if (!out.tls) return Invalid("parameters (ca, cert, key, verify) need rediss://");
     for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
-      const size_t equals = pair.find('=');
-      const absl::string_view name = pair.substr(0, equals);
-      absl::StatusOr<std::string> value = PercentDecode(
-          equals == absl::string_view::npos ? absl::string_view() : pair.substr(equals + 1), name);
-      if (!value.ok()) return value.status();
-      if (name == "ca") {
-        out.tls_options.ca_file = *std::move(value);
-      } else if (name == "cert") {
-        out.tls_options.cert_file = *std::move(value);
-      } else if (name == "key") {
-        out.tls_options.key_file = *std::move(value);
-      } else if (name == "verify" && (*value == "yes" || *value == "no")) {
-        out.tls_options.verify_peer = *value == "yes";
-      } else {
-        return Invalid(absl::StrCat("unknown parameter \"", name,
-                                    "\" (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no)"));
+      absl::Status status = ParseTlsParameter(pair, out.tls_options);
+      if (absl::IsNotFound(status)) {
+        return Invalid(absl::StrCat(status.message(),
+                                    " (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no)"));
       }
+      if (!status.ok()) return status;
     }
   }
 

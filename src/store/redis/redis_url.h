@@ -1,5 +1,6 @@
 // Copyright tollgate authors. Redis URLs: `redis://` (one server), `redis-cluster://` (a Redis
-// Cluster, by seed nodes) and `redis-sentinel://` (a primary found through Sentinel).
+// Cluster, by seed nodes) and `redis-sentinel://` (a primary found through Sentinel); each
+// with an `s` (`rediss://`, ...) for TLS.
 #ifndef TOLLGATE_SRC_STORE_REDIS_REDIS_URL_H_
 #define TOLLGATE_SRC_STORE_REDIS_REDIS_URL_H_
 
@@ -70,12 +71,17 @@ struct RedisTarget {
 //   redis-cluster://[[user]:password@]host[:port][,host[:port]...]            (port 6379)
 //   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/<master name>[?db=N]
 //                                                                            (port 26379)
+// and their TLS forms rediss://, rediss-cluster:// and rediss-sentinel://, which take the
+// TLS parameters ca=FILE, cert=FILE, key=FILE, verify=yes|no in the query (beside db=N for
+// Sentinel) and use them for every connection: each cluster node (at the TLS port it
+// announces to a TLS client), the sentinels and the primary they name.
 // Credentials are for the data nodes; sentinels are asked without AUTH. A cluster has only
 // database 0. InvalidArgument naming the offending part (never echoing the password).
 absl::StatusOr<RedisTarget> ParseRedisTarget(std::string_view url);
 
-// The URL's form without parsing the rest: kCluster for redis-cluster://, kSentinel for
-// redis-sentinel://, kStandalone for anything else.
+// The URL's form without parsing the rest: kCluster for redis-cluster:// and
+// rediss-cluster://, kSentinel for redis-sentinel:// and rediss-sentinel://, kStandalone for
+// anything else.
 Topology UrlTopology(std::string_view url);
 
 }  // namespace tollgate::redis

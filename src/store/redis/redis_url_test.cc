@@ -94,6 +94,35 @@ TEST(RedisTargetTest, SentinelMasterAndDatabase) {
   EXPECT_EQ(target->seeds, (std::vector<HostPort>{{"s1", 5000}, {"s2", 26379}}));
 }
 
+TEST(RedisTargetTest, TlsClusterAndSentinel) {
+  absl::StatusOr<RedisTarget> cluster = ParseRedisTarget(
+      "rediss-cluster://:pw@h1:7000,h2?ca=/ca%20dir/ca.pem&cert=/c.pem&key=/k.pem");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ(cluster->topology, Topology::kCluster);
+  EXPECT_TRUE(cluster->node.tls);
+  EXPECT_EQ(cluster->node.password, "pw");
+  EXPECT_EQ(cluster->node.tls_options.ca_file, "/ca dir/ca.pem");
+  EXPECT_EQ(cluster->node.tls_options.cert_file, "/c.pem");
+  EXPECT_EQ(cluster->node.tls_options.key_file, "/k.pem");
+  EXPECT_TRUE(cluster->node.tls_options.verify_peer);
+  EXPECT_EQ(cluster->seeds, (std::vector<HostPort>{{"h1", 7000}, {"h2", 6379}}));
+
+  absl::StatusOr<RedisTarget> sentinel =
+      ParseRedisTarget("rediss-sentinel://s1:5000/limits?db=3&verify=no&ca=/ca.pem");
+  ASSERT_TRUE(sentinel.ok()) << sentinel.status();
+  EXPECT_EQ(sentinel->topology, Topology::kSentinel);
+  EXPECT_TRUE(sentinel->node.tls);
+  EXPECT_EQ(sentinel->master_name, "limits");
+  EXPECT_EQ(sentinel->node.db, 3);
+  EXPECT_FALSE(sentinel->node.tls_options.verify_peer);
+  EXPECT_EQ(sentinel->node.tls_options.ca_file, "/ca.pem");
+
+  EXPECT_FALSE(ParseRedisTarget("redis-cluster://h")->node.tls);
+  EXPECT_EQ(UrlTopology("rediss-cluster://h"), Topology::kCluster);
+  EXPECT_EQ(UrlTopology("rediss-sentinel://h/m"), Topology::kSentinel);
+  EXPECT_EQ(UrlTopology("rediss://h"), Topology::kStandalone);
+}
+
 TEST(RedisTargetTest, StandaloneIsRedisUrl) {
   absl::StatusOr<RedisTarget> target = ParseRedisTarget("redis://h:6380/4");
   ASSERT_TRUE(target.ok()) << target.status();
@@ -111,7 +140,12 @@ TEST(RedisTargetTest, RejectsWithTheReason) {
        {Case{"redis-cluster://h:1/3", "only database 0"},
         Case{"redis-cluster://h:1,,h:2", "missing host"}, Case{"redis-cluster://h:x", "port \"x\""},
         Case{"redis-sentinel://s:26379", "missing /<master name>"},
-        Case{"redis-sentinel://s:26379/m?database=1", "db=<number"}}) {
+        Case{"redis-sentinel://s:26379/m?database=1", "unknown parameter \"database\""},
+        Case{"redis-sentinel://s:26379/m?db=-1", "db must be a number >= 0"},
+        Case{"redis-sentinel://s/m?ca=/x", "TLS files need rediss-sentinel://"},
+        Case{"redis-cluster://h?ca=/x", "TLS files need rediss-cluster://"},
+        Case{"rediss-cluster://h?cafile=/x", "unknown parameter \"cafile\""},
+        Case{"rediss-sentinel://s/m?verify=maybe", "unknown parameter \"verify\""}}) {
     absl::StatusOr<RedisTarget> target = ParseRedisTarget(c.url);
     ASSERT_FALSE(target.ok()) << c.url;
     EXPECT_EQ(target.status().code(), absl::StatusCode::kInvalidArgument);

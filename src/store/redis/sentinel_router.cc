@@ -48,9 +48,12 @@ class SentinelRouter final : public Router {
     for (const HostPort& sentinel : target_.seeds) {
       ClientOptions client = options_.client;
       client.connections = 1;
+      // Sentinels are asked without AUTH, over TLS when the data nodes are (rediss-sentinel://).
       client.connection.url = RedisUrl();
       client.connection.url.host = sentinel.host;
       client.connection.url.port = sentinel.port;
+      client.connection.url.tls = target_.node.tls;
+      client.connection.url.tls_options = target_.node.tls_options;
       sentinels_.push_back(std::make_unique<ConnectionPool>(io_thread_.io(), client));
       sentinels_.back()->Start();
     }

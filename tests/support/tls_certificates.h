@@ -1,0 +1,40 @@
+// Copyright tollgate authors. Certificates for tests of Redis over TLS, made by the openssl
+// command in a temporary directory.
+#ifndef TOLLGATE_TESTS_SUPPORT_TLS_CERTIFICATES_H_
+#define TOLLGATE_TESTS_SUPPORT_TLS_CERTIFICATES_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tollgate::testing {
+
+// A certificate authority; a server certificate it signs for `localhost` only; a node
+// certificate it signs for `localhost` and `127.0.0.1` (cluster nodes and sentinels name
+// each other by address); a client certificate it signs; and a second, unrelated authority.
+struct TestCertificates {
+  std::string dir;
+  std::string ca() const { return dir + "/ca.pem"; }
+  std::string other_ca() const { return dir + "/other_ca.pem"; }
+  std::string server_cert() const { return dir + "/server.pem"; }
+  std::string server_key() const { return dir + "/server.key"; }
+  std::string node_cert() const { return dir + "/node.pem"; }
+  std::string node_key() const { return dir + "/node.key"; }
+  std::string client_cert() const { return dir + "/client.pem"; }
+  std::string client_key() const { return dir + "/client.key"; }
+
+  // `ca=...&cert=...&key=...`: the query of a rediss URL that trusts ca() and presents the
+  // client certificate.
+  std::string UrlQuery() const;
+
+  // redis-server arguments that serve TLS on `tls_port` with the node certificate, require
+  // client certificates from ca(), and use TLS for replication and the cluster bus.
+  std::vector<std::string> NodeArgs(int tls_port) const;
+
+  // Internal error naming <dir>/openssl.log when openssl fails.
+  static absl::StatusOr<TestCertificates> Make();
+};
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_SUPPORT_TLS_CERTIFICATES_H_
