@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "src/core/metered_ids.h"
 #include "tests/store_conformance.h"
 
 namespace tollgate {
@@ -115,6 +116,82 @@ TEST_P(MeteredConformanceTest, ChargesOfSeveralLimitsInOneCall) {
     EXPECT_EQ(CheckOne(limit, "tenant", 0).remaining, 6) << limit.name;
     EXPECT_FALSE(CheckOne(limit, "another tenant", 0).allowed) << limit.name;
   }
+}
+
+// Reserve, then settle lower (the difference comes back), higher (the extra is charged), or
+// again (nothing changes); an unknown id (forged) is refused and changes nothing.
+TEST_P(MeteredConformanceTest, SettleLowerRefundsHigherChargesAndOnlyOnce) {
+  for (const Limit& limit : SlowLimits(100)) {
+    const std::string low = internal::NewMeteredId();
+    const std::string high = internal::NewMeteredId();
+    ASSERT_TRUE(Apply(limit, "k", 40, ItemOp::kReserve, low).allowed) << limit.name;
+    const Decision reserved = Apply(limit, "k", 30, ItemOp::kReserve, high);
+    ASSERT_TRUE(reserved.allowed) << limit.name;
+    EXPECT_EQ(reserved.remaining, 30) << limit.name;
+
+    const Decision lower = Apply(limit, "k", 25, ItemOp::kSettle, low);  // 15 come back
+    EXPECT_TRUE(lower.allowed) << limit.name;
+    EXPECT_EQ(lower.reason, DenyReason::kNone);
+    EXPECT_EQ(lower.remaining, 45) << limit.name;
+    const Decision higher = Apply(limit, "k", 80, ItemOp::kSettle, high);  // 50 more
+    EXPECT_TRUE(higher.allowed) << limit.name;
+    EXPECT_EQ(higher.remaining, 0) << limit.name;
+    EXPECT_EQ(higher.debt, 5) << limit.name;
+
+    const Decision again = Apply(limit, "k", 0, ItemOp::kSettle, low);
+    EXPECT_FALSE(again.allowed) << limit.name;
+    EXPECT_EQ(again.reason, DenyReason::kAlreadySettled) << limit.name;
+    EXPECT_EQ(again.debt, 5) << limit.name;  // nothing came back
+    const Decision forged = Apply(limit, "k", 0, ItemOp::kSettle, internal::NewMeteredId());
+    EXPECT_FALSE(forged.allowed) << limit.name;
+    EXPECT_EQ(forged.reason, DenyReason::kNotFound) << limit.name;
+    // Another key's reservation id does not settle this key's.
+    EXPECT_EQ(Apply(limit, "other", 0, ItemOp::kSettle, high).reason, DenyReason::kNotFound);
+    EXPECT_EQ(CheckOne(limit, "k", 0).debt, 5) << limit.name;
+  }
+}
+
+// A reservation in a refused batch reserves nothing: no consumption, no record to settle.
+TEST_P(MeteredConformanceTest, ARefusedBatchReservesNothing) {
+  const std::vector<Limit> limits = SlowLimits(10);
+  const std::string id = internal::NewMeteredId();
+  CheckItem reserve{&limits[0], Key("k"), 4};
+  reserve.op = ItemOp::kReserve;
+  reserve.id = id;
+  CheckItem over{&limits[1], Key("other"), 11};  // never fits: refuses the batch
+  absl::StatusOr<std::vector<Decision>> refused = store().Apply({reserve, over});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_TRUE((*refused)[0].allowed);  // alone it would pass
+  EXPECT_EQ((*refused)[0].remaining, 10);
+  EXPECT_FALSE((*refused)[1].allowed);
+  EXPECT_EQ(CheckOne(limits[0], "k", 0).remaining, 10);
+  EXPECT_EQ(Apply(limits[0], "k", 0, ItemOp::kSettle, id).reason, DenyReason::kNotFound);
+  EXPECT_EQ(CheckOne(limits[0], "k", 0).remaining, 10);
+}
+
+// Requests per minute, a reservation of tokens and a charge, as one gateway request: the
+// reservation and the check are all or nothing together.
+TEST_P(MeteredConformanceTest, RequestsAndAReservationAreAllOrNothing) {
+  const Limit requests = Window("conformance_rpm", Algorithm::kFixedWindow, 2, kYear);
+  const Limit tokens = TokenBucket("conformance_tpm", 1000, 1e-6);
+  std::string last_id;
+  auto request = [&](int64_t estimate) {
+    last_id = internal::NewMeteredId();
+    CheckItem reserve{&tokens, Key("tenant"), estimate};
+    reserve.op = ItemOp::kReserve;
+    reserve.id = last_id;
+    absl::StatusOr<std::vector<Decision>> decisions =
+        store().Apply({CheckItem{&requests, Key("tenant"), 1}, reserve});
+    EXPECT_TRUE(decisions.ok()) << decisions.status();
+    return decisions.ok() && (*decisions)[0].allowed && (*decisions)[1].allowed;
+  };
+  EXPECT_TRUE(request(600));
+  EXPECT_FALSE(request(600));  // 400 tokens left: refused, and its request not counted
+  EXPECT_EQ(CheckOne(requests, "tenant", 0).remaining, 1);
+  EXPECT_TRUE(request(300));
+  EXPECT_FALSE(request(1));  // no request left: refused, and its tokens not reserved
+  EXPECT_EQ(CheckOne(tokens, "tenant", 0).remaining, 100);
+  EXPECT_EQ(Apply(tokens, "tenant", 0, ItemOp::kSettle, last_id).reason, DenyReason::kNotFound);
 }
 
 }  // namespace

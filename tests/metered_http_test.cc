@@ -1,5 +1,6 @@
-// Copyright tollgate authors. Metered work over HTTP (docs/http.md): POST /v1/charge, against a
-// real `tollgate serve` with its own Redis.
+// Copyright tollgate authors. Metered work over HTTP (docs/http.md): POST /v1/charge,
+// reservations (`"reserve": true`) and POST /v1/settle, against a real `tollgate serve` with
+// its own Redis.
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +28,7 @@ using Server = ::tollgate::testing::ServeProcess;
 constexpr char kConfig[] = R"(limits:
   requests_per_minute: {algorithm: fixed_window, limit: 3, window: 1d, timeout: 2s}
   tokens_per_minute: {algorithm: token_bucket, capacity: 1000, refill_per_second: 0.001,
-                      timeout: 2s}
+                      timeout: 2s, reservation_ttl: 10m}
   tokens_sliding: {algorithm: sliding_window, limit: 1000, window: 1d, timeout: 2s}
 )";
 
@@ -155,6 +156,82 @@ TEST_P(MeteredHttpTest, MetricsCountChargedUnitsAndDebt) {
               HasSubstr("tollgate_charged_units_total{limit=\"tokens_per_minute\"} 1200\n"));
   EXPECT_THAT(metrics->body(),
               HasSubstr("tollgate_debt_units_total{limit=\"tokens_per_minute\"} 200\n"));
+}
+
+// A gateway's request: one request per minute and an estimate of 500 tokens reserved, all or
+// nothing; then the response's actual tokens settle the reservation.
+TEST_P(MeteredHttpTest, ReserveThenSettle) {
+  Response admitted = Post("/v1/check", R"({"checks":[
+      {"limit":"requests_per_minute","key":"r"},
+      {"limit":"tokens_per_minute","key":"r","cost":500,"reserve":true}]})");
+  ASSERT_EQ(admitted.result(), http::status::ok) << admitted.body();
+  const nlohmann::json reply = Json(admitted);
+  EXPECT_FALSE(reply["results"][0].contains("reservation"));
+  ASSERT_TRUE(reply["results"][1]["reservation"].is_string()) << admitted.body();
+  const std::string reservation = reply["results"][1]["reservation"];
+  EXPECT_EQ(reply["results"][1]["remaining"], 500);
+
+  // The response used 200: 300 come back.
+  Response settled =
+      Post("/v1/settle", absl::StrCat(R"({"reservation":")", reservation, R"(","cost":200})"));
+  ASSERT_EQ(settled.result(), http::status::ok) << settled.body();
+  EXPECT_EQ(Json(settled)["remaining"], 800);
+  EXPECT_EQ(Json(settled)["name"], "tokens_per_minute");
+  EXPECT_THAT(Header(settled, "RateLimit"), HasSubstr("\"tokens_per_minute\";r=800"));
+  // Once only: a second settle changes nothing.
+  Response again =
+      Post("/v1/settle", absl::StrCat(R"({"reservation":")", reservation, R"(","cost":0})"));
+  EXPECT_EQ(again.result(), http::status::conflict) << again.body();
+  EXPECT_THAT(Json(again)["error"].get<std::string>(), HasSubstr("settled already"));
+  // A reservation nobody made (another id, same limit and key) is refused.
+  std::string forged = reservation;
+  forged[0] = forged[0] == 'A' ? 'B' : 'A';
+  Response unknown =
+      Post("/v1/settle", absl::StrCat(R"({"reservation":")", forged, R"(","cost":0})"));
+  EXPECT_EQ(unknown.result(), http::status::not_found) << unknown.body();
+  Response peek = Post("/v1/check", R"({"limit":"tokens_per_minute","key":"r","cost":0})");
+  EXPECT_EQ(Json(peek)["remaining"], 800);
+
+  // A single reserving check answers its reservation at the top level; a settle above it
+  // charges the extra, into debt if need be.
+  Response one =
+      Post("/v1/check", R"({"limit":"tokens_per_minute","key":"r","cost":100,"reserve":true})");
+  ASSERT_EQ(one.result(), http::status::ok) << one.body();
+  ASSERT_TRUE(Json(one)["reservation"].is_string()) << one.body();
+  Response over = Post(
+      "/v1/settle", absl::StrCat(R"({"reservation":")", Json(one)["reservation"].get<std::string>(),
+                                 R"(","cost":1000})"));
+  ASSERT_EQ(over.result(), http::status::ok) << over.body();
+  EXPECT_EQ(Json(over)["debt"], 200);
+}
+
+TEST_P(MeteredHttpTest, BadSettlesAre400) {
+  struct Case {
+    std::string body;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"reservation":"nope","cost":1})", "reservation: not a reservation token"},
+           {R"({"reservation":"x"})", "cost: missing"},
+           {R"({"cost":1})", "reservation: missing"},
+           {R"({"reservation":"AAAAAAAAAAAAAAAAAAAAAA.dG9rZW5zX3Blcl9taW51dGU.cg","cost":-2})",
+            "cost: expected an integer >= 0"},
+           {R"({"reservation":"AAAAAAAAAAAAAAAAAAAAAA.dG9rZW5zX3Blcl9taW51dGU.cg"})",
+            "cost: missing"},
+           {R"({"reservation":"a","cost":1,"extra":2})", "\"extra\": unknown field"},
+       }) {
+    Response response = Post("/v1/settle", c.body);
+    EXPECT_EQ(response.result(), http::status::bad_request) << c.body;
+    EXPECT_THAT(Json(response)["error"].get<std::string>(), HasSubstr(c.error)) << c.body;
+  }
+  Response charge =
+      Post("/v1/charge", R"({"limit":"tokens_per_minute","key":"k","cost":1,"reserve":true})");
+  EXPECT_EQ(charge.result(), http::status::bad_request);
+  EXPECT_THAT(Json(charge)["error"].get<std::string>(), HasSubstr("reserve: only on"));
+  // Well formed, for a limit this config has not: unknown.
+  Response other = Post(
+      "/v1/settle", R"({"reservation":"AAAAAAAAAAAAAAAAAAAAAA.bm8tc3VjaC1saW1pdA.cg","cost":1})");
+  EXPECT_EQ(other.result(), http::status::not_found) << other.body();
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, MeteredHttpTest, ::testing::Values(true),

@@ -24,6 +24,7 @@
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
 #include "src/store/redis/redis_store_impl.h"
+#include "src/store/redis/slot.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 
@@ -407,6 +408,132 @@ TEST_F(RedisStoreTest, ChargeTableMatchesTheAlgorithm) {
   EXPECT_GT(in_debt, 30);  // the table puts limits in debt, not only within them
 }
 
+// Settles (ItemOp::kSettle) of a reservation recorded as check.lua records it: the
+// algorithms' Settle functions (a refund into the reservation's window, or a charge of the
+// extra) and check.lua's settle branch agree bit for bit; the record then says settled, so a
+// second settle changes nothing (kAlreadySettled), and an id without a record is kNotFound.
+TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20260802);
+  const std::vector<double> rates = {0.5, 7.25, 100, 1e4};
+  const std::vector<int64_t> windows = {1'000'000, 60'000'000, 86'400'000'000};
+  const std::vector<int64_t> maxima = {1, 3, 10, 1000};
+  int refunded = 0;
+  for (int i = 0; i < 300; ++i) {
+    const int kind = i % 3;  // token bucket, fixed window, sliding window
+    const int64_t max = maxima[random() % maxima.size()];
+    const double rate = rates[random() % rates.size()];
+    const int64_t window = windows[random() % windows.size()];
+    Limit limit = kind == 0 ? TokenBucket(absl::StrCat("st", i), max, rate)
+                  : kind == 1
+                      ? Window(absl::StrCat("sf", i), Algorithm::kFixedWindow, max, window)
+                      : Window(absl::StrCat("ss", i), Algorithm::kSlidingWindow, max, window);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const int64_t index = algorithm::WindowIndex(now, window);
+    const std::string base = redis::StateKey("tollgate:", limit.name, "k");
+    const algorithm::TokenBucketParams bucket{max, rate};
+    const algorithm::WindowParams windowed{max, window};
+    std::optional<algorithm::TokenBucketState> bucket_state;
+    std::optional<algorithm::FixedWindowState> fixed_state;
+    std::optional<algorithm::SlidingWindowState> sliding_state;
+    if (random() % 5 != 0) {
+      if (kind == 0) {
+        const double fill = static_cast<double>(max) * 1e6 / rate;
+        const double u = std::uniform_real_distribution<double>(-1, 1.2)(random);
+        bucket_state = algorithm::TokenBucketState{static_cast<double>(now) - fill * u};
+        std::string stored(8, '\0');
+        redis::PutLittleEndianDouble(stored.data(), bucket_state->empty_at_micros);
+        Redis({"SET", base, stored, "PX", "600000"});
+      } else if (kind == 1) {
+        fixed_state =
+            algorithm::FixedWindowState{index, static_cast<int64_t>(random() % (2 * max))};
+        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(fixed_state->count), "PX",
+               "600000"});
+      } else {
+        sliding_state =
+            algorithm::SlidingWindowState{index, static_cast<int64_t>(random() % (2 * max)),
+                                          static_cast<int64_t>(random() % (2 * max))};
+        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(sliding_state->current), "PX",
+               "600000"});
+        Redis({"SET", absl::StrCat(base, ":", index - 1), absl::StrCat(sliding_state->previous),
+               "PX", "600000"});
+      }
+    }
+    // A reservation taken in this window, the one before, or earlier.
+    const int64_t reserved = static_cast<int64_t>(random() % (2 * max + 1));
+    const int64_t at = now - static_cast<int64_t>(random() % static_cast<uint64_t>(3 * window));
+    const std::string id = absl::StrCat("reservation", i);
+    std::string record(17, '\0');
+    record[0] = 'r';
+    redis::PutLittleEndianDouble(record.data() + 1, static_cast<double>(reserved));
+    redis::PutLittleEndianDouble(record.data() + 9, static_cast<double>(at));
+    Redis({"SET", absl::StrCat(base, ":r:", id), record, "PX", "600000"});
+
+    const int64_t cost = static_cast<int64_t>(random() % (3 * max + 1));
+    Decision expected;
+    Decision peek_after;  // what a second settle answers (as a peek at the settled state)
+    if (kind == 0) {
+      const auto times = algorithm::TokenBucketTimesFor(bucket);
+      auto out = algorithm::TokenBucketSettle(bucket_state, now, bucket, times, reserved, cost);
+      expected = out.decision;
+      if (out.changed) bucket_state = out.state;
+      peek_after = algorithm::TokenBucketCheck(bucket_state, now, bucket, times, 0).decision;
+      refunded += cost < reserved && out.changed ? 1 : 0;
+    } else if (kind == 1) {
+      auto out = algorithm::FixedWindowSettle(fixed_state, now, windowed, reserved, at, cost);
+      expected = out.decision;
+      if (out.changed) fixed_state = out.state;
+      peek_after = algorithm::FixedWindowCheck(fixed_state, now, windowed, 0).decision;
+      refunded += cost < reserved && out.changed ? 1 : 0;
+    } else {
+      auto out = algorithm::SlidingWindowSettle(sliding_state, now, windowed, reserved, at, cost);
+      expected = out.decision;
+      if (out.changed) sliding_state = out.state;
+      peek_after = algorithm::SlidingWindowCheck(sliding_state, now, windowed, 0).decision;
+      refunded += cost < reserved && out.changed ? 1 : 0;
+    }
+    CheckItem item{&limit, "k", cost};
+    item.op = ItemOp::kSettle;
+    item.id = id;
+    const std::string what =
+        absl::StrCat("case ", i, " kind ", kind, ": max ", max, " rate ", rate, " window ", window,
+                     " reserved ", reserved, " at -", now - at, " cost ", cost);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {item}, now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ExpectSameDecision(expected, (*actual)[0], what);
+    EXPECT_TRUE((*actual)[0].allowed) << what;
+    if (kind == 0 && bucket_state.has_value()) {
+      const RedisReply stored = Redis({"GET", base});
+      ASSERT_EQ(stored.str.size(), 8u) << what;
+      EXPECT_EQ(redis::ReadLittleEndianDouble(stored.str.data()), bucket_state->empty_at_micros)
+          << what;
+    } else if (kind == 1 && fixed_state.has_value() && fixed_state->window_index == index) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(fixed_state->count))
+          << what;
+    } else if (kind == 2 && sliding_state.has_value()) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(sliding_state->current))
+          << what;
+    }
+    // Settled once: a second settle changes nothing and says so.
+    Decision again = peek_after;
+    again.allowed = false;
+    again.reason = DenyReason::kAlreadySettled;
+    absl::StatusOr<std::vector<Decision>> second = CheckAt(*store_, {item}, now);
+    ASSERT_TRUE(second.ok()) << second.status();
+    ExpectSameDecision(again, (*second)[0], absl::StrCat(what, ", settled again"));
+    // An id the store never recorded is not found.
+    item.id = absl::StrCat("forged", i);
+    Decision forged = peek_after;
+    forged.allowed = false;
+    forged.reason = DenyReason::kNotFound;
+    absl::StatusOr<std::vector<Decision>> unknown = CheckAt(*store_, {item}, now);
+    ASSERT_TRUE(unknown.ok()) << unknown.status();
+    ExpectSameDecision(forged, (*unknown)[0], absl::StrCat(what, ", forged"));
+  }
+  EXPECT_GT(refunded, 25);  // the table refunds into live windows, not only charges
+}
+
 // ---- Behaviour. --------------------------------------------------------------------------
 
 TEST_F(RedisStoreTest, KeysFollowTheDocumentedLayoutAndCarryTtls) {
@@ -429,6 +556,42 @@ TEST_F(RedisStoreTest, KeysFollowTheDocumentedLayoutAndCarryTtls) {
   for (const std::string& name : names) EXPECT_GT(Redis({"PTTL", name}).integer, 0) << name;
   // Token bucket: expires once full again (1 token at 1/s = 1 s) plus a second of margin.
   EXPECT_LE(Redis({"PTTL", "tollgate:api:{user:42}"}).integer, 2000);
+}
+
+// A reservation is one record beside its limit's state, in the same hash slot, with the
+// limit's reservation_ttl from the same step: unsettled, it stays charged and is forgotten
+// when the record expires; settled, the record stays (as settled) until then.
+TEST_F(RedisStoreTest, AReservationIsARecordForgottenAfterItsTtl) {
+  Limit tokens = TokenBucket("tokens", 1000, 1);
+  tokens.reservation_ttl_micros = 90'000'000;
+  CheckItem reserve{&tokens, "tenant:7", 300};
+  reserve.op = ItemOp::kReserve;
+  reserve.id = "AAAAAAAAAAAAAAAAAAAAAA";
+  absl::StatusOr<std::vector<Decision>> reserved = store_->Apply({reserve});
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  ASSERT_TRUE((*reserved)[0].allowed);
+  const std::string record = "tollgate:tokens:{tenant:7}:r:AAAAAAAAAAAAAAAAAAAAAA";
+  EXPECT_EQ(redis::KeySlot(record), redis::KeySlot("tollgate:tokens:{tenant:7}"));
+  const RedisReply value = Redis({"GET", record});
+  ASSERT_EQ(value.str.size(), 17u);
+  EXPECT_EQ(value.str[0], 'r');
+  EXPECT_EQ(redis::ReadLittleEndianDouble(value.str.data() + 1), 300.0);
+  const int64_t ttl = Redis({"PTTL", record}).integer;
+  EXPECT_GT(ttl, 80'000);
+  EXPECT_LE(ttl, 90'000);
+  // Settled, the record says so and keeps its TTL.
+  CheckItem settle = reserve;
+  settle.op = ItemOp::kSettle;
+  settle.cost = 100;
+  ASSERT_TRUE(store_->Apply({settle}).ok());
+  EXPECT_EQ(Redis({"GET", record}).str[0], 's');
+  EXPECT_GT(Redis({"PTTL", record}).integer, 80'000);
+  // Forgotten: a settle finds nothing, and what was charged stays.
+  Redis({"DEL", record});
+  absl::StatusOr<std::vector<Decision>> late = store_->Apply({settle});
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ((*late)[0].reason, DenyReason::kNotFound);
+  EXPECT_EQ((*late)[0].remaining, 900);
 }
 
 TEST_F(RedisStoreTest, ConfigurablePrefix) {

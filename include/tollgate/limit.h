@@ -60,6 +60,9 @@ struct Limit {
   int64_t timeout_micros = 10'000;
   Mode mode = Mode::kExact;
   int64_t sync_interval_micros = 1'000'000;
+  // How long a reservation of this limit (CheckRequest::reserve) can be settled: an unsettled
+  // one stays charged at its estimate and is forgotten after this.
+  int64_t reservation_ttl_micros = 3'600'000'000;
 };
 
 std::string_view AlgorithmName(Algorithm algorithm);

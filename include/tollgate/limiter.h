@@ -67,6 +67,13 @@ struct MultiDecision {
   std::vector<std::string> tokens = {};
 };
 
+// An admitted reservation (Limiter::Reserve): its decision, and the token that settles it
+// ("" when refused: nothing was reserved).
+struct Reservation {
+  Decision decision;
+  std::string token;
+};
+
 using MultiDecisionCallback = absl::AnyInvocable<void(absl::StatusOr<MultiDecision>) &&>;
 using DecisionCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>) &&>;
 
@@ -118,6 +125,21 @@ class Limiter {
   // Several charges in one atomic store step, each applied in full (not all or nothing:
   // none is ever refused).
   absl::StatusOr<MultiDecision> ChargeAll(absl::Span<const CheckRequest> requests);
+
+  // Reserves `cost` (an estimate) of `limit` for `key`: a check that, admitted, returns the
+  // token to settle it with once the actual cost is known. Several items at once, with other
+  // limits: CheckAll with CheckRequest::reserve. Blocks until the store answers.
+  absl::StatusOr<Reservation> Reserve(std::string_view limit, std::string_view key, int64_t cost);
+
+  // Settles `reservation` (a token of Reserve) at the actual `cost`: a smaller cost gives the
+  // difference back to the window or bucket the reservation came from (nothing once that
+  // window is over or the bucket has refilled), a larger one charges the extra (as Charge).
+  // The decision says what the limit has left after it. Settled once: a second settle is
+  // refused with DenyReason::kAlreadySettled, an unknown reservation (forged, or forgotten
+  // after the limit's reservation_ttl) with kNotFound, and neither changes anything.
+  // InvalidArgument for what is not a token at all, or a cost outside 0..kMaxChargeCost.
+  void SettleAsync(std::string_view reservation, int64_t cost, DecisionCallback done);
+  absl::StatusOr<Decision> Settle(std::string_view reservation, int64_t cost);
 
   // Checks one limit for one key without blocking: the memory store (and the sync store,
   // whose decisions are local) answer inline, before this returns, through the single-item

@@ -138,6 +138,18 @@ inline Outcome<FixedWindowState> FixedWindowRefund(const std::optional<FixedWind
   return Applied(FixedWindowCheck(FixedWindowState{index, count}, now_micros, params, 0), true);
 }
 
+// Settles a reservation of `reserved` units taken at `reserved_at_micros` at the actual
+// `cost`: a refund of the difference when smaller, a charge of the extra when larger.
+// REQUIRES: reserved >= 0, cost >= 0.
+inline Outcome<FixedWindowState> FixedWindowSettle(const std::optional<FixedWindowState>& state,
+                                                   int64_t now_micros, const WindowParams& params,
+                                                   int64_t reserved, int64_t reserved_at_micros,
+                                                   int64_t cost) {
+  return cost < reserved
+             ? FixedWindowRefund(state, now_micros, params, reserved - cost, reserved_at_micros)
+             : FixedWindowCharge(state, now_micros, params, cost - reserved);
+}
+
 }  // namespace tollgate::algorithm
 
 #endif  // TOLLGATE_SRC_ALGORITHM_FIXED_WINDOW_H_

@@ -200,6 +200,17 @@ inline Outcome<SlidingWindowState> SlidingWindowRefund(
       true);
 }
 
+// Settles a reservation of `reserved` units taken at `reserved_at_micros` at the actual
+// `cost`: a refund of the difference when smaller, a charge of the extra when larger.
+// REQUIRES: reserved >= 0, cost >= 0.
+inline Outcome<SlidingWindowState> SlidingWindowSettle(
+    const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
+    int64_t reserved, int64_t reserved_at_micros, int64_t cost) {
+  return cost < reserved
+             ? SlidingWindowRefund(state, now_micros, params, reserved - cost, reserved_at_micros)
+             : SlidingWindowCharge(state, now_micros, params, cost - reserved);
+}
+
 }  // namespace tollgate::algorithm
 
 #endif  // TOLLGATE_SRC_ALGORITHM_SLIDING_WINDOW_H_

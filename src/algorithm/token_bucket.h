@@ -166,6 +166,18 @@ inline Outcome<TokenBucketState> TokenBucketRefund(const std::optional<TokenBuck
   return Applied(TokenBucketCheck(TokenBucketState{empty_at}, now_micros, params, times, 0), true);
 }
 
+// Settles a reservation of `reserved` tokens at the actual `cost`: a refund of the difference
+// when smaller, a charge of the extra when larger (nothing changes when equal).
+// REQUIRES: reserved >= 0, cost >= 0; `times` == TokenBucketTimesFor(params).
+inline Outcome<TokenBucketState> TokenBucketSettle(const std::optional<TokenBucketState>& state,
+                                                   int64_t now_micros,
+                                                   const TokenBucketParams& params,
+                                                   const TokenBucketTimes& times, int64_t reserved,
+                                                   int64_t cost) {
+  return cost < reserved ? TokenBucketRefund(state, now_micros, params, times, reserved - cost)
+                         : TokenBucketCharge(state, now_micros, params, times, cost - reserved);
+}
+
 }  // namespace tollgate::algorithm
 
 #endif  // TOLLGATE_SRC_ALGORITHM_TOKEN_BUCKET_H_

@@ -58,6 +58,7 @@ constexpr DurationRange kTimeoutRange = {1 * kMillisecond, 60 * kSecond, "from 1
 constexpr DurationRange kWindowRange = {1 * kMillisecond, 365 * kDay, "from 1ms to 365d"};
 // The real upper bound of a sync interval is the limit's window, checked separately.
 constexpr DurationRange kSyncIntervalRange = {10 * kMillisecond, 365 * kDay, "from 10ms to 365d"};
+constexpr DurationRange kReservationTtlRange = {1 * kSecond, 7 * kDay, "from 1s to 7d"};
 
 constexpr absl::string_view kTopLevelKeys[] = {"limits", "memory_store"};
 constexpr absl::string_view kMemoryStoreKeys[] = {"max_keys"};
@@ -71,7 +72,8 @@ constexpr absl::string_view kLimitKeys[] = {"algorithm",
                                             "mode",
                                             "sync_interval",
                                             "local",
-                                            "allow_sync_with_fail_closed"};
+                                            "allow_sync_with_fail_closed",
+                                            "reservation_ttl"};
 // The keys of a `local:` block: an algorithm and its numbers only.
 constexpr absl::string_view kNumberKeys[] = {"algorithm", "capacity", "refill_per_second", "limit",
                                              "window"};
@@ -412,6 +414,12 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
   if (const Field* field = fields.Find("timeout")) {
     absl::StatusOr<int64_t> timeout = ParseDuration(*field, sub("timeout"), kTimeoutRange);
     if (timeout.ok()) limit.timeout_micros = *timeout;
+  }
+
+  if (const Field* field = fields.Find("reservation_ttl")) {
+    absl::StatusOr<int64_t> ttl =
+        ParseDuration(*field, sub("reservation_ttl"), kReservationTtlRange);
+    if (ttl.ok()) limit.reservation_ttl_micros = *ttl;
   }
 
   const Field* mode = fields.Find("mode");

@@ -634,7 +634,7 @@ TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
           "capacity and refill_per_second)",
           "bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
           "refill_per_second, limit, window, on_store_failure, timeout, mode, sync_interval, "
-          "local, allow_sync_with_fail_closed (did you mean 'capacity'?)",
+          "local, allow_sync_with_fail_closed, reservation_ttl (did you mean 'capacity'?)",
           "bad.yaml:5:24: limits.api.refill_per_second: expected a positive number of tokens per "
           "second such as 5 or 0.5, got '0'",
           "bad.yaml:9:13: limits.otp.window: expected a duration: a whole number and a unit (us, "

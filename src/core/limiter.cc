@@ -360,6 +360,48 @@ absl::StatusOr<Decision> Limiter::Charge(std::string_view limit, std::string_vie
   return Single(ChargeAll(absl::MakeConstSpan(&request, 1)));
 }
 
+absl::StatusOr<Reservation> Limiter::Reserve(std::string_view limit, std::string_view key,
+                                             int64_t cost) {
+  const CheckRequest request{std::string(limit), std::string(key), cost, /*reserve=*/true};
+  absl::StatusOr<MultiDecision> result = Wait<MultiDecision>([&](MultiDecisionCallback done) {
+    CheckAllAsync(std::vector<CheckRequest>{request}, std::move(done));
+  });
+  absl::StatusOr<Decision> decision = Single(result);
+  if (!decision.ok()) return decision.status();
+  Reservation reservation{*decision, ""};
+  if (!result->tokens.empty()) reservation.token = std::move(result->tokens[0]);
+  return reservation;
+}
+
+void Limiter::SettleAsync(std::string_view reservation, int64_t cost, DecisionCallback done) {
+  std::optional<internal::ReservationParts> parts = internal::ParseReservationToken(reservation);
+  if (!parts.has_value()) {
+    std::move(done)(absl::InvalidArgumentError("reservation: not a reservation token"));
+    return;
+  }
+  const Limit* limit = FindLimit(parts->limit);
+  if (limit == nullptr) {
+    // Made by a limit this configuration no longer has (or forged): nothing to settle.
+    Decision decision;
+    decision.reason = DenyReason::kNotFound;
+    std::move(done)(decision);
+    return;
+  }
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{limit, std::move(parts->key), cost});
+  items.back().op = ItemOp::kSettle;
+  items.back().id = std::move(parts->id);
+  CheckItemsAsync(std::move(items),
+                  [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+                    std::move(done)(Single(std::move(result)));
+                  });
+}
+
+absl::StatusOr<Decision> Limiter::Settle(std::string_view reservation, int64_t cost) {
+  return Wait<Decision>(
+      [&](DecisionCallback done) { SettleAsync(reservation, cost, std::move(done)); });
+}
+
 absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,
                                         int64_t cost) {
   // The single-item path: no request vector, no MultiDecision, no callback; the memory store

@@ -32,9 +32,10 @@ absl::StatusOr<CheckRequest> ParseOneCheck(const json& object, absl::string_view
         where, ": expected an object with \"limit\" and \"key\", got ", Shown(object)));
   }
   for (const auto& [field, value] : object.items()) {
-    if (field != "limit" && field != "key" && field != "cost") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, Shown(json(field)), ": unknown field (expected \"limit\", \"key\", \"cost\")"));
+    if (field != "limit" && field != "key" && field != "cost" && field != "reserve") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, Shown(json(field)),
+                       ": unknown field (expected \"limit\", \"key\", \"cost\", \"reserve\")"));
     }
   }
   CheckRequest request;
@@ -74,6 +75,14 @@ absl::StatusOr<CheckRequest> ParseOneCheck(const json& object, absl::string_view
     } else {
       return FieldError(prefix, "cost", expected);
     }
+  }
+
+  if (auto reserve = object.find("reserve"); reserve != object.end()) {
+    if (!reserve->is_boolean()) {
+      return FieldError(prefix, "reserve",
+                        absl::StrCat("expected true or false, got ", Shown(*reserve)));
+    }
+    request.reserve = reserve->get<bool>();
   }
   return request;
 }
@@ -269,8 +278,9 @@ void AppendJsonString(std::string& out, absl::string_view text) {
 }
 
 // The members in the order the JSON library wrote them (by name), so replies read the same.
+// `extras`: the members a metered reply adds, "" for none.
 void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
-                    bool allowed) {
+                    bool allowed, const DecisionExtras& extras = {}) {
   absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false");
   if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
   absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
@@ -280,30 +290,40 @@ void AppendDecision(std::string& out, absl::string_view name, const Decision& de
     absl::StrAppend(&out, ",\"reason\":\"", absl::string_view(reason.data(), reason.size()), "\"");
   }
   const std::string_view source = DecisionSourceName(decision.source);
-  absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining,
-                  ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
+  absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining);
+  if (!extras.reservation.empty()) {
+    out += ",\"reservation\":";
+    AppendJsonString(out, extras.reservation);
+  }
+  absl::StrAppend(&out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
                   ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
                   absl::string_view(source.data(), source.size()), "\"");
 }
 
 }  // namespace
 
-std::string DecisionJson(absl::string_view name, const Decision& decision) {
+std::string DecisionJson(absl::string_view name, const Decision& decision,
+                         const DecisionExtras& extras) {
   std::string out = "{";
-  AppendDecision(out, name, decision, decision.allowed);
+  AppendDecision(out, name, decision, decision.allowed, extras);
   out += '}';
   return out;
 }
 
 std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result) {
-  if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0]);
+  auto extras = [&](size_t i) {
+    DecisionExtras out;
+    if (i < result.tokens.size()) out.reservation = result.tokens[i];
+    return out;
+  };
+  if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0], extras(0));
   const size_t top = MostRestrictive(result.allowed, result.decisions);
   std::string out = "{";
   AppendDecision(out, body.requests[top].limit, result.decisions[top], result.allowed);
   out += ",\"results\":[";
   for (size_t i = 0; i < result.decisions.size(); ++i) {
     if (i != 0) out += ',';
-    out += DecisionJson(body.requests[i].limit, result.decisions[i]);
+    out += DecisionJson(body.requests[i].limit, result.decisions[i], extras(i));
   }
   out += "]}";
   return out;

@@ -16,7 +16,6 @@
 #include "src/server/rls_service.h"
 
 namespace tollgate::server {
-namespace {
 
 namespace http = boost::beast::http;
 
@@ -33,7 +32,6 @@ HttpResponse JsonResponse(http::status status, std::string body, unsigned versio
   return response;
 }
 
-// A limiter error is the client's fault when it is about its input.
 http::status StatusForError(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
@@ -47,6 +45,8 @@ http::status StatusForError(const absl::Status& status) {
       return http::status::internal_server_error;
   }
 }
+
+namespace {
 
 // The reply status follows the item that speaks for the request.
 http::status StatusForDecision(bool allowed, const Decision& top) {
@@ -100,6 +100,10 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
   if (path == "/v1/charge") {
     if (request.method() != http::verb::post) return method_not_allowed("POST");
     return HandleCheck(request, std::move(done), CheckEndpoint::kCharge);
+  }
+  if (path == "/v1/settle") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleSettle(request, std::move(done));
   }
   if (path == "/healthz") {
     if (request.method() != http::verb::get) return method_not_allowed("GET");
@@ -243,6 +247,12 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
           version, keep_alive));
     }
     limits.push_back(limit);
+    if (parsed->requests[i].reserve && endpoint != CheckEndpoint::kCheck) {
+      std::string field = parsed->batch ? absl::StrCat("checks[", i, "].reserve") : "reserve";
+      return std::move(done)(JsonErrorResponse(http::status::bad_request,
+                                               absl::StrCat(field, ": only on POST /v1/check"),
+                                               version, keep_alive));
+    }
   }
 
   Limiter& limiter = *snapshot->limiter;
@@ -256,7 +266,8 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        .start_micros = start_micros,
                        .charge = endpoint == CheckEndpoint::kCharge,
                        .done = std::move(done)};
-  if (pending.body.requests.size() == 1 && endpoint == CheckEndpoint::kCheck) {
+  if (pending.body.requests.size() == 1 && endpoint == CheckEndpoint::kCheck &&
+      !pending.body.requests[0].reserve) {
     // The single-item path: inline through the prepared limit for the memory store.
     const CheckRequest& only = pending.body.requests[0];
     const Limit& limit = *pending.limits[0];
@@ -279,6 +290,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
     const CheckRequest& check = pending.body.requests[i];
     items.push_back(CheckItem{pending.limits[i], check.key, check.cost});
     if (pending.charge) items.back().op = ItemOp::kCharge;
+    if (check.reserve) items.back().op = ItemOp::kReserve;
   }
   limiter.CheckItemsAsync(std::move(items), [pending = std::move(pending)](
                                                 absl::StatusOr<MultiDecision> result) mutable {

@@ -213,8 +213,7 @@ std::string Metrics::Render() const {
             "Checks answered with an error instead of a decision, by limit.",
             &LimitCounters::errors);
   per_limit("tollgate_charged_units_total",
-            "Units charged after the fact (POST /v1/charge, Envoy reports, settles above their "
-            "reservation), by limit.",
+            "Units charged after the fact (POST /v1/charge, Envoy reports), by limit.",
             &LimitCounters::charged_units);
   per_limit("tollgate_debt_units_total",
             "Charged units beyond what the limit had left: how far charges put limits into "

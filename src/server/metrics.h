@@ -76,7 +76,7 @@ class Metrics {
   void RecordDecision(std::string_view limit, const Decision& decision, bool shadow = false);
   // A check of `limit` answered with an error status.
   void RecordCheckError(std::string_view limit);
-  // A charge of `cost` units to `limit` (or the extra of a settle) that left `decision`:
+  // A charge of `cost` units to `limit` that left `decision`:
   // counts the units, and those of them beyond what was left (min(cost, decision.debt)).
   void RecordCharge(std::string_view limit, int64_t cost, const Decision& decision);
   void ObserveCheckDuration(CheckApi api, int64_t duration_micros);

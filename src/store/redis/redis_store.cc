@@ -105,7 +105,7 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
                  std::optional<double> extra = std::nullopt, bool shadow = false,
                  bool with_op = false) {
   const LimitNumbers& numbers = item.limit->numbers;
-  char arg[1 + 4 * 8 + 1];
+  char arg[1 + 4 * 8 + 1 + 8];
   char* cursor = arg + 1;
   switch (numbers.algorithm) {
     case Algorithm::kTokenBucket:
@@ -125,6 +125,11 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
   if (extra.has_value()) cursor = PutLittleEndianDouble(cursor, *extra);
   if (const char op = with_op ? OpByte(item.op) : 0; op != 0) {
     *cursor++ = op;
+    if (item.op == ItemOp::kReserve) {
+      // The record's TTL in ms, rounded up.
+      const int64_t ttl_ms = (item.limit->reservation_ttl_micros + 999) / 1000;
+      cursor = PutLittleEndianDouble(cursor, static_cast<double>(ttl_ms));
+    }
     writer.AddConcatenation({std::string_view(arg, cursor - arg), item.id});
     return;
   }
@@ -182,7 +187,9 @@ std::string RefundCommand(std::string_view prefix, const std::vector<CheckItem>&
   for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
   writer.AddInteger(now_micros);
   for (size_t i = 0; i < n; ++i) {
-    AddItemArgs(writer, items[i], static_cast<double>(decisions[i].reset_after_micros));
+    // A reservation's op and id follow, so its record goes with its consumption.
+    AddItemArgs(writer, items[i], static_cast<double>(decisions[i].reset_after_micros),
+                /*shadow=*/false, /*with_op=*/items[i].op == ItemOp::kReserve);
   }
   return std::move(writer).Finish();
 }

@@ -13,13 +13,22 @@
 --           batch's writes are those of its allowed items, made when every other item
 --           passes.
 --           An item that is not a plain check (Store::ApplyAsync, tollgate/store.h's ItemOp)
---           has one more byte, its op: 'C' a charge (applied in full, never refused).
+--           has one more byte, its op, and its fields:
+--             'C'                       a charge (applied in full, never refused)
+--             'R' '<d' ttl_ms, id       a reservation: a check that, if the batch passes,
+--                                       writes <KEYS[i]>:r:<id> = '<Bdd' ('r', cost, now),
+--                                       PX ttl_ms
+--             'S' id                    a settle of reservation <id> at the actual cost: a
+--                                       refund into the window it came from, or a charge of
+--                                       the extra; its record becomes 's' (KEEPTTL). Reason 3:
+--                                       no record (forged, expired); 4: settled already.
 --
--- Items that are not conditional (charges) are applied first, in order, whatever the batch
--- does; then the checks are decided on what they leave, all or nothing.
+-- Items that are not conditional (charges, settles) are applied first, in order, whatever the
+-- batch does; then the checks are decided on what they leave, all or nothing.
 --
 -- Returns one string, struct '<d' + N × '<Bddd': now_micros, then per limit: flags
--- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit), remaining
+-- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit, 3 not found, 4
+-- settled already), remaining
 -- (negative: the limit is in debt by that much, after a charge), reset_after_micros,
 -- retry_after_micros.
 --
@@ -215,16 +224,17 @@ end
 local writes = {}  -- ordered list of { kind, key, value, ttl_ms }, made if all pass
 local out = { struct.pack('<d', now) }
 local all_allowed = true
+local MAX_DEBT = 4503599627370496  -- kMaxDebtMicros: 2^52 µs
 
--- Two passes: the items that are not conditional (a charge) first, applied at once; then
--- the checks, whose writes wait for the batch's outcome.
+-- Two passes: the items that are not conditional (charges, settles) first, applied at once;
+-- then the checks (and reservations), whose writes wait for the batch's outcome.
 local n = #KEYS
 for pass = 1, 2 do
   for i = 1, n do
     local arg = ARGV[1 + i]
     local op = #arg > 25 and string.byte(arg, 26) or 0
-    local charge = op == 67  -- 'C'
-    if charge == (pass == 1) then
+    local unconditional = op == 67 or op == 83  -- 'C' charge, 'S' settle
+    if unconditional == (pass == 1) then
       local code, a, b, cost = struct.unpack('<Bddd', arg)
       -- An upper-case algorithm byte marks a shadow item: decided and, when allowed, counted,
       -- but it never refuses the batch.
@@ -233,8 +243,28 @@ for pass = 1, 2 do
       local algorithm = string.char(code)
       local key = KEYS[i]
       local allowed, remaining, reset_after, retry_after, reason = 0, 0, 0, 0, 0
-      -- A charge is applied to the state, then decided as a peek at what it leaves.
-      local check_cost = charge and 0 or cost
+      -- What an unconditional item does to the state before it is decided as a peek (cost 0)
+      -- at what it leaves: `add` units charged, or `give_back` units refunded into the window
+      -- of `given_at`; `found` is a settle's reason when it has nothing to settle.
+      local add, give_back, given_at, found = 0, 0, now, 0
+      local check_cost = cost
+      if op == 67 then
+        add, check_cost = cost, 0
+      elseif op == 83 then  -- settle: the reservation's record, then a refund or a charge
+        check_cost = 0
+        local rkey = key .. ':r:' .. string.sub(arg, 27)
+        local raw = redis.call('GET', rkey)
+        if not raw then
+          found = 3  -- never reserved (forged), or forgotten after its TTL
+        elseif string.byte(raw) ~= 114 then
+          found = 4  -- settled already
+        else
+          local _, reserved, at = struct.unpack('<Bdd', raw)
+          if cost < reserved then give_back, given_at = reserved - cost, at else add = cost - reserved end
+          -- Kept as settled until its TTL, so a second settle is told, not applied.
+          redis.call('SET', rkey, struct.pack('<Bdd', 115, reserved, at), 'KEEPTTL')
+        end
+      end
 
       if algorithm == 't' then
         local capacity, rate = a, b
@@ -242,11 +272,16 @@ for pass = 1, 2 do
         local empty_at = now - fill_time
         local state = read_bucket(key)
         if state and state > empty_at then empty_at = state end
-        if charge and cost > 0 then  -- TokenBucketCharge: at most 2^52 µs of debt
-          empty_at = empty_at + cost * 1e6 / rate
-          local most = now + 4503599627370496
+        local wrote = false
+        if add > 0 then  -- TokenBucketCharge: at most 2^52 µs of debt
+          empty_at = empty_at + add * 1e6 / rate
+          local most = now + MAX_DEBT
           if empty_at > most then empty_at = most end
-          pending[key] = empty_at
+          pending[key], wrote = empty_at, true
+        elseif give_back > 0 and state and state > now - fill_time then  -- TokenBucketRefund
+          empty_at = state - give_back * 1e6 / rate
+          if empty_at < now - fill_time then empty_at = now - fill_time end
+          pending[key], wrote = empty_at, true
         end
         if check_cost > capacity then
           reason = 2
@@ -277,7 +312,7 @@ for pass = 1, 2 do
         -- Expire once full again (a missing key is a full bucket), plus a second of margin.
         local ttl = math.ceil(reset_after / 1000) + 1000
         if allowed == 1 and check_cost > 0 then writes[#writes][4] = ttl end
-        if charge and cost > 0 then redis.call('SET', key, struct.pack('<d', empty_at), 'PX', ttl) end
+        if wrote then redis.call('SET', key, struct.pack('<d', empty_at), 'PX', ttl) end
 
       elseif algorithm == 'f' then
         local limit, window = a, b
@@ -285,13 +320,18 @@ for pass = 1, 2 do
         local wkey = key .. ':' .. string.format('%d', index)
         local count = read(wkey) or 0
         local window_end = (index + 1) * window
-        if charge and cost > 0 then  -- FixedWindowCharge
-          redis.call('INCRBY', wkey, cost)
+        if add > 0 then  -- FixedWindowCharge
+          redis.call('INCRBY', wkey, add)
           if pending[wkey] == false then
             redis.call('PEXPIRE', wkey, math.max(math.ceil((window_end - now) / 1000), 1))
           end
-          count = count + cost
+          count = count + add
           pending[wkey] = count
+        elseif give_back > 0 and count > 0 and window_index(given_at, window) == index then
+          local left = count > give_back and count - give_back or 0  -- FixedWindowRefund
+          redis.call('DECRBY', wkey, count - left)
+          count = left
+          pending[wkey] = left
         end
         local after
         allowed, reason, after, retry_after = fixed_window(count, check_cost, limit, window_end - now)
@@ -311,13 +351,26 @@ for pass = 1, 2 do
         local pkey = key .. ':' .. string.format('%d', index - 1)
         local current = read(ckey) or 0
         local previous = read(pkey) or 0
-        if charge and cost > 0 then  -- SlidingWindowCharge
-          redis.call('INCRBY', ckey, cost)
+        if add > 0 then  -- SlidingWindowCharge
+          redis.call('INCRBY', ckey, add)
           if pending[ckey] == false then
             redis.call('PEXPIRE', ckey, math.max(math.ceil(((index + 2) * window - now) / 1000), 1))
           end
-          current = current + cost
+          current = current + add
           pending[ckey] = current
+        elseif give_back > 0 then  -- SlidingWindowRefund: to the window it came from
+          local at_index = window_index(given_at, window)
+          if at_index == index and current > 0 then
+            local left = current > give_back and current - give_back or 0
+            redis.call('DECRBY', ckey, current - left)
+            current = left
+            pending[ckey] = left
+          elseif at_index == index - 1 and previous > 0 then
+            local left = previous > give_back and previous - give_back or 0
+            redis.call('DECRBY', pkey, previous - left)
+            previous = left
+            pending[pkey] = left
+          end
         end
         local after
         allowed, reason, after, remaining, reset_after, retry_after =
@@ -333,10 +386,16 @@ for pass = 1, 2 do
         return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
       end
 
-      if charge then
-        allowed, reason = 1, 0  -- applied: the decision says what it leaves
-      elseif allowed == 0 and not shadow then
-        all_allowed = false
+      if unconditional then
+        -- Applied: the decision says what it leaves (a settle with nothing to settle, why).
+        if found ~= 0 then allowed, reason = 0, found else allowed, reason = 1, 0 end
+      else
+        if allowed == 0 and not shadow then all_allowed = false end
+        if op == 82 and allowed == 1 then  -- 'R': the reservation's record, if all pass
+          local ttl_ms = struct.unpack('<d', arg, 27)
+          writes[#writes + 1] = { 'r', key .. ':r:' .. string.sub(arg, 35),
+                                  struct.pack('<Bdd', 114, cost, now), ttl_ms }
+        end
       end
       out[1 + i] = struct.pack('<Bddd', allowed + 2 * reason, remaining, reset_after, retry_after)
     end
@@ -347,6 +406,8 @@ if all_allowed then
   for _, w in ipairs(writes) do
     if w[1] == 't' then
       redis.call('SET', w[2], struct.pack('<d', w[3]), 'PX', w[4])
+    elseif w[1] == 'r' then
+      redis.call('SET', w[2], w[3], 'PX', w[4])
     else
       redis.call('INCRBY', w[2], w[3])
       if w[4] then redis.call('PEXPIRE', w[2], math.max(w[4], 1)) end
