@@ -6,7 +6,11 @@
 #ifndef TOLLGATE_TESTS_METERED_CONFORMANCE_H_
 #define TOLLGATE_TESTS_METERED_CONFORMANCE_H_
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "src/core/metered_ids.h"
@@ -192,6 +196,147 @@ TEST_P(MeteredConformanceTest, RequestsAndAReservationAreAllOrNothing) {
   EXPECT_FALSE(request(1));  // no request left: refused, and its tokens not reserved
   EXPECT_EQ(CheckOne(tokens, "tenant", 0).remaining, 100);
   EXPECT_EQ(Apply(tokens, "tenant", 0, ItemOp::kSettle, last_id).reason, DenyReason::kNotFound);
+}
+
+Limit Concurrency(std::string name, int64_t limit, int64_t lease_micros) {
+  return Window(std::move(name), Algorithm::kConcurrency, limit, lease_micros);
+}
+
+// Acquire up to the limit, then refused with a retry_after; a release frees one slot and is
+// idempotent; an unknown lease releases nothing.
+TEST_P(MeteredConformanceTest, LeasesUpToTheLimitAndAReleaseFreesOne) {
+  const Limit limit = Concurrency("conformance_leases", 3, kYear);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(internal::NewMeteredId());
+    const Decision taken = Apply(limit, "k", 1, ItemOp::kCheck, ids.back());
+    ASSERT_TRUE(taken.allowed) << i;
+    EXPECT_EQ(taken.remaining, 2 - i);
+    EXPECT_EQ(taken.limit, 3);
+    EXPECT_EQ(taken.source, under_test_.source);
+  }
+  const Decision full = Apply(limit, "k", 1, ItemOp::kCheck, internal::NewMeteredId());
+  EXPECT_FALSE(full.allowed);
+  EXPECT_EQ(full.reason, DenyReason::kOverLimit);
+  EXPECT_GT(full.retry_after_micros, kYear - 3600 * kSecond);  // when the first lease expires
+  EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 0);             // a peek
+  EXPECT_TRUE(CheckOne(limit, "another", 0).allowed);
+
+  const Decision released = Apply(limit, "k", 1, ItemOp::kRelease, ids[1]);
+  EXPECT_TRUE(released.allowed);
+  EXPECT_EQ(released.remaining, 1);
+  const Decision again = Apply(limit, "k", 1, ItemOp::kRelease, ids[1]);
+  EXPECT_FALSE(again.allowed);
+  EXPECT_EQ(again.reason, DenyReason::kNotFound);
+  EXPECT_EQ(again.remaining, 1);
+  EXPECT_EQ(Apply(limit, "k", 1, ItemOp::kRelease, internal::NewMeteredId()).reason,
+            DenyReason::kNotFound);
+  EXPECT_TRUE(Apply(limit, "k", 1, ItemOp::kCheck, internal::NewMeteredId()).allowed);
+  EXPECT_FALSE(Apply(limit, "k", 1, ItemOp::kCheck, internal::NewMeteredId()).allowed);
+}
+
+// A lease neither renewed nor released expires and frees its slot; a renewed one stays; an
+// expired one cannot be renewed.
+TEST_P(MeteredConformanceTest, AnExpiredLeaseFreesItsSlotARenewedOneStays) {
+  constexpr int64_t kLease = 400'000;  // Redis keeps its own time: a short real lease
+  const Limit limit = Concurrency("conformance_expiry", 2, kLease);
+  const std::string kept = internal::NewMeteredId();
+  const std::string dropped = internal::NewMeteredId();
+  ASSERT_TRUE(Apply(limit, "k", 1, ItemOp::kCheck, kept).allowed);
+  ASSERT_TRUE(Apply(limit, "k", 1, ItemOp::kCheck, dropped).allowed);
+  ASSERT_FALSE(Apply(limit, "k", 1, ItemOp::kCheck, internal::NewMeteredId()).allowed);
+  // Time passes; `kept` is renewed before it expires, `dropped` is not.
+  auto wait = [&](int64_t micros) {
+    if (under_test_.advance) {
+      under_test_.advance(micros);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(micros));
+    }
+  };
+  wait(kLease / 2);
+  const Decision renewed = Apply(limit, "k", 1, ItemOp::kRenew, kept);
+  ASSERT_TRUE(renewed.allowed);
+  EXPECT_GT(renewed.reset_after_micros, kLease / 2);
+  wait(kLease / 2 + kLease / 4);
+  // `dropped` expired: its slot is free, and it cannot be renewed or released.
+  const Decision expired = Apply(limit, "k", 1, ItemOp::kRenew, dropped);
+  EXPECT_FALSE(expired.allowed);
+  EXPECT_EQ(expired.reason, DenyReason::kNotFound);
+  EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 1);
+  EXPECT_TRUE(Apply(limit, "k", 1, ItemOp::kCheck, internal::NewMeteredId()).allowed);
+  EXPECT_TRUE(Apply(limit, "k", 1, ItemOp::kRelease, kept).allowed);  // still held
+}
+
+// One gateway request: a request of the requests-per-minute limit, a reservation of tokens
+// and a concurrency slot, all or nothing in one step. When the slots are taken the others
+// are not consumed, and when the tokens are short no slot is taken.
+TEST_P(MeteredConformanceTest, RequestsTokensAndASlotAreAllOrNothing) {
+  const Limit requests = Window("conformance_batch_rpm", Algorithm::kFixedWindow, 10, kYear);
+  const Limit tokens = TokenBucket("conformance_batch_tpm", 1000, 1e-6);
+  const Limit slots = Concurrency("conformance_batch_slots", 1, kYear);
+  auto request = [&](int64_t estimate) {
+    CheckItem reserve{&tokens, Key("t"), estimate};
+    reserve.op = ItemOp::kReserve;
+    reserve.id = internal::NewMeteredId();
+    CheckItem slot{&slots, Key("t"), 1};
+    slot.id = internal::NewMeteredId();
+    absl::StatusOr<std::vector<Decision>> decisions =
+        store().Apply({CheckItem{&requests, Key("t"), 1}, reserve, slot});
+    EXPECT_TRUE(decisions.ok()) << decisions.status();
+    bool allowed = decisions.ok();
+    for (const Decision& d : decisions.value_or(std::vector<Decision>{})) allowed &= d.allowed;
+    return std::make_pair(allowed, slot.id);
+  };
+  auto [first, lease] = request(400);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(request(100).first);  // no slot: nothing else consumed
+  EXPECT_EQ(CheckOne(requests, "t", 0).remaining, 9);
+  EXPECT_EQ(CheckOne(tokens, "t", 0).remaining, 600);
+  ASSERT_TRUE(Apply(slots, "t", 1, ItemOp::kRelease, lease).allowed);
+  EXPECT_FALSE(request(700).first);  // tokens short: no slot taken
+  EXPECT_EQ(CheckOne(slots, "t", 0).remaining, 1);
+  EXPECT_EQ(CheckOne(requests, "t", 0).remaining, 9);
+  EXPECT_TRUE(request(600).first);
+  EXPECT_EQ(CheckOne(slots, "t", 0).remaining, 0);
+}
+
+// Many threads acquiring and releasing one key never hold more than the limit: counted from
+// the answers (each admitted lease until its release) and from the store (a peek).
+TEST_P(MeteredConformanceTest, ConcurrentAcquiresNeverHoldMoreThanTheLimit) {
+  constexpr int64_t kLimit = 5;
+  const Limit limit = Concurrency("conformance_race", kLimit, kYear);
+  std::atomic<int> holding{0};
+  std::atomic<int> most{0};
+  std::atomic<int> granted{0};
+  std::atomic<int> over{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) {
+        CheckItem acquire{&limit, Key("hot"), 1};
+        acquire.id = internal::NewMeteredId();
+        absl::StatusOr<std::vector<Decision>> got = store().Apply({acquire});
+        if (!got.ok() || !(*got)[0].allowed) continue;
+        ++granted;
+        const int now_holding = ++holding;
+        int seen = most.load();
+        while (now_holding > seen && !most.compare_exchange_weak(seen, now_holding)) {
+        }
+        const Decision peek = CheckOne(limit, "hot", 0);
+        if (peek.remaining < 0 || peek.debt > 0) ++over;
+        --holding;  // before the release: a slot is never counted free while still held
+        CheckItem release = acquire;
+        release.op = ItemOp::kRelease;
+        absl::StatusOr<std::vector<Decision>> released = store().Apply({release});
+        if (!released.ok() || !(*released)[0].allowed) ++over;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_LE(most.load(), kLimit);
+  EXPECT_GT(granted.load(), 40);
+  EXPECT_EQ(over.load(), 0);
+  EXPECT_EQ(CheckOne(limit, "hot", 0).remaining, kLimit);
 }
 
 }  // namespace

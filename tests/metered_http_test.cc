@@ -1,6 +1,7 @@
 // Copyright tollgate authors. Metered work over HTTP (docs/http.md): POST /v1/charge,
-// reservations (`"reserve": true`) and POST /v1/settle, against a real `tollgate serve` with
-// its own Redis.
+// reservations (`"reserve": true`) and POST /v1/settle, leases (POST /v1/acquire, /v1/release,
+// /v1/renew and concurrency items in /v1/check), against a real `tollgate serve` with its own
+// Redis.
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@ constexpr char kConfig[] = R"(limits:
   tokens_per_minute: {algorithm: token_bucket, capacity: 1000, refill_per_second: 0.001,
                       timeout: 2s, reservation_ttl: 10m}
   tokens_sliding: {algorithm: sliding_window, limit: 1000, window: 1d, timeout: 2s}
+  in_flight: {algorithm: concurrency, limit: 2, lease: 1h, timeout: 2s}
 )";
 
 nlohmann::json Json(const Response& response) {
@@ -232,6 +234,111 @@ TEST_P(MeteredHttpTest, BadSettlesAre400) {
   Response other = Post(
       "/v1/settle", R"({"reservation":"AAAAAAAAAAAAAAAAAAAAAA.bm8tc3VjaC1saW1pdA.cg","cost":1})");
   EXPECT_EQ(other.result(), http::status::not_found) << other.body();
+}
+
+TEST_P(MeteredHttpTest, AcquireReleaseRenew) {
+  const std::string body = R"({"limit":"in_flight","key":"tenant:7"})";
+  Response first = Post("/v1/acquire", body);
+  ASSERT_EQ(first.result(), http::status::ok) << first.body();
+  ASSERT_TRUE(Json(first)["lease"].is_string()) << first.body();
+  EXPECT_EQ(Json(first)["expires_in_ms"], 3'600'000);
+  EXPECT_EQ(Json(first)["remaining"], 1);
+  EXPECT_EQ(Json(first)["limit"], 2);
+  EXPECT_EQ(Header(first, "RateLimit-Policy"), "\"in_flight\";q=2;qu=\"concurrent-requests\"");
+  const std::string lease = Json(first)["lease"];
+  Response second = Post("/v1/acquire", body);
+  ASSERT_EQ(second.result(), http::status::ok) << second.body();
+  Response full = Post("/v1/acquire", body);
+  EXPECT_EQ(full.result(), http::status::too_many_requests) << full.body();
+  EXPECT_FALSE(Json(full).contains("lease"));
+  EXPECT_GT(Json(full)["retry_after_ms"].get<int64_t>(), 3'500'000);
+  EXPECT_NE(Header(full, "Retry-After"), "");
+
+  const std::string held =
+      absl::StrCat(R"({"limit":"in_flight","key":"tenant:7","lease":")", lease, R"("})");
+  Response renewed = Post("/v1/renew", held);
+  ASSERT_EQ(renewed.result(), http::status::ok) << renewed.body();
+  EXPECT_EQ(Json(renewed)["lease"], lease);
+  EXPECT_EQ(Json(renewed)["expires_in_ms"], 3'600'000);
+  Response released = Post("/v1/release", held);
+  ASSERT_EQ(released.result(), http::status::ok) << released.body();
+  EXPECT_EQ(Json(released)["released"], true);
+  EXPECT_EQ(Json(released)["remaining"], 1);
+  // Idempotent: a second release is answered, and says it freed nothing.
+  Response again = Post("/v1/release", held);
+  ASSERT_EQ(again.result(), http::status::ok) << again.body();
+  EXPECT_EQ(Json(again)["released"], false);
+  EXPECT_EQ(Json(again)["remaining"], 1);
+  Response gone = Post("/v1/renew", held);
+  EXPECT_EQ(gone.result(), http::status::not_found) << gone.body();
+  EXPECT_THAT(Json(gone)["error"].get<std::string>(), HasSubstr("acquire again"));
+  // A peek says what is free without taking it.
+  Response peek = Post("/v1/check", R"({"limit":"in_flight","key":"tenant:7","cost":0})");
+  EXPECT_EQ(peek.result(), http::status::ok);
+  EXPECT_EQ(Json(peek)["remaining"], 1);
+
+  std::optional<Response> metrics = client_->Send(http::verb::get, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_THAT(metrics->body(), HasSubstr("tollgate_leases_held{limit=\"in_flight\"} 1\n"));
+}
+
+// A gateway's request as one all-or-nothing step: a request of the minute, a reservation of
+// tokens and a concurrency slot.
+TEST_P(MeteredHttpTest, ABatchTakesItsSlotWithTheOthersAllOrNothing) {
+  const std::string batch = R"({"checks":[
+      {"limit":"requests_per_minute","key":"g"},
+      {"limit":"tokens_per_minute","key":"g","cost":300,"reserve":true},
+      {"limit":"in_flight","key":"g"}]})";
+  for (int i = 0; i < 2; ++i) {
+    Response admitted = Post("/v1/check", batch);
+    ASSERT_EQ(admitted.result(), http::status::ok) << admitted.body();
+    const nlohmann::json reply = Json(admitted);
+    EXPECT_TRUE(reply["results"][1]["reservation"].is_string());
+    EXPECT_TRUE(reply["results"][2]["lease"].is_string());
+    EXPECT_EQ(reply["results"][2]["expires_in_ms"], 3'600'000);
+  }
+  Response refused = Post("/v1/check", batch);  // no slot left
+  EXPECT_EQ(refused.result(), http::status::too_many_requests) << refused.body();
+  EXPECT_EQ(Json(refused)["name"], "in_flight");
+  EXPECT_FALSE(Json(refused)["results"][2].contains("lease"));
+  EXPECT_FALSE(Json(refused)["results"][1].contains("reservation"));
+  Response rpm = Post("/v1/check", R"({"limit":"requests_per_minute","key":"g","cost":0})");
+  EXPECT_EQ(Json(rpm)["remaining"], 1);  // the refused request took nothing
+  Response tpm = Post("/v1/check", R"({"limit":"tokens_per_minute","key":"g","cost":0})");
+  EXPECT_EQ(Json(tpm)["remaining"], 400);
+}
+
+TEST_P(MeteredHttpTest, BadLeaseRequestsAre400) {
+  struct Case {
+    std::string path;
+    std::string body;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"/v1/acquire", R"({"limit":"tokens_per_minute","key":"k"})",
+            "is not a concurrency limit"},
+           {"/v1/acquire", R"({"limit":"in_flight","key":"k","cost":2})",
+            "\"cost\": unknown field"},
+           {"/v1/acquire", R"({"limit":"nope","key":"k"})", "limit: unknown limit"},
+           {"/v1/check", R"({"limit":"in_flight","key":"k","cost":2})", "takes one slot"},
+           {"/v1/check", R"({"limit":"in_flight","key":"k","reserve":true})",
+            "takes leases, not charges or reservations"},
+           {"/v1/charge", R"({"limit":"in_flight","key":"k","cost":1})",
+            "takes leases, not charges or reservations"},
+           {"/v1/release", R"({"limit":"in_flight","key":"k"})", "lease: missing"},
+           {"/v1/release", R"({"limit":"tokens_per_minute","key":"k","lease":"x"})",
+            "is not a concurrency limit"},
+           {"/v1/renew", R"({"limit":"in_flight","key":"","lease":"x"})", "key: must not be empty"},
+       }) {
+    Response response = Post(c.path, c.body);
+    EXPECT_EQ(response.result(), http::status::bad_request) << c.path << " " << c.body;
+    EXPECT_THAT(Json(response)["error"].get<std::string>(), HasSubstr(c.error))
+        << c.path << " " << c.body;
+  }
+  // A lease id nobody was granted releases nothing.
+  Response forged = Post("/v1/release", R"({"limit":"in_flight","key":"k","lease":"x"})");
+  EXPECT_EQ(forged.result(), http::status::ok);
+  EXPECT_EQ(Json(forged)["released"], false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, MeteredHttpTest, ::testing::Values(true),

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/algorithm/concurrency.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
@@ -532,6 +533,93 @@ TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
     ExpectSameDecision(forged, (*unknown)[0], absl::StrCat(what, ", forged"));
   }
   EXPECT_GT(refunded, 25);  // the table refunds into live windows, not only charges
+}
+
+// A concurrency limit's leases: acquires, peeks, releases and renewals of leases held,
+// expired or unknown, against src/algorithm/concurrency.h; the decisions and the sorted set
+// left behind agree, alone and beside another item.
+TEST_F(RedisStoreTest, ConcurrencyTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20260803);
+  const Limit other = TokenBucket("other", 10, 1);
+  int taken = 0;
+  int refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    const int64_t max = 1 + static_cast<int64_t>(random() % 5);
+    const int64_t lease = 1'000'000 * (1 + static_cast<int64_t>(random() % 60));
+    Limit limit = Window(absl::StrCat("cc", i), Algorithm::kConcurrency, max, lease);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const std::string set = absl::StrCat(redis::StateKey("tollgate:", limit.name, "k"), ":l");
+    std::optional<algorithm::ConcurrencyState> state;
+    const int held = static_cast<int>(random() % static_cast<uint64_t>(max + 3));
+    if (held > 0) {
+      state.emplace();
+      for (int j = 0; j < held; ++j) {
+        algorithm::HeldLease lease_held{
+            now - lease + static_cast<int64_t>(random() % static_cast<uint64_t>(2 * lease)),
+            absl::StrCat("lease", random() % 1000)};
+        if (std::any_of(state->leases.begin(), state->leases.end(),
+                        [&](const auto& l) { return l.id == lease_held.id; })) {
+          continue;
+        }
+        Redis({"ZADD", set, absl::StrCat(lease_held.expires_at_micros), lease_held.id});
+        state->leases.push_back(lease_held);
+      }
+      std::sort(state->leases.begin(), state->leases.end(), algorithm::internal::Earlier);
+      Redis({"PEXPIRE", set, "600000"});
+    }
+    const algorithm::ConcurrencyParams params{max, lease};
+    // An id the set holds (live or expired), or one it does not.
+    std::string id = absl::StrCat("new", i);
+    if (state.has_value() && random() % 3 != 0) {
+      id = state->leases[random() % state->leases.size()].id;
+    }
+    CheckItem item{&limit, "k", 1};
+    algorithm::Outcome<algorithm::ConcurrencyState> expected;
+    switch (random() % 4) {
+      case 0:  // acquire
+        item.id = absl::StrCat("new", i);
+        expected = algorithm::ConcurrencyAcquire(state, now, params, item.id, 1);
+        taken += expected.decision.allowed ? 1 : 0;
+        refused += expected.decision.allowed ? 0 : 1;
+        break;
+      case 1:  // peek
+        item.cost = 0;
+        expected = algorithm::ConcurrencyAcquire(state, now, params, "", 0);
+        break;
+      case 2:
+        item.op = ItemOp::kRelease;
+        item.id = id;
+        expected = algorithm::ConcurrencyRelease(state, now, params, id);
+        break;
+      default:
+        item.op = ItemOp::kRenew;
+        item.id = id;
+        expected = algorithm::ConcurrencyRenew(state, now, params, id);
+        break;
+    }
+    std::vector<CheckItem> items = {item};
+    if (i % 2 == 1) items.push_back({&other, "k", 0});
+    const std::string what =
+        absl::StrCat("case ", i, ": limit ", max, " lease ", lease, " held ", held, " op ",
+                     static_cast<int>(item.op), " cost ", item.cost, " id ", item.id);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, std::move(items), now);
+    ASSERT_TRUE(actual.ok()) << actual.status() << " " << what;
+    ExpectSameDecision(expected.decision, (*actual)[0], what);
+    // The set now: the live leases the algorithm keeps, in the same order.
+    const RedisReply members = Redis({"ZRANGE", set, "0", "-1", "WITHSCORES"});
+    std::vector<algorithm::HeldLease> stored;
+    for (size_t m = 0; m + 1 < members.elements.size(); m += 2) {
+      int64_t score = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(members.elements[m + 1].str, &score)) << what;
+      stored.push_back({score, members.elements[m].str});
+    }
+    EXPECT_EQ(stored, expected.state.leases) << what;
+    if (!stored.empty()) {
+      EXPECT_GT(Redis({"PTTL", set}).integer, 0) << what;
+    }
+  }
+  EXPECT_GT(taken, 20);
+  EXPECT_GT(refused, 10);
 }
 
 // ---- Behaviour. --------------------------------------------------------------------------

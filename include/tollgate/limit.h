@@ -17,6 +17,9 @@ enum class Algorithm {
   // Two-counter approximation: previous window weighted by its overlap with the last
   // `window`, plus the current window.
   kSlidingWindow,
+  // At most `limit` leases held at once per key; a lease not renewed or released expires
+  // after `window_micros` (the lease time). Not a rate: see src/algorithm/concurrency.h.
+  kConcurrency,
 };
 
 // What a limit does when its store (Redis) cannot answer within the deadline.
@@ -37,7 +40,9 @@ enum class Mode {
 };
 
 // The numbers of one algorithm. For a token bucket: `capacity` and `refill_per_second`.
-// For the windows: `limit` and `window_micros`.
+// For the windows: `limit` and `window_micros`. For concurrency: `limit` (leases held at
+// once) and `window_micros` (the lease time), so a share of it (limit / N) is a share of the
+// slots.
 struct LimitNumbers {
   Algorithm algorithm = Algorithm::kTokenBucket;
   int64_t capacity = 0;

@@ -77,6 +77,54 @@ struct Reservation {
 using MultiDecisionCallback = absl::AnyInvocable<void(absl::StatusOr<MultiDecision>) &&>;
 using DecisionCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>) &&>;
 
+class Limiter;
+
+// A slot of a concurrency limit, held until released (by Release() or this object's
+// destructor) or until it expires: a lease not renewed within the limit's lease time expires,
+// so a holder that dies frees its slot. Move-only. Not thread-safe (one holder); the
+// Limiter is.
+//
+//   absl::StatusOr<tollgate::Lease> lease = limiter->Acquire("llm_concurrent", "tenant:7");
+//   if (!lease.ok()) { /* store error */ }
+//   if (!lease->held()) { /* 429: lease->decision().retry_after_micros */ }
+//   ... stream the response, lease->Renew() now and then ...
+//   // released here, when `lease` goes out of scope
+class Lease {
+ public:
+  // Holds nothing.
+  Lease() = default;
+  Lease(Lease&& other) noexcept;
+  // Releases what this held, then takes `other`'s.
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  // Releases the lease if held; an error is ignored (the lease then expires by itself).
+  ~Lease();
+
+  // Whether this holds a slot: the acquire was admitted and it was neither released nor found
+  // expired by Renew.
+  bool held() const { return limiter_ != nullptr; }
+  // The acquire's decision: when refused, retry_after_micros says when a slot frees.
+  const Decision& decision() const { return decision_; }
+  // The lease's id (what POST /v1/acquire answers as "lease"); "" when refused.
+  const std::string& id() const { return id_; }
+
+  // Extends the lease to a lease time from now. A decision that is not allowed (kNotFound)
+  // means it expired: the slot may be another's and this no longer holds it.
+  // FailedPrecondition when nothing is held. Blocks until the store answers.
+  absl::StatusOr<Decision> Renew();
+  // Frees the slot now (idempotent: OK when nothing is held). Blocks until the store answers.
+  absl::Status Release();
+
+ private:
+  friend class Limiter;
+  Limiter* limiter_ = nullptr;  // non-null while held
+  const Limit* limit_ = nullptr;
+  std::string key_;
+  std::string id_;
+  Decision decision_;
+};
+
 // Checks named limits against a store. A denial is a Decision; an error (unknown limit,
 // empty or oversized key, negative cost, store failure) is a non-OK status.
 //
@@ -141,11 +189,33 @@ class Limiter {
   void SettleAsync(std::string_view reservation, int64_t cost, DecisionCallback done);
   absl::StatusOr<Decision> Settle(std::string_view reservation, int64_t cost);
 
+  // Takes a slot of the concurrency limit `limit` for `key`: a Lease that holds it (held())
+  // when admitted, or one that holds nothing, whose decision says when to retry. Several
+  // limits at once, all or nothing: CheckAll (a concurrency item takes its slot there, its
+  // lease id in MultiDecision::tokens). InvalidArgument for a limit that is not a
+  // concurrency limit. REQUIRES: this limiter outlives the Lease. Blocks until the store
+  // answers.
+  absl::StatusOr<Lease> Acquire(std::string_view limit, std::string_view key);
+
+  // Frees the lease `lease` of `limit` for `key`: allowed when it was held, else kNotFound
+  // (expired, released already, never granted). Idempotent.
+  void ReleaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                    DecisionCallback done);
+  absl::StatusOr<Decision> Release(std::string_view limit, std::string_view key,
+                                   std::string_view lease);
+  // Extends the lease `lease` to one lease time from now: allowed when it was still held,
+  // else kNotFound (it expired: acquire again).
+  void RenewAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                  DecisionCallback done);
+  absl::StatusOr<Decision> Renew(std::string_view limit, std::string_view key,
+                                 std::string_view lease);
+
   // Checks one limit for one key without blocking: the memory store (and the sync store,
   // whose decisions are local) answer inline, before this returns, through the single-item
   // path (a limit of limits() through its prepared form; no vectors); Redis answers later
   // on a store thread. `key` need only live until this returns. Validation errors go to
-  // `done` too. REQUIRES: `limit` alive until `done` has run.
+  // `done` too; so does a cost above 0 on a concurrency limit (its slot needs a lease: use
+  // Acquire or CheckItemsAsync). REQUIRES: `limit` alive until `done` has run.
   void CheckAsync(const Limit& limit, std::string_view key, int64_t cost, DecisionCallback done);
 
   // Asynchronous CheckAll as a future.
@@ -159,6 +229,9 @@ class Limiter {
  private:
   struct State;
   explicit Limiter(std::unique_ptr<State> state);
+  // ReleaseAsync and RenewAsync (`op`).
+  void LeaseAsync(const Limit& limit, std::string_view key, std::string_view lease, ItemOp op,
+                  DecisionCallback done);
   std::unique_ptr<State> state_;
 };
 

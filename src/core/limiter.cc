@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
@@ -37,6 +38,14 @@ absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& number
         return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": window must be > 0"));
       }
       return absl::OkStatus();
+    case Algorithm::kConcurrency:
+      if (numbers.limit < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
+      }
+      if (numbers.window_micros < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": lease must be > 0"));
+      }
+      return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": unknown algorithm"));
 }
@@ -61,6 +70,14 @@ absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_
   return absl::OkStatus();
 }
 
+// A check of a concurrency limit that would take a slot without keeping its lease.
+absl::Status LeaseNeedsAcquire(std::string_view limit) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("limit '", AbslView(limit),
+                   "' is a concurrency limit: take a slot with Acquire (or in CheckAll), which "
+                   "keeps the lease; Check may only peek (cost 0)"));
+}
+
 absl::Status UnknownLimit(std::string_view limit) {
   return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
 }
@@ -68,6 +85,21 @@ absl::Status UnknownLimit(std::string_view limit) {
 // What an item's op asks of its limit, beyond ValidateRequest.
 absl::Status ValidateOp(const CheckItem& item) {
   const absl::string_view name = AbslView(item.limit->name);
+  const bool concurrency = item.limit->numbers.algorithm == Algorithm::kConcurrency;
+  if (concurrency && item.op == ItemOp::kCheck && item.cost > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", name,
+                     "' is a concurrency limit: a lease takes one slot (cost 1, or 0 to peek)"));
+  }
+  if (concurrency && item.op != ItemOp::kCheck && item.op != ItemOp::kRelease &&
+      item.op != ItemOp::kRenew) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limit '", name, "' is a concurrency limit: it takes leases, not charges or reservations"));
+  }
+  if (!concurrency && (item.op == ItemOp::kRelease || item.op == ItemOp::kRenew)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", name, "' is not a concurrency limit: it holds no leases"));
+  }
   if ((item.op == ItemOp::kCharge || item.op == ItemOp::kSettle) && item.cost > kMaxChargeCost) {
     return absl::InvalidArgumentError(absl::StrCat("limit '", name, "': cost must be at most ",
                                                    kMaxChargeCost, ", got ", item.cost));
@@ -81,12 +113,18 @@ absl::Status ValidateOp(const CheckItem& item) {
   return absl::OkStatus();
 }
 
-// Whether a batch needs Store::ApplyAsync: an op other than kCheck.
+// Whether a batch needs Store::ApplyAsync: an op other than kCheck, or a lease to take.
 bool NeedsApply(const std::vector<CheckItem>& items) {
   for (const CheckItem& item : items) {
-    if (item.op != ItemOp::kCheck) return true;
+    if (item.op != ItemOp::kCheck || !item.id.empty()) return true;
   }
   return false;
+}
+
+// Whether `item` takes a lease of a concurrency limit (and so needs an id).
+bool TakesLease(const CheckItem& item) {
+  return item.op == ItemOp::kCheck && item.cost > 0 &&
+         item.limit->numbers.algorithm == Algorithm::kConcurrency;
 }
 
 }  // namespace
@@ -120,6 +158,20 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
       if (absl::Status status = ValidateNumbers(limit.name, *limit.local); !status.ok()) {
         return status;
       }
+    }
+    if (limit.numbers.algorithm == Algorithm::kConcurrency && limit.mode == Mode::kSync) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("limit ", limit.name,
+                       ": a concurrency limit cannot be in sync mode (leases need one "
+                       "atomic store step)"));
+    }
+    if (limit.on_store_failure == FailureMode::kLocal && limit.local.has_value() &&
+        (limit.local->algorithm == Algorithm::kConcurrency) !=
+            (limit.numbers.algorithm == Algorithm::kConcurrency)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("limit ", limit.name,
+                       ": local numbers of a concurrency limit must be concurrency "
+                       "too, and of a rate limit a rate"));
     }
     if (!state->by_name.emplace(limit.name, state->by_name.size()).second) {
       return absl::InvalidArgumentError(absl::StrCat("two limits are named ", limit.name));
@@ -190,7 +242,9 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
       std::move(done)(std::move(status));
       return;
     }
-    if (item.op == ItemOp::kReserve && item.id.empty()) item.id = internal::NewMeteredId();
+    if ((item.op == ItemOp::kReserve || TakesLease(item)) && item.id.empty()) {
+      item.id = internal::NewMeteredId();
+    }
     if (item.limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
     any_shadow |= item.shadow;
   }
@@ -216,10 +270,8 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
       CheckItem copy{item.limit, "", item.cost};
       copy.shadow = item.shadow;
       copy.op = item.op;
-      if (item.op == ItemOp::kReserve) {
-        copy.key = item.key;
-        copy.id = item.id;
-      }
+      if (item.op == ItemOp::kReserve) copy.key = item.key;
+      if (item.op == ItemOp::kReserve || TakesLease(item)) copy.id = item.id;
       kept->items.push_back(std::move(copy));
     }
   }
@@ -240,9 +292,11 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
       result.allowed = internal::BatchAllowed(kept->items, *decisions);
       for (size_t i = 0; result.allowed && i < kept->items.size(); ++i) {
         const CheckItem& item = kept->items[i];
-        if (item.op != ItemOp::kReserve || !(*decisions)[i].allowed) continue;
+        if (item.id.empty() || !(*decisions)[i].allowed) continue;
         if (result.tokens.empty()) result.tokens.resize(kept->items.size());
-        result.tokens[i] = internal::ReservationToken(item.id, item.limit->name, item.key);
+        result.tokens[i] = item.op == ItemOp::kReserve
+                               ? internal::ReservationToken(item.id, item.limit->name, item.key)
+                               : item.id;  // a lease
       }
     }
     result.decisions = std::move(*decisions);
@@ -259,6 +313,10 @@ void Limiter::CheckAsync(const Limit& limit, std::string_view key, int64_t cost,
                          DecisionCallback done) {
   if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
     std::move(done)(ValidateRequest(limit.name, key, cost));
+    return;
+  }
+  if (ABSL_PREDICT_FALSE(limit.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
+    std::move(done)(LeaseNeedsAcquire(limit.name));
     return;
   }
   if (limit.mode == Mode::kSync && state_->sync_store != nullptr) {
@@ -402,6 +460,122 @@ absl::StatusOr<Decision> Limiter::Settle(std::string_view reservation, int64_t c
       [&](DecisionCallback done) { SettleAsync(reservation, cost, std::move(done)); });
 }
 
+void Limiter::LeaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                         ItemOp op, DecisionCallback done) {
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&limit, std::string(key), 1});
+  items.back().op = op;
+  items.back().id = std::string(lease);
+  if (!internal::IsMeteredId(lease)) {
+    // Not an id this library could have made: held by no one.
+    Decision decision;
+    decision.limit = limit.numbers.limit;
+    decision.reason = DenyReason::kNotFound;
+    if (absl::Status status = ValidateRequest(limit.name, key, 1); !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    if (absl::Status status = ValidateOp(items.back()); !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    std::move(done)(decision);
+    return;
+  }
+  CheckItemsAsync(std::move(items),
+                  [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+                    std::move(done)(Single(std::move(result)));
+                  });
+}
+
+void Limiter::ReleaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                           DecisionCallback done) {
+  LeaseAsync(limit, key, lease, ItemOp::kRelease, std::move(done));
+}
+
+void Limiter::RenewAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                         DecisionCallback done) {
+  LeaseAsync(limit, key, lease, ItemOp::kRenew, std::move(done));
+}
+
+absl::StatusOr<Decision> Limiter::Release(std::string_view limit, std::string_view key,
+                                          std::string_view lease) {
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  return Wait<Decision>(
+      [&](DecisionCallback done) { ReleaseAsync(*found, key, lease, std::move(done)); });
+}
+
+absl::StatusOr<Decision> Limiter::Renew(std::string_view limit, std::string_view key,
+                                        std::string_view lease) {
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  return Wait<Decision>(
+      [&](DecisionCallback done) { RenewAsync(*found, key, lease, std::move(done)); });
+}
+
+absl::StatusOr<Lease> Limiter::Acquire(std::string_view limit, std::string_view key) {
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  if (found->numbers.algorithm != Algorithm::kConcurrency) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limit '", AbslView(limit), "' is not a concurrency limit: nothing to acquire"));
+  }
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{found, std::string(key), 1});
+  absl::StatusOr<MultiDecision> result = Wait<MultiDecision>(
+      [&](MultiDecisionCallback done) { CheckItemsAsync(std::move(items), std::move(done)); });
+  absl::StatusOr<Decision> decision = Single(result);
+  if (!decision.ok()) return decision.status();
+  Lease lease;
+  lease.decision_ = *decision;
+  if (decision->allowed && !result->tokens.empty()) {
+    lease.limiter_ = this;
+    lease.limit_ = found;
+    lease.key_ = std::string(key);
+    lease.id_ = std::move(result->tokens[0]);
+  }
+  return lease;
+}
+
+Lease::Lease(Lease&& other) noexcept
+    : limiter_(std::exchange(other.limiter_, nullptr)),
+      limit_(other.limit_),
+      key_(std::move(other.key_)),
+      id_(std::move(other.id_)),
+      decision_(other.decision_) {}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    (void)Release();
+    limiter_ = std::exchange(other.limiter_, nullptr);
+    limit_ = other.limit_;
+    key_ = std::move(other.key_);
+    id_ = std::move(other.id_);
+    decision_ = other.decision_;
+  }
+  return *this;
+}
+
+Lease::~Lease() { (void)Release(); }
+
+absl::StatusOr<Decision> Lease::Renew() {
+  if (limiter_ == nullptr) return absl::FailedPreconditionError("no lease held");
+  absl::StatusOr<Decision> renewed = Wait<Decision>(
+      [&](DecisionCallback done) { limiter_->RenewAsync(*limit_, key_, id_, std::move(done)); });
+  // Expired: its slot may be another's; this object no longer holds it.
+  if (renewed.ok() && !renewed->allowed) limiter_ = nullptr;
+  return renewed;
+}
+
+absl::Status Lease::Release() {
+  if (limiter_ == nullptr) return absl::OkStatus();
+  Limiter* limiter = std::exchange(limiter_, nullptr);
+  absl::StatusOr<Decision> released = Wait<Decision>(
+      [&](DecisionCallback done) { limiter->ReleaseAsync(*limit_, key_, id_, std::move(done)); });
+  return released.status();
+}
+
 absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,
                                         int64_t cost) {
   // The single-item path: no request vector, no MultiDecision, no callback; the memory store
@@ -412,6 +586,9 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view
     return ValidateRequest(limit, key, cost);
   }
   const Limit& found = state_->limits[it->second];
+  if (ABSL_PREDICT_FALSE(found.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
+    return LeaseNeedsAcquire(found.name);
+  }
   if (found.mode == Mode::kSync && state_->sync_store != nullptr) {
     return state_->sync_store->CheckOne(found, key, cost);
   }

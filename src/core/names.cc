@@ -12,6 +12,8 @@ std::string_view AlgorithmName(Algorithm algorithm) {
       return "fixed_window";
     case Algorithm::kSlidingWindow:
       return "sliding_window";
+    case Algorithm::kConcurrency:
+      return "concurrency";
   }
   return "unknown";
 }

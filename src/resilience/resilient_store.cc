@@ -442,7 +442,8 @@ class Core {
     std::vector<Admitted> admitted;
     admitted.reserve(items.size());
     for (const CheckItem& item : items) {
-      if (item.cost <= 0) continue;
+      // A lease taken locally is the fallback's own: it expires there, nothing to reconcile.
+      if (item.cost <= 0 || item.limit->numbers.algorithm == Algorithm::kConcurrency) continue;
       admitted.push_back(
           Admitted{SharedLimit(*item.limit), item.key, item.cost, IsConditional(item.op)});
     }

@@ -283,11 +283,18 @@ void AppendDecision(std::string& out, absl::string_view name, const Decision& de
                     bool allowed, const DecisionExtras& extras = {}) {
   absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false");
   if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
+  if (!extras.lease.empty()) {
+    absl::StrAppend(&out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
+    AppendJsonString(out, extras.lease);
+  }
   absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
   AppendJsonString(out, name);
   if (!allowed) {
     const std::string_view reason = DenyReasonName(decision.reason);
     absl::StrAppend(&out, ",\"reason\":\"", absl::string_view(reason.data(), reason.size()), "\"");
+  }
+  if (extras.released.has_value()) {
+    absl::StrAppend(&out, ",\"released\":", *extras.released ? "true" : "false");
   }
   const std::string_view source = DecisionSourceName(decision.source);
   absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining);
@@ -310,12 +317,22 @@ std::string DecisionJson(absl::string_view name, const Decision& decision,
   return out;
 }
 
-std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result) {
-  auto extras = [&](size_t i) {
-    DecisionExtras out;
-    if (i < result.tokens.size()) out.reservation = result.tokens[i];
-    return out;
-  };
+DecisionExtras ExtrasOf(const MultiDecision& result, absl::Span<const Limit* const> limits,
+                        size_t i) {
+  DecisionExtras out;
+  if (i >= result.tokens.size() || i >= limits.size() || result.tokens[i].empty()) return out;
+  if (limits[i]->numbers.algorithm == Algorithm::kConcurrency) {
+    out.lease = result.tokens[i];
+    out.expires_in_ms = CeilMillis(limits[i]->numbers.window_micros);
+  } else {
+    out.reservation = result.tokens[i];
+  }
+  return out;
+}
+
+std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result,
+                           absl::Span<const Limit* const> limits) {
+  auto extras = [&](size_t i) { return ExtrasOf(result, limits, i); };
   if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0], extras(0));
   const size_t top = MostRestrictive(result.allowed, result.decisions);
   std::string out = "{";

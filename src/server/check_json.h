@@ -8,6 +8,8 @@
 #define TOLLGATE_SRC_SERVER_CHECK_JSON_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,20 +64,33 @@ size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions);
 struct DecisionExtras {
   // An admitted reservation's token (`"reserve": true`).
   std::string reservation;
+  // A lease taken or renewed (a concurrency limit), and its lease time.
+  std::string lease;
+  int64_t expires_in_ms = 0;
+  // POST /v1/release: whether the lease was held.
+  std::optional<bool> released;
 };
 
-// {"allowed", "debt" (only when in debt), "limit", "name", "reason" (only when refused),
-//  "remaining", "reservation" (an admitted reservation), "reset_after_ms", "retry_after_ms",
-//  "source"}, serialized compactly with the members in that order.
+// The extras of item `i` of `result` for `limits[i]`: its reservation token, or its lease and
+// the lease time. REQUIRES: limits.size() == result.decisions.size().
+DecisionExtras ExtrasOf(const MultiDecision& result, absl::Span<const Limit* const> limits,
+                        size_t i);
+
+// {"allowed", "debt" (only when in debt), "expires_in_ms" and "lease" (a lease), "limit",
+//  "name", "reason" (only when refused), "released" (a release), "remaining", "reservation"
+//  (an admitted reservation), "reset_after_ms", "retry_after_ms", "source"}, serialized
+//  compactly with the members in that order.
 std::string DecisionJson(absl::string_view name, const Decision& decision,
                          const DecisionExtras& extras = {});
 
 // The reply body for a checked request: for a single check, DecisionJson of it; for a batch,
 // DecisionJson of the MostRestrictive item with `allowed` the batch's (and "reason" only
 // when refused), plus `results`, each item's DecisionJson in order. An admitted reservation's
-// token (result.tokens) is in its item's DecisionJson.
-// REQUIRES: result.decisions.size() == body.requests.size() > 0.
-std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result);
+// token or lease (result.tokens, ExtrasOf) is in its item's DecisionJson.
+// REQUIRES: result.decisions.size() == body.requests.size() > 0; `limits` empty (no extras)
+// or one per item.
+std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result,
+                           absl::Span<const Limit* const> limits = {});
 
 // {"error": message}, serialized. Invalid UTF-8 in `message` is replaced, never thrown on.
 std::string ErrorBody(absl::string_view message);

@@ -11,6 +11,7 @@
 #include "src/server/check_json.h"
 #include "src/server/http_framing.h"
 #include "src/server/json_errors.h"
+#include "src/server/metered_json.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 #include "src/server/rls_service.h"
@@ -105,6 +106,14 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
     if (request.method() != http::verb::post) return method_not_allowed("POST");
     return HandleSettle(request, std::move(done));
   }
+  if (path == "/v1/acquire") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleCheck(request, std::move(done), CheckEndpoint::kAcquire);
+  }
+  if (path == "/v1/release" || path == "/v1/renew") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleLease(request, std::move(done), path == "/v1/renew");
+  }
   if (path == "/healthz") {
     if (request.method() != http::verb::get) return method_not_allowed("GET");
     return std::move(done)(JsonResponse(http::status::ok, R"({"status":"ok"})", request.version(),
@@ -162,7 +171,7 @@ HttpResponse CheckedResponse(const ParsedCheckBody& body, const MultiDecision& r
   size_t top = MostRestrictive(result.allowed, result.decisions);
   const Decision& top_decision = result.decisions[top];
   HttpResponse response = JsonResponse(StatusForDecision(result.allowed, top_decision),
-                                       CheckReplyBody(body, result), version, keep_alive);
+                                       CheckReplyBody(body, result, limits), version, keep_alive);
 
   RateLimitFields fields = RateLimitHeaderFields(format, limits, result.decisions, top);
   if (!fields.policy.empty()) response.set("RateLimit-Policy", std::move(fields.policy));
@@ -215,6 +224,13 @@ struct PendingCheck {
                                                "limiter returned a wrong number of decisions",
                                                version, keep_alive));
     }
+    if (metrics != nullptr) {
+      for (size_t i = 0; i < result->tokens.size(); ++i) {
+        if (!result->tokens[i].empty() && limits[i]->numbers.algorithm == Algorithm::kConcurrency) {
+          metrics->LeaseHeld(limits[i]->name, result->tokens[i], limits[i]->numbers.window_micros);
+        }
+      }
+    }
     std::move(done)(CheckedResponse(body, *result, limits, header_format, version, keep_alive));
   }
 };
@@ -228,7 +244,9 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
   const int64_t start_micros = metrics_ != nullptr ? SteadyMicros() : 0;
   // This request's snapshot: a reload may swap it while the check is in flight.
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
-  absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body(), max_checks_);
+  absl::StatusOr<ParsedCheckBody> parsed = endpoint == CheckEndpoint::kAcquire
+                                               ? ParseAcquireBody(request.body())
+                                               : ParseCheckBody(request.body(), max_checks_);
   if (!parsed.ok()) {
     return std::move(done)(JsonErrorResponse(http::status::bad_request, parsed.status().message(),
                                              version, keep_alive));
@@ -253,6 +271,14 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                                                absl::StrCat(field, ": only on POST /v1/check"),
                                                version, keep_alive));
     }
+    if (endpoint == CheckEndpoint::kAcquire &&
+        limit->numbers.algorithm != Algorithm::kConcurrency) {
+      return std::move(done)(
+          JsonErrorResponse(http::status::bad_request,
+                            absl::StrCat("limit: ", QuoteForMessage(limit->name),
+                                         " is not a concurrency limit (algorithm: concurrency)"),
+                            version, keep_alive));
+    }
   }
 
   Limiter& limiter = *snapshot->limiter;
@@ -267,7 +293,8 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        .charge = endpoint == CheckEndpoint::kCharge,
                        .done = std::move(done)};
   if (pending.body.requests.size() == 1 && endpoint == CheckEndpoint::kCheck &&
-      !pending.body.requests[0].reserve) {
+      !pending.body.requests[0].reserve &&
+      pending.limits[0]->numbers.algorithm != Algorithm::kConcurrency) {
     // The single-item path: inline through the prepared limit for the memory store.
     const CheckRequest& only = pending.body.requests[0];
     const Limit& limit = *pending.limits[0];

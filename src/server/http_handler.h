@@ -4,6 +4,7 @@
 //                    with the RateLimit fields of src/server/ratelimit_headers.h
 //   POST /v1/charge  the same body: consumption that happened, applied in full (never 429)
 //   POST /v1/settle  settle a reservation ("reserve": true on /v1/check) at its actual cost
+//   POST /v1/acquire, /v1/release, /v1/renew  a concurrency limit's leases
 //   POST /json       Envoy's JSON shape (src/server/rls_service.h), when an RlsService is set
 //   GET  /healthz    {"status":"ok"}: the process is up
 //   GET  /readyz     200 {"status":"ready"}, or 503 {"status":"not_ready","reason":...}
@@ -82,11 +83,13 @@ class HttpHandler {
   void Handle(const HttpRequest& request, HttpResponseCallback done);
 
  private:
-  // POST /v1/check, and the endpoints that take its body: /v1/charge.
-  enum class CheckEndpoint { kCheck, kCharge };
+  // POST /v1/check, and the endpoints answered as it is: /v1/charge (its body), /v1/acquire
+  // (one concurrency item).
+  enum class CheckEndpoint { kCheck, kCharge, kAcquire };
   void HandleCheck(const HttpRequest& request, HttpResponseCallback done, CheckEndpoint endpoint);
-  // POST /v1/settle (src/server/http_metered.cc).
+  // POST /v1/settle, and /v1/release or /v1/renew (src/server/http_metered.cc).
   void HandleSettle(const HttpRequest& request, HttpResponseCallback done);
+  void HandleLease(const HttpRequest& request, HttpResponseCallback done, bool renew);
 
   // Its snapshot is read once per request: a reload swaps it without a lock.
   const std::shared_ptr<CheckService> service_;

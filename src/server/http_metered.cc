@@ -1,6 +1,6 @@
 // Copyright tollgate authors. The metered endpoints of the HTTP API that do not take
-// /v1/check's body: POST /v1/settle (docs/http.md). Adapters over the check service's
-// Limiter, as HttpHandler::HandleCheck is.
+// /v1/check's body: POST /v1/settle, /v1/release and /v1/renew (docs/http.md). Adapters over the
+// check service's Limiter, as HttpHandler::HandleCheck is.
 #include <string>
 #include <utility>
 
@@ -10,6 +10,7 @@
 #include "src/server/http_handler.h"
 #include "src/server/json_errors.h"
 #include "src/server/metered_json.h"
+#include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 
 namespace tollgate::server {
@@ -17,16 +18,22 @@ namespace {
 
 namespace http = boost::beast::http;
 
-// 200 with `decision`'s JSON and the limit's RateLimit fields.
-HttpResponse DecisionResponse(const Limit& limit, const Decision& decision,
-                              RateLimitHeaderFormat format, unsigned version, bool keep_alive) {
-  HttpResponse response =
-      JsonResponse(http::status::ok, DecisionJson(limit.name, decision), version, keep_alive);
+// Sets `limit`'s RateLimit fields for `decision` on `response`.
+void SetRateLimitFields(const Limit& limit, const Decision& decision, RateLimitHeaderFormat format,
+                        HttpResponse& response) {
   const Limit* limits[] = {&limit};
   RateLimitFields fields =
       RateLimitHeaderFields(format, limits, absl::MakeConstSpan(&decision, 1), 0);
   if (!fields.policy.empty()) response.set("RateLimit-Policy", fields.policy);
   if (!fields.rate_limit.empty()) response.set("RateLimit", fields.rate_limit);
+}
+
+// 200 with `decision`'s JSON and the limit's RateLimit fields.
+HttpResponse DecisionResponse(const Limit& limit, const Decision& decision,
+                              RateLimitHeaderFormat format, unsigned version, bool keep_alive) {
+  HttpResponse response =
+      JsonResponse(http::status::ok, DecisionJson(limit.name, decision), version, keep_alive);
+  SetRateLimitFields(limit, decision, format, response);
   return response;
 }
 
@@ -76,6 +83,64 @@ void HttpHandler::HandleSettle(const HttpRequest& request, HttpResponseCallback 
         }
         std::move(done)(DecisionResponse(*limit, *decision, format, version, keep_alive));
       });
+}
+
+void HttpHandler::HandleLease(const HttpRequest& request, HttpResponseCallback done, bool renew) {
+  const unsigned version = request.version();
+  const bool keep_alive = request.keep_alive();
+  std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
+  absl::StatusOr<LeaseBody> body = ParseLeaseBody(request.body());
+  if (!body.ok()) {
+    return std::move(done)(
+        JsonErrorResponse(http::status::bad_request, body.status().message(), version, keep_alive));
+  }
+  const Limit* limit = snapshot->FindHttpLimit(body->limit);
+  if (limit == nullptr || limit->numbers.algorithm != Algorithm::kConcurrency) {
+    return std::move(done)(
+        JsonErrorResponse(http::status::bad_request,
+                          absl::StrCat("limit: ", limit == nullptr ? "unknown limit " : "",
+                                       QuoteForMessage(body->limit),
+                                       limit == nullptr ? "" : " is not a concurrency limit"),
+                          version, keep_alive));
+  }
+  auto answer = [snapshot, limit, lease = body->lease, renew, metrics = metrics_,
+                 format = header_format_, version, keep_alive,
+                 done = std::move(done)](absl::StatusOr<Decision> decision) mutable {
+    if (!decision.ok()) {
+      return std::move(done)(JsonErrorResponse(StatusForError(decision.status()),
+                                               decision.status().message(), version, keep_alive));
+    }
+    const bool held = decision->allowed;
+    if (renew && !held) {
+      return std::move(done)(
+          JsonErrorResponse(http::status::not_found,
+                            "lease: not held (expired, released, or never granted); acquire again",
+                            version, keep_alive));
+    }
+    DecisionExtras extras;
+    Decision shown = *decision;
+    if (renew) {
+      extras.lease = lease;
+      extras.expires_in_ms = CeilMillis(limit->numbers.window_micros);
+      if (metrics != nullptr) metrics->LeaseHeld(limit->name, lease, limit->numbers.window_micros);
+    } else {
+      // A release is answered, held or not (it is idempotent); `released` says which.
+      extras.released = held;
+      shown.allowed = true;
+      shown.reason = DenyReason::kNone;
+      if (metrics != nullptr) metrics->LeaseGone(lease);
+    }
+    HttpResponse response = JsonResponse(http::status::ok, DecisionJson(limit->name, shown, extras),
+                                         version, keep_alive);
+    SetRateLimitFields(*limit, shown, format, response);
+    std::move(done)(std::move(response));
+  };
+  Limiter& limiter = *snapshot->limiter;
+  if (renew) {
+    limiter.RenewAsync(*limit, body->key, body->lease, std::move(answer));
+  } else {
+    limiter.ReleaseAsync(*limit, body->key, body->lease, std::move(answer));
+  }
 }
 
 }  // namespace tollgate::server

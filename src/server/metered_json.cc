@@ -60,6 +60,22 @@ absl::StatusOr<std::string> StringField(const json& object, const char* name,
 
 }  // namespace
 
+absl::StatusOr<ParsedCheckBody> ParseAcquireBody(std::string_view body) {
+  absl::StatusOr<json> object = ObjectOf(body, {"limit", "key"});
+  if (!object.ok()) return object.status();
+  CheckRequest request;
+  absl::StatusOr<std::string> limit = StringField(*object, "limit");
+  if (!limit.ok()) return limit.status();
+  absl::StatusOr<std::string> key = StringField(*object, "key", kMaxKeyBytes);
+  if (!key.ok()) return key.status();
+  request.limit = *std::move(limit);
+  request.key = *std::move(key);
+  request.cost = 1;
+  ParsedCheckBody parsed;
+  parsed.requests.push_back(std::move(request));
+  return parsed;
+}
+
 absl::StatusOr<SettleBody> ParseSettleBody(std::string_view body) {
   absl::StatusOr<json> object = ObjectOf(body, {"reservation", "cost"});
   if (!object.ok()) return object.status();

@@ -98,6 +98,7 @@ int64_t PolicyWindowSeconds(const LimitNumbers& numbers) {
 }
 
 std::string PolicyItem(const LimitNumbers& numbers) {
+  if (numbers.algorithm == Algorithm::kConcurrency) return absl::StrCat(numbers.MaxCost());
   return absl::StrCat(numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
@@ -108,6 +109,10 @@ std::string RateLimitField(const Decision& decision) {
 }
 
 std::string PolicyListItem(std::string_view name, const LimitNumbers& numbers) {
+  if (numbers.algorithm == Algorithm::kConcurrency) {
+    return absl::StrCat(StructuredFieldString(name), ";q=", numbers.MaxCost(),
+                        ";qu=\"concurrent-requests\"");
+  }
   return absl::StrCat(StructuredFieldString(name), ";q=", numbers.MaxCost(),
                       ";w=", PolicyWindowSeconds(numbers));
 }

@@ -76,10 +76,10 @@ void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem
 }
 
 // The op byte check.lua reads after an item's 25 bytes; 0 for a plain check (no byte).
-char OpByte(ItemOp op) {
-  switch (op) {
+char OpByte(const CheckItem& item) {
+  switch (item.op) {
     case ItemOp::kCheck:
-      return 0;
+      return item.id.empty() ? 0 : 'K';  // a concurrency limit's slot, as lease `id`
     case ItemOp::kCharge:
       return 'C';
     case ItemOp::kReserve:
@@ -115,7 +115,10 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
       break;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
-      arg[0] = numbers.algorithm == Algorithm::kFixedWindow ? 'f' : 's';
+    case Algorithm::kConcurrency:  // the limit and the lease time
+      arg[0] = numbers.algorithm == Algorithm::kFixedWindow     ? 'f'
+               : numbers.algorithm == Algorithm::kSlidingWindow ? 's'
+                                                                : 'c';
       cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.limit));
       cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.window_micros));
       break;
@@ -123,7 +126,7 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
   if (shadow) arg[0] = static_cast<char>(arg[0] - 'a' + 'A');
   cursor = PutLittleEndianDouble(cursor, static_cast<double>(item.cost));
   if (extra.has_value()) cursor = PutLittleEndianDouble(cursor, *extra);
-  if (const char op = with_op ? OpByte(item.op) : 0; op != 0) {
+  if (const char op = with_op ? OpByte(item) : 0; op != 0) {
     *cursor++ = op;
     if (item.op == ItemOp::kReserve) {
       // The record's TTL in ms, rounded up.
@@ -187,9 +190,9 @@ std::string RefundCommand(std::string_view prefix, const std::vector<CheckItem>&
   for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
   writer.AddInteger(now_micros);
   for (size_t i = 0; i < n; ++i) {
-    // A reservation's op and id follow, so its record goes with its consumption.
+    // A reservation's or a lease's op and id follow, so its record (its slot) goes with it.
     AddItemArgs(writer, items[i], static_cast<double>(decisions[i].reset_after_micros),
-                /*shadow=*/false, /*with_op=*/items[i].op == ItemOp::kReserve);
+                /*shadow=*/false, /*with_op=*/!items[i].id.empty());
   }
   return std::move(writer).Finish();
 }

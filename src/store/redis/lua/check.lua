@@ -22,9 +22,16 @@
 --                                       refund into the window it came from, or a charge of
 --                                       the extra; its record becomes 's' (KEEPTTL). Reason 3:
 --                                       no record (forged, expired); 4: settled already.
+--           A concurrency limit is algorithm 'c' (a = limit, b = lease µs); its leases are the
+--           sorted set <KEYS[i]>:l (member: lease id, score: expiry µs), PEXPIRE'd to one
+--           lease time on every ZADD. A check of cost 1 takes a slot:
+--             'K' id                    the lease to add (ZADD), if the batch passes
+--             'L' id                    a release (ZREM); reason 3 if not held
+--             'N' id                    a renewal (ZADD XX now + lease); reason 3 if not held
 --
--- Items that are not conditional (charges, settles) are applied first, in order, whatever the
--- batch does; then the checks are decided on what they leave, all or nothing.
+-- Items that are not conditional (charges, settles, releases, renewals) are applied first, in
+-- order, whatever the batch does; then the checks are decided on what they leave, all or
+-- nothing.
 --
 -- Returns one string, struct '<d' + N × '<Bddd': now_micros, then per limit: flags
 -- (allowed + 2 × reason; reason 0 none, 1 over limit, 2 cost exceeds limit, 3 not found, 4
@@ -225,6 +232,7 @@ local writes = {}  -- ordered list of { kind, key, value, ttl_ms }, made if all 
 local out = { struct.pack('<d', now) }
 local all_allowed = true
 local MAX_DEBT = 4503599627370496  -- kMaxDebtMicros: 2^52 µs
+local pruned, added  -- concurrency: sets pruned in this call, leases taken per set
 
 -- Two passes: the items that are not conditional (charges, settles) first, applied at once;
 -- then the checks (and reservations), whose writes wait for the batch's outcome.
@@ -233,7 +241,8 @@ for pass = 1, 2 do
   for i = 1, n do
     local arg = ARGV[1 + i]
     local op = #arg > 25 and string.byte(arg, 26) or 0
-    local unconditional = op == 67 or op == 83  -- 'C' charge, 'S' settle
+    -- 'C' charge, 'S' settle, 'L' release, 'N' renew
+    local unconditional = op == 67 or op == 83 or op == 76 or op == 78
     if unconditional == (pass == 1) then
       local code, a, b, cost = struct.unpack('<Bddd', arg)
       -- An upper-case algorithm byte marks a shadow item: decided and, when allowed, counted,
@@ -382,6 +391,60 @@ for pass = 1, 2 do
           writes[#writes + 1] = { 'i', ckey, check_cost, ttl }
         end
 
+      elseif algorithm == 'c' then
+        -- ConcurrencyAcquire, ConcurrencyRelease, ConcurrencyRenew: the leases held, as a sorted
+        -- set of ids scored by expiry. Scores go as decimal integers (Lua's own conversion
+        -- rounds to 14 digits).
+        local limit, lease = a, b
+        local lkey = key .. ':l'
+        local id = string.sub(arg, 27)
+        pruned = pruned or {}
+        added = added or {}
+        if not pruned[lkey] then  -- the expired leases are forgotten once per key and call
+          redis.call('ZREMRANGEBYSCORE', lkey, '-inf', string.format('%d', now))
+          pruned[lkey] = true
+        end
+        local tentative = added[lkey] or 0  -- taken by earlier checks of this call
+        local held = redis.call('ZCARD', lkey) + tentative
+        local lease_ms = math.ceil(lease / 1000)
+        if op == 76 then  -- release
+          local removed = redis.call('ZREM', lkey, id)
+          held = held - removed
+          found = removed == 1 and 0 or 3
+        elseif op == 78 then  -- renew: only a lease still held
+          if redis.call('ZSCORE', lkey, id) then
+            redis.call('ZADD', lkey, 'XX', string.format('%d', now + lease), id)
+            redis.call('PEXPIRE', lkey, lease_ms)
+          else
+            found = 3
+          end
+        elseif cost > 1 or cost > limit then
+          reason = 2
+        elseif held + cost > limit then
+          reason = 1
+        else
+          allowed = 1
+          if cost == 1 then  -- taken if the batch passes; every member expires within the TTL
+            writes[#writes + 1] = { 'z', lkey, string.format('%d', now + lease), id, lease_ms }
+            added[lkey] = tentative + 1
+            tentative = tentative + 1
+            held = held + 1
+          end
+        end
+        remaining = limit - held  -- < 0: held beyond the limit (a debt)
+        -- The leases in expiry order: the set's, then this call's tentative ones (now + lease,
+        -- the latest of all).
+        local stored = held - tentative
+        local function expiry(rank)
+          if rank >= stored then return now + lease end
+          local member = redis.call('ZRANGE', lkey, rank, rank, 'WITHSCORES')
+          return tonumber(member[2])
+        end
+        if held > 0 then reset_after = expiry(held - 1) - now end
+        if held >= limit and not (allowed == 1 and cost == 1) then
+          retry_after = expiry(held - limit) - now
+        end
+
       else
         return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
       end
@@ -408,6 +471,9 @@ if all_allowed then
       redis.call('SET', w[2], struct.pack('<d', w[3]), 'PX', w[4])
     elseif w[1] == 'r' then
       redis.call('SET', w[2], w[3], 'PX', w[4])
+    elseif w[1] == 'z' then
+      redis.call('ZADD', w[2], w[3], w[4])
+      redis.call('PEXPIRE', w[2], w[5])
     else
       redis.call('INCRBY', w[2], w[3])
       if w[4] then redis.call('PEXPIRE', w[2], math.max(w[4], 1)) end
