@@ -41,6 +41,9 @@ struct StoreUnderTest {
   std::function<void(int64_t)> advance;
   // The source the store's decisions carry.
   DecisionSource source = DecisionSource::kMemory;
+  // Whether the store keeps reservations and leases (tests/metered_conformance.h); every
+  // store takes charges.
+  bool reservations_and_leases = true;
 };
 
 struct StoreFactory {

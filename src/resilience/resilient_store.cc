@@ -210,6 +210,16 @@ class Core {
   // answered Unavailable, since the shared store cannot apply it now.
   void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done, bool apply,
                         const std::shared_ptr<PendingCall>& hold = nullptr) {
+    for (const CheckItem& item : items) {
+      if (item.limit->numbers.algorithm == Algorithm::kConcurrency) {
+        // The local store keeps no leases: a slot cannot be given, freed or kept without the
+        // shared store.
+        std::move(done)(absl::UnavailableError(
+            absl::StrCat("the store is unavailable: the leases of concurrency limit '",
+                         item.limit->name, "' are kept there only; retry")));
+        return;
+      }
+    }
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     episode_decisions_.fetch_add(1, std::memory_order_relaxed);
     if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
