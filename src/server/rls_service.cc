@@ -159,7 +159,7 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RateLimitRespo
   call->response = response;
   call->done = std::move(done);
   Limiter& limiter = *snapshot->limiter;
-  if (call->plan.counted.size() == 1) {
+  if (call->plan.counted.size() == 1 && !call->plan.descriptors[call->plan.counted[0]].report) {
     // One counted descriptor: the single-item path (inline for the memory store).
     // The item stays where it is: `call` moves into the callback, which lives until
     // CheckAsync is done with the key (Limiter::CheckAsync reads it before answering).
