@@ -101,6 +101,70 @@ class RedisStoreTest : public ::testing::Test {
     return seconds * 1'000'000 + micros;
   }
 
+  // One random case of the charge and settle tables: a limit (of kind i % 3: token bucket,
+  // fixed window, sliding window; named `prefix` + t, f or s + i) and, unless one time in
+  // `none_one_in`, a state stored in Redis as check.lua keeps it: a bucket `u` fill times from
+  // full, u uniform in [bucket_low, bucket_high); window counts below `window_spread` x max.
+  struct RateCase {
+    int kind = 0;
+    int64_t max = 0;
+    double rate = 0;
+    int64_t window = 0;
+    Limit limit;
+    int64_t now = 0;
+    int64_t index = 0;
+    std::string base;
+    algorithm::TokenBucketParams bucket;
+    algorithm::WindowParams windowed;
+    std::optional<algorithm::TokenBucketState> bucket_state;
+    std::optional<algorithm::FixedWindowState> fixed_state;
+    std::optional<algorithm::SlidingWindowState> sliding_state;
+  };
+  RateCase MakeRateCase(std::mt19937_64& random, int i, const char* prefix,
+                        const std::vector<double>& rates, const std::vector<int64_t>& windows,
+                        const std::vector<int64_t>& maxima, uint64_t none_one_in, double bucket_low,
+                        double bucket_high, int64_t window_spread) {
+    RateCase c;
+    c.kind = i % 3;
+    c.max = maxima[random() % maxima.size()];
+    c.rate = rates[random() % rates.size()];
+    c.window = windows[random() % windows.size()];
+    c.limit =
+        c.kind == 0 ? TokenBucket(absl::StrCat(prefix, "t", i), c.max, c.rate)
+        : c.kind == 1
+            ? Window(absl::StrCat(prefix, "f", i), Algorithm::kFixedWindow, c.max, c.window)
+            : Window(absl::StrCat(prefix, "s", i), Algorithm::kSlidingWindow, c.max, c.window);
+    c.now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    c.index = algorithm::WindowIndex(c.now, c.window);
+    c.base = redis::StateKey("tollgate:", c.limit.name, "k");
+    c.bucket = {c.max, c.rate};
+    c.windowed = {c.max, c.window};
+    if (random() % none_one_in == 0) return c;
+    const auto count = [&] {
+      return static_cast<int64_t>(random() % static_cast<uint64_t>(window_spread * c.max));
+    };
+    if (c.kind == 0) {
+      const double fill = static_cast<double>(c.max) * 1e6 / c.rate;
+      const double u = std::uniform_real_distribution<double>(bucket_low, bucket_high)(random);
+      c.bucket_state = algorithm::TokenBucketState{static_cast<double>(c.now) - fill * u};
+      std::string stored(8, '\0');
+      redis::PutLittleEndianDouble(stored.data(), c.bucket_state->empty_at_micros);
+      Redis({"SET", c.base, stored, "PX", "600000"});
+    } else if (c.kind == 1) {
+      c.fixed_state = algorithm::FixedWindowState{c.index, count()};
+      Redis({"SET", absl::StrCat(c.base, ":", c.index), absl::StrCat(c.fixed_state->count), "PX",
+             "600000"});
+    } else {
+      const int64_t current = count();
+      const int64_t previous = count();
+      c.sliding_state = algorithm::SlidingWindowState{c.index, current, previous};
+      Redis({"SET", absl::StrCat(c.base, ":", c.index), absl::StrCat(current), "PX", "600000"});
+      Redis(
+          {"SET", absl::StrCat(c.base, ":", c.index - 1), absl::StrCat(previous), "PX", "600000"});
+    }
+    return c;
+  }
+
   std::unique_ptr<RedisServer> server_;
   std::unique_ptr<RedisStoreImpl> store_;
 };
@@ -306,46 +370,10 @@ TEST_F(RedisStoreTest, ChargeTableMatchesTheAlgorithm) {
   const Limit other = TokenBucket("other", 10, 1);
   int in_debt = 0;
   for (int i = 0; i < 300; ++i) {
-    const int kind = i % 3;  // token bucket, fixed window, sliding window
-    const int64_t max = maxima[random() % maxima.size()];
-    const double rate = rates[random() % rates.size()];
-    const int64_t window = windows[random() % windows.size()];
-    Limit limit = kind == 0 ? TokenBucket(absl::StrCat("ct", i), max, rate)
-                  : kind == 1
-                      ? Window(absl::StrCat("cf", i), Algorithm::kFixedWindow, max, window)
-                      : Window(absl::StrCat("cs", i), Algorithm::kSlidingWindow, max, window);
-    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
-    const int64_t index = algorithm::WindowIndex(now, window);
-    const std::string base = redis::StateKey("tollgate:", limit.name, "k");
-    const algorithm::TokenBucketParams bucket{max, rate};
-    const algorithm::WindowParams windowed{max, window};
     // A state, possibly in debt already (a charge before this one).
-    std::optional<algorithm::TokenBucketState> bucket_state;
-    std::optional<algorithm::FixedWindowState> fixed_state;
-    std::optional<algorithm::SlidingWindowState> sliding_state;
-    if (random() % 4 != 0) {
-      if (kind == 0) {
-        const double fill = static_cast<double>(max) * 1e6 / rate;
-        const double u = std::uniform_real_distribution<double>(-2, 1.5)(random);
-        bucket_state = algorithm::TokenBucketState{static_cast<double>(now) - fill * u};
-        std::string stored(8, '\0');
-        redis::PutLittleEndianDouble(stored.data(), bucket_state->empty_at_micros);
-        Redis({"SET", base, stored, "PX", "600000"});
-      } else if (kind == 1) {
-        fixed_state =
-            algorithm::FixedWindowState{index, static_cast<int64_t>(random() % (3 * max))};
-        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(fixed_state->count), "PX",
-               "600000"});
-      } else {
-        sliding_state =
-            algorithm::SlidingWindowState{index, static_cast<int64_t>(random() % (3 * max)),
-                                          static_cast<int64_t>(random() % (3 * max))};
-        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(sliding_state->current), "PX",
-               "600000"});
-        Redis({"SET", absl::StrCat(base, ":", index - 1), absl::StrCat(sliding_state->previous),
-               "PX", "600000"});
-      }
-    }
+    RateCase c = MakeRateCase(random, i, "c", rates, windows, maxima, 4, -2, 1.5, 3);
+    [[maybe_unused]] auto& [kind, max, rate, window, limit, now, index, base, bucket, windowed,
+                            bucket_state, fixed_state, sliding_state] = c;
     const int64_t charge = static_cast<int64_t>(random() % (3 * max + 1));
     Decision expected;
     int64_t expires_at = 0;
@@ -420,45 +448,9 @@ TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
   const std::vector<int64_t> maxima = {1, 3, 10, 1000};
   int refunded = 0;
   for (int i = 0; i < 300; ++i) {
-    const int kind = i % 3;  // token bucket, fixed window, sliding window
-    const int64_t max = maxima[random() % maxima.size()];
-    const double rate = rates[random() % rates.size()];
-    const int64_t window = windows[random() % windows.size()];
-    Limit limit = kind == 0 ? TokenBucket(absl::StrCat("st", i), max, rate)
-                  : kind == 1
-                      ? Window(absl::StrCat("sf", i), Algorithm::kFixedWindow, max, window)
-                      : Window(absl::StrCat("ss", i), Algorithm::kSlidingWindow, max, window);
-    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
-    const int64_t index = algorithm::WindowIndex(now, window);
-    const std::string base = redis::StateKey("tollgate:", limit.name, "k");
-    const algorithm::TokenBucketParams bucket{max, rate};
-    const algorithm::WindowParams windowed{max, window};
-    std::optional<algorithm::TokenBucketState> bucket_state;
-    std::optional<algorithm::FixedWindowState> fixed_state;
-    std::optional<algorithm::SlidingWindowState> sliding_state;
-    if (random() % 5 != 0) {
-      if (kind == 0) {
-        const double fill = static_cast<double>(max) * 1e6 / rate;
-        const double u = std::uniform_real_distribution<double>(-1, 1.2)(random);
-        bucket_state = algorithm::TokenBucketState{static_cast<double>(now) - fill * u};
-        std::string stored(8, '\0');
-        redis::PutLittleEndianDouble(stored.data(), bucket_state->empty_at_micros);
-        Redis({"SET", base, stored, "PX", "600000"});
-      } else if (kind == 1) {
-        fixed_state =
-            algorithm::FixedWindowState{index, static_cast<int64_t>(random() % (2 * max))};
-        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(fixed_state->count), "PX",
-               "600000"});
-      } else {
-        sliding_state =
-            algorithm::SlidingWindowState{index, static_cast<int64_t>(random() % (2 * max)),
-                                          static_cast<int64_t>(random() % (2 * max))};
-        Redis({"SET", absl::StrCat(base, ":", index), absl::StrCat(sliding_state->current), "PX",
-               "600000"});
-        Redis({"SET", absl::StrCat(base, ":", index - 1), absl::StrCat(sliding_state->previous),
-               "PX", "600000"});
-      }
-    }
+    RateCase c = MakeRateCase(random, i, "s", rates, windows, maxima, 5, -1, 1.2, 2);
+    [[maybe_unused]] auto& [kind, max, rate, window, limit, now, index, base, bucket, windowed,
+                            bucket_state, fixed_state, sliding_state] = c;
     // A reservation taken in this window, the one before, or earlier.
     const int64_t reserved = static_cast<int64_t>(random() % (2 * max + 1));
     const int64_t at = now - static_cast<int64_t>(random() % static_cast<uint64_t>(3 * window));

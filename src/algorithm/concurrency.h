@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/algorithm/outcome.h"
@@ -50,6 +51,12 @@ namespace internal {
 inline bool Earlier(const HeldLease& a, const HeldLease& b) {
   return a.expires_at_micros != b.expires_at_micros ? a.expires_at_micros < b.expires_at_micros
                                                     : a.id < b.id;
+}
+
+// Adds `lease` to `live`, keeping the order.
+inline void Insert(ConcurrencyState& live, HeldLease lease) {
+  live.leases.insert(std::upper_bound(live.leases.begin(), live.leases.end(), lease, Earlier),
+                     std::move(lease));
 }
 
 // The leases of `state` still held at `now`.
@@ -113,15 +120,36 @@ inline Outcome<ConcurrencyState> ConcurrencyAcquire(const std::optional<Concurre
   if (cost == 0) {
     return internal::Answer(std::move(live), now_micros, params, true, DenyReason::kNone, pruned);
   }
-  HeldLease lease{now_micros + params.lease_micros, std::string(id)};
-  live.leases.insert(
-      std::upper_bound(live.leases.begin(), live.leases.end(), lease, internal::Earlier),
-      std::move(lease));
+  internal::Insert(live, HeldLease{now_micros + params.lease_micros, std::string(id)});
   Outcome<ConcurrencyState> out =
       internal::Answer(std::move(live), now_micros, params, true, DenyReason::kNone, true);
   out.decision.retry_after_micros = 0;  // a check that passed waits for nothing
   return out;
 }
+
+namespace internal {
+
+// Release (renew false) or Renew (true) of lease `id`: see those.
+inline Outcome<ConcurrencyState> ReleaseOrRenew(const std::optional<ConcurrencyState>& state,
+                                                int64_t now_micros, const ConcurrencyParams& params,
+                                                std::string_view id, bool renew) {
+  ConcurrencyState live = Live(state, now_micros);
+  const bool pruned = state.has_value() && live.leases.size() != state->leases.size();
+  auto it = std::find_if(live.leases.begin(), live.leases.end(),
+                         [&](const HeldLease& lease) { return lease.id == id; });
+  if (it == live.leases.end()) {
+    return Answer(std::move(live), now_micros, params, false, DenyReason::kNotFound, pruned);
+  }
+  HeldLease lease = std::move(*it);
+  live.leases.erase(it);
+  if (renew) {
+    lease.expires_at_micros = now_micros + params.lease_micros;
+    Insert(live, std::move(lease));
+  }
+  return Answer(std::move(live), now_micros, params, true, DenyReason::kNone, true);
+}
+
+}  // namespace internal
 
 // Releases the lease `id`: allowed when it was held, kNotFound when not (expired, released,
 // never granted), the set unchanged. Idempotent.
@@ -129,16 +157,7 @@ inline Outcome<ConcurrencyState> ConcurrencyRelease(const std::optional<Concurre
                                                     int64_t now_micros,
                                                     const ConcurrencyParams& params,
                                                     std::string_view id) {
-  ConcurrencyState live = internal::Live(state, now_micros);
-  const bool pruned = state.has_value() && live.leases.size() != state->leases.size();
-  auto it = std::find_if(live.leases.begin(), live.leases.end(),
-                         [&](const HeldLease& lease) { return lease.id == id; });
-  if (it == live.leases.end()) {
-    return internal::Answer(std::move(live), now_micros, params, false, DenyReason::kNotFound,
-                            pruned);
-  }
-  live.leases.erase(it);
-  return internal::Answer(std::move(live), now_micros, params, true, DenyReason::kNone, true);
+  return internal::ReleaseOrRenew(state, now_micros, params, id, /*renew=*/false);
 }
 
 // Renews the lease `id` for a lease time from now: allowed when it was still held, else
@@ -147,21 +166,7 @@ inline Outcome<ConcurrencyState> ConcurrencyRenew(const std::optional<Concurrenc
                                                   int64_t now_micros,
                                                   const ConcurrencyParams& params,
                                                   std::string_view id) {
-  ConcurrencyState live = internal::Live(state, now_micros);
-  const bool pruned = state.has_value() && live.leases.size() != state->leases.size();
-  auto it = std::find_if(live.leases.begin(), live.leases.end(),
-                         [&](const HeldLease& lease) { return lease.id == id; });
-  if (it == live.leases.end()) {
-    return internal::Answer(std::move(live), now_micros, params, false, DenyReason::kNotFound,
-                            pruned);
-  }
-  HeldLease lease = std::move(*it);
-  live.leases.erase(it);
-  lease.expires_at_micros = now_micros + params.lease_micros;
-  live.leases.insert(
-      std::upper_bound(live.leases.begin(), live.leases.end(), lease, internal::Earlier),
-      std::move(lease));
-  return internal::Answer(std::move(live), now_micros, params, true, DenyReason::kNone, true);
+  return internal::ReleaseOrRenew(state, now_micros, params, id, /*renew=*/true);
 }
 
 }  // namespace tollgate::algorithm
