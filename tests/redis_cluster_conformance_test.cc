@@ -4,7 +4,6 @@
 // multi-slot path (one script call per slot, refunds on refusal).
 #include "tests/metered_conformance.h"
 #include "tests/support/redis_cluster.h"
-#include "tollgate/redis_store.h"
 
 namespace tollgate {
 namespace {
@@ -15,14 +14,7 @@ absl::StatusOr<StoreUnderTest> MakeClusterStore() {
   static absl::StatusOr<std::unique_ptr<testing::RedisCluster>> cluster =
       testing::RedisCluster::Start(/*primaries=*/3, /*replicas_per_primary=*/0);
   if (!cluster.ok()) return cluster.status();
-  RedisStoreOptions options;
-  options.url = (*cluster)->url();
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
-  if (!store.ok()) return store.status();
-  StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(std::move(store).value());
-  out.source = DecisionSource::kRedis;
-  return out;
+  return RedisUnderTest((*cluster)->url());
 }
 
 std::string Name(const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; }

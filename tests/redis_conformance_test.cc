@@ -4,7 +4,6 @@
 // the suite skips the cases that need it.
 #include "tests/metered_conformance.h"
 #include "tests/support/redis_server.h"
-#include "tollgate/redis_store.h"
 
 namespace tollgate {
 namespace {
@@ -15,14 +14,7 @@ absl::StatusOr<StoreUnderTest> MakeRedisStore() {
   static absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
       testing::RedisServer::Start();
   if (!server.ok()) return server.status();
-  RedisStoreOptions options;
-  options.url = (*server)->url();
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
-  if (!store.ok()) return store.status();
-  StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(std::move(store).value());
-  out.source = DecisionSource::kRedis;
-  return out;
+  return RedisUnderTest((*server)->url());
 }
 
 INSTANTIATE_TEST_SUITE_P(RedisStores, StoreConformanceTest,
