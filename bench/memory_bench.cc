@@ -71,6 +71,8 @@ Limit BenchLimit(Algorithm algorithm) {
       limit.numbers.limit = int64_t{1} << 40;
       limit.numbers.window_micros = 3'600'000'000;
       break;
+    case Algorithm::kConcurrency:  // not a rate: the memory store keeps no leases
+      break;
   }
   return limit;
 }

@@ -4,10 +4,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_cluster.h"
+#include "tollgate/limiter.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 
@@ -17,6 +19,14 @@ namespace {
 using ::tollgate::testing::RedisCommand;
 using ::tollgate::testing::RedisSentinelSet;
 using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::Window;
+
+// Options for the Redis at `url`, the others at their defaults.
+RedisStoreOptions RedisOptions(std::string url) {
+  RedisStoreOptions options;
+  options.url = std::move(url);
+  return options;
+}
 
 TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
   absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set = RedisSentinelSet::Start("limits");
@@ -94,6 +104,45 @@ TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
       RedisCommand((*set)->port(1), {"EXISTS", "tollgate:otp:{user:1}"});
   ASSERT_TRUE(exists.ok()) << exists.status();
   EXPECT_EQ(exists->integer, 1);
+}
+
+// Metered work through Sentinel's primary: a lease, a charge into debt, a reservation settled,
+// all as on one Redis (the same scripts on the primary Sentinel names).
+TEST(RedisSentinelTest, LeasesChargesAndReservationsOnThePrimary) {
+  absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set = RedisSentinelSet::Start("limits");
+  ASSERT_TRUE(set.ok()) << set.status();
+  absl::StatusOr<std::unique_ptr<RedisStore>> redis =
+      RedisStore::Create(RedisOptions((*set)->url()));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Limit slots = Window("slots", Algorithm::kConcurrency, 1, 60'000'000);
+  Limit tokens = TokenBucket("tokens", 100, 0.001);
+  for (Limit* limit : {&slots, &tokens}) limit->timeout_micros = 2'000'000;
+  absl::StatusOr<std::unique_ptr<Limiter>> limiter = Limiter::Create(
+      {.limits = {slots, tokens}, .store = std::shared_ptr<Store>(*std::move(redis))});
+  ASSERT_TRUE(limiter.ok()) << limiter.status();
+  {
+    absl::StatusOr<Lease> lease = (*limiter)->Acquire("slots", "t");
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(lease->held());
+    EXPECT_EQ(lease->decision().source, DecisionSource::kRedis);
+    absl::StatusOr<Lease> second = (*limiter)->Acquire("slots", "t");
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_FALSE(second->held());
+    ASSERT_TRUE(lease->Renew().ok());
+  }  // released here
+  absl::StatusOr<Lease> after = (*limiter)->Acquire("slots", "t");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->held());
+
+  absl::StatusOr<Reservation> reservation = (*limiter)->Reserve("tokens", "t", 80);
+  ASSERT_TRUE(reservation.ok()) << reservation.status();
+  ASSERT_FALSE(reservation->token.empty());
+  absl::StatusOr<Decision> settled = (*limiter)->Settle(reservation->token, 30);
+  ASSERT_TRUE(settled.ok()) << settled.status();
+  EXPECT_EQ(settled->remaining, 70);
+  absl::StatusOr<Decision> charged = (*limiter)->Charge("tokens", "t", 90);
+  ASSERT_TRUE(charged.ok()) << charged.status();
+  EXPECT_EQ(charged->debt, 20);
 }
 
 TEST(RedisSentinelTest, UnknownMasterNameIsAnError) {

@@ -20,10 +20,12 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/algorithm/concurrency.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/algorithm/sliding_window.h"
 #include "src/algorithm/token_bucket.h"
 #include "src/store/redis/redis_store_impl.h"
+#include "src/store/redis/slot.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 
@@ -99,6 +101,70 @@ class RedisStoreTest : public ::testing::Test {
     return seconds * 1'000'000 + micros;
   }
 
+  // One random case of the charge and settle tables: a limit (of kind i % 3: token bucket,
+  // fixed window, sliding window; named `prefix` + t, f or s + i) and, unless one time in
+  // `none_one_in`, a state stored in Redis as check.lua keeps it: a bucket `u` fill times from
+  // full, u uniform in [bucket_low, bucket_high); window counts below `window_spread` x max.
+  struct RateCase {
+    int kind = 0;
+    int64_t max = 0;
+    double rate = 0;
+    int64_t window = 0;
+    Limit limit;
+    int64_t now = 0;
+    int64_t index = 0;
+    std::string base;
+    algorithm::TokenBucketParams bucket;
+    algorithm::WindowParams windowed;
+    std::optional<algorithm::TokenBucketState> bucket_state;
+    std::optional<algorithm::FixedWindowState> fixed_state;
+    std::optional<algorithm::SlidingWindowState> sliding_state;
+  };
+  RateCase MakeRateCase(std::mt19937_64& random, int i, const char* prefix,
+                        const std::vector<double>& rates, const std::vector<int64_t>& windows,
+                        const std::vector<int64_t>& maxima, uint64_t none_one_in, double bucket_low,
+                        double bucket_high, int64_t window_spread) {
+    RateCase c;
+    c.kind = i % 3;
+    c.max = maxima[random() % maxima.size()];
+    c.rate = rates[random() % rates.size()];
+    c.window = windows[random() % windows.size()];
+    c.limit =
+        c.kind == 0 ? TokenBucket(absl::StrCat(prefix, "t", i), c.max, c.rate)
+        : c.kind == 1
+            ? Window(absl::StrCat(prefix, "f", i), Algorithm::kFixedWindow, c.max, c.window)
+            : Window(absl::StrCat(prefix, "s", i), Algorithm::kSlidingWindow, c.max, c.window);
+    c.now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    c.index = algorithm::WindowIndex(c.now, c.window);
+    c.base = redis::StateKey("tollgate:", c.limit.name, "k");
+    c.bucket = {c.max, c.rate};
+    c.windowed = {c.max, c.window};
+    if (random() % none_one_in == 0) return c;
+    const auto count = [&] {
+      return static_cast<int64_t>(random() % static_cast<uint64_t>(window_spread * c.max));
+    };
+    if (c.kind == 0) {
+      const double fill = static_cast<double>(c.max) * 1e6 / c.rate;
+      const double u = std::uniform_real_distribution<double>(bucket_low, bucket_high)(random);
+      c.bucket_state = algorithm::TokenBucketState{static_cast<double>(c.now) - fill * u};
+      std::string stored(8, '\0');
+      redis::PutLittleEndianDouble(stored.data(), c.bucket_state->empty_at_micros);
+      Redis({"SET", c.base, stored, "PX", "600000"});
+    } else if (c.kind == 1) {
+      c.fixed_state = algorithm::FixedWindowState{c.index, count()};
+      Redis({"SET", absl::StrCat(c.base, ":", c.index), absl::StrCat(c.fixed_state->count), "PX",
+             "600000"});
+    } else {
+      const int64_t current = count();
+      const int64_t previous = count();
+      c.sliding_state = algorithm::SlidingWindowState{c.index, current, previous};
+      Redis({"SET", absl::StrCat(c.base, ":", c.index), absl::StrCat(current), "PX", "600000"});
+      Redis(
+          {"SET", absl::StrCat(c.base, ":", c.index - 1), absl::StrCat(previous), "PX", "600000"});
+    }
+    return c;
+  }
+
   std::unique_ptr<RedisServer> server_;
   std::unique_ptr<RedisStoreImpl> store_;
 };
@@ -112,6 +178,7 @@ void ExpectSameDecision(const Decision& memory, const Decision& redis, const std
   EXPECT_EQ(memory.reset_after_micros, redis.reset_after_micros) << what;
   EXPECT_EQ(memory.retry_after_micros, redis.retry_after_micros) << what;
   EXPECT_EQ(memory.reason, redis.reason) << what;
+  EXPECT_EQ(memory.debt, redis.debt) << what;
   EXPECT_EQ(redis.source, DecisionSource::kRedis) << what;
 }
 
@@ -292,6 +359,261 @@ TEST_F(RedisStoreTest, SlidingWindowTableMatchesTheAlgorithm) {
   }
 }
 
+// Charges (ItemOp::kCharge), and the checks that follow them on a limit in debt: the
+// algorithms' Charge functions and check.lua's charge branch, then a check of any cost (a
+// peek too) a little later, agree bit for bit, for every algorithm.
+TEST_F(RedisStoreTest, ChargeTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20260801);
+  const std::vector<double> rates = {0.5, 1.0 / 3, 7.25, 100, 1e4};
+  const std::vector<int64_t> windows = {1'000'000, 60'000'000, 86'400'000'000};
+  const std::vector<int64_t> maxima = {1, 3, 10, 1000};
+  const Limit other = TokenBucket("other", 10, 1);
+  int in_debt = 0;
+  for (int i = 0; i < 300; ++i) {
+    // A state, possibly in debt already (a charge before this one).
+    RateCase c = MakeRateCase(random, i, "c", rates, windows, maxima, 4, -2, 1.5, 3);
+    [[maybe_unused]] auto& [kind, max, rate, window, limit, now, index, base, bucket, windowed,
+                            bucket_state, fixed_state, sliding_state] = c;
+    const int64_t charge = static_cast<int64_t>(random() % (3 * max + 1));
+    Decision expected;
+    int64_t expires_at = 0;
+    if (kind == 0) {
+      auto out = algorithm::TokenBucketCharge(bucket_state, now, bucket,
+                                              algorithm::TokenBucketTimesFor(bucket), charge);
+      expected = out.decision;
+      expires_at = out.expires_at_micros;
+      if (out.changed) bucket_state = out.state;
+    } else if (kind == 1) {
+      auto out = algorithm::FixedWindowCharge(fixed_state, now, windowed, charge);
+      expected = out.decision;
+      expires_at = out.expires_at_micros;
+      if (out.changed) fixed_state = out.state;
+    } else {
+      auto out = algorithm::SlidingWindowCharge(sliding_state, now, windowed, charge);
+      expected = out.decision;
+      expires_at = out.expires_at_micros;
+      if (out.changed) sliding_state = out.state;
+    }
+    CheckItem item{&limit, "k", charge};
+    item.op = ItemOp::kCharge;
+    std::vector<CheckItem> items = {item};
+    if (i % 2 == 1) items.push_back({&other, "k", 0});  // beside a check of another limit
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, std::move(items), now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    const std::string what = absl::StrCat("case ", i, " kind ", kind, ": max ", max, " rate ", rate,
+                                          " window ", window, " charge ", charge);
+    ExpectSameDecision(expected, (*actual)[0], what);
+    EXPECT_TRUE((*actual)[0].allowed) << what;
+    in_debt += expected.debt > 0 ? 1 : 0;
+    if (kind == 0 && bucket_state.has_value()) {
+      const RedisReply stored = Redis({"GET", base});
+      ASSERT_EQ(stored.str.size(), 8u) << what;
+      EXPECT_EQ(redis::ReadLittleEndianDouble(stored.str.data()), bucket_state->empty_at_micros)
+          << what;
+    } else if (kind == 1 && fixed_state.has_value()) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(fixed_state->count))
+          << what;
+    } else if (kind == 2 && sliding_state.has_value()) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(sliding_state->current))
+          << what;
+    }
+    // Then a check, a little later, of any cost (0: a peek, refused while in debt). A
+    // window key lives in Redis' real time only until its window ends: only where it stays.
+    if (kind != 0 && expires_at - now < 2'000'000) continue;
+    const int64_t later = now + static_cast<int64_t>(random() % 1'000'000);
+    const int64_t cost = static_cast<int64_t>(random() % (max + 1));
+    const Decision then =
+        kind == 0   ? algorithm::TokenBucketCheck(bucket_state, later, bucket, cost).decision
+        : kind == 1 ? algorithm::FixedWindowCheck(fixed_state, later, windowed, cost).decision
+                    : algorithm::SlidingWindowCheck(sliding_state, later, windowed, cost).decision;
+    std::vector<CheckItem> checks = {{&limit, "k", cost}};
+    if (i % 4 < 2) checks.push_back({&other, "k", 0});  // the general loop, else the fast path
+    absl::StatusOr<std::vector<Decision>> checked = CheckAt(*store_, std::move(checks), later);
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    ExpectSameDecision(then, (*checked)[0], absl::StrCat(what, ", then a check of ", cost));
+  }
+  EXPECT_GT(in_debt, 30);  // the table puts limits in debt, not only within them
+}
+
+// Settles (ItemOp::kSettle) of a reservation recorded as check.lua records it: the
+// algorithms' Settle functions (a refund into the reservation's window, or a charge of the
+// extra) and check.lua's settle branch agree bit for bit; the record then says settled, so a
+// second settle changes nothing (kAlreadySettled), and an id without a record is kNotFound.
+TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20260802);
+  const std::vector<double> rates = {0.5, 7.25, 100, 1e4};
+  const std::vector<int64_t> windows = {1'000'000, 60'000'000, 86'400'000'000};
+  const std::vector<int64_t> maxima = {1, 3, 10, 1000};
+  int refunded = 0;
+  for (int i = 0; i < 300; ++i) {
+    RateCase c = MakeRateCase(random, i, "s", rates, windows, maxima, 5, -1, 1.2, 2);
+    [[maybe_unused]] auto& [kind, max, rate, window, limit, now, index, base, bucket, windowed,
+                            bucket_state, fixed_state, sliding_state] = c;
+    // A reservation taken in this window, the one before, or earlier.
+    const int64_t reserved = static_cast<int64_t>(random() % (2 * max + 1));
+    const int64_t at = now - static_cast<int64_t>(random() % static_cast<uint64_t>(3 * window));
+    const std::string id = absl::StrCat("reservation", i);
+    std::string record(17, '\0');
+    record[0] = 'r';
+    redis::PutLittleEndianDouble(record.data() + 1, static_cast<double>(reserved));
+    redis::PutLittleEndianDouble(record.data() + 9, static_cast<double>(at));
+    Redis({"SET", absl::StrCat(base, ":r:", id), record, "PX", "600000"});
+
+    const int64_t cost = static_cast<int64_t>(random() % (3 * max + 1));
+    Decision expected;
+    Decision peek_after;  // what a second settle answers (as a peek at the settled state)
+    if (kind == 0) {
+      const auto times = algorithm::TokenBucketTimesFor(bucket);
+      auto out = algorithm::TokenBucketSettle(bucket_state, now, bucket, times, reserved, cost);
+      expected = out.decision;
+      if (out.changed) bucket_state = out.state;
+      peek_after = algorithm::TokenBucketCheck(bucket_state, now, bucket, times, 0).decision;
+      refunded += cost < reserved && out.changed ? 1 : 0;
+    } else if (kind == 1) {
+      auto out = algorithm::FixedWindowSettle(fixed_state, now, windowed, reserved, at, cost);
+      expected = out.decision;
+      if (out.changed) fixed_state = out.state;
+      peek_after = algorithm::FixedWindowCheck(fixed_state, now, windowed, 0).decision;
+      refunded += cost < reserved && out.changed ? 1 : 0;
+    } else {
+      auto out = algorithm::SlidingWindowSettle(sliding_state, now, windowed, reserved, at, cost);
+      expected = out.decision;
+      if (out.changed) sliding_state = out.state;
+      peek_after = algorithm::SlidingWindowCheck(sliding_state, now, windowed, 0).decision;
+      refunded += cost < reserved && out.changed ? 1 : 0;
+    }
+    CheckItem item{&limit, "k", cost};
+    item.op = ItemOp::kSettle;
+    item.id = id;
+    const std::string what =
+        absl::StrCat("case ", i, " kind ", kind, ": max ", max, " rate ", rate, " window ", window,
+                     " reserved ", reserved, " at -", now - at, " cost ", cost);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {item}, now);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ExpectSameDecision(expected, (*actual)[0], what);
+    EXPECT_TRUE((*actual)[0].allowed) << what;
+    if (kind == 0 && bucket_state.has_value()) {
+      const RedisReply stored = Redis({"GET", base});
+      ASSERT_EQ(stored.str.size(), 8u) << what;
+      EXPECT_EQ(redis::ReadLittleEndianDouble(stored.str.data()), bucket_state->empty_at_micros)
+          << what;
+    } else if (kind == 1 && fixed_state.has_value() && fixed_state->window_index == index) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(fixed_state->count))
+          << what;
+    } else if (kind == 2 && sliding_state.has_value()) {
+      EXPECT_EQ(Redis({"GET", absl::StrCat(base, ":", index)}).str,
+                absl::StrCat(sliding_state->current))
+          << what;
+    }
+    // Settled once: a second settle changes nothing and says so.
+    Decision again = peek_after;
+    again.allowed = false;
+    again.reason = DenyReason::kAlreadySettled;
+    absl::StatusOr<std::vector<Decision>> second = CheckAt(*store_, {item}, now);
+    ASSERT_TRUE(second.ok()) << second.status();
+    ExpectSameDecision(again, (*second)[0], absl::StrCat(what, ", settled again"));
+    // An id the store never recorded is not found.
+    item.id = absl::StrCat("forged", i);
+    Decision forged = peek_after;
+    forged.allowed = false;
+    forged.reason = DenyReason::kNotFound;
+    absl::StatusOr<std::vector<Decision>> unknown = CheckAt(*store_, {item}, now);
+    ASSERT_TRUE(unknown.ok()) << unknown.status();
+    ExpectSameDecision(forged, (*unknown)[0], absl::StrCat(what, ", forged"));
+  }
+  EXPECT_GT(refunded, 25);  // the table refunds into live windows, not only charges
+}
+
+// A concurrency limit's leases: acquires, peeks, releases and renewals of leases held,
+// expired or unknown, against src/algorithm/concurrency.h; the decisions and the sorted set
+// left behind agree, alone and beside another item.
+TEST_F(RedisStoreTest, ConcurrencyTableMatchesTheAlgorithm) {
+  std::mt19937_64 random(20260803);
+  const Limit other = TokenBucket("other", 10, 1);
+  int taken = 0;
+  int refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    const int64_t max = 1 + static_cast<int64_t>(random() % 5);
+    const int64_t lease = 1'000'000 * (1 + static_cast<int64_t>(random() % 60));
+    Limit limit = Window(absl::StrCat("cc", i), Algorithm::kConcurrency, max, lease);
+    const int64_t now = 1'700'000'000'000'000 + static_cast<int64_t>(random() % 1'000'000'000'000);
+    const std::string set = absl::StrCat(redis::StateKey("tollgate:", limit.name, "k"), ":l");
+    std::optional<algorithm::ConcurrencyState> state;
+    const int held = static_cast<int>(random() % static_cast<uint64_t>(max + 3));
+    if (held > 0) {
+      state.emplace();
+      for (int j = 0; j < held; ++j) {
+        algorithm::HeldLease lease_held{
+            now - lease + static_cast<int64_t>(random() % static_cast<uint64_t>(2 * lease)),
+            absl::StrCat("lease", random() % 1000)};
+        if (std::any_of(state->leases.begin(), state->leases.end(),
+                        [&](const auto& l) { return l.id == lease_held.id; })) {
+          continue;
+        }
+        Redis({"ZADD", set, absl::StrCat(lease_held.expires_at_micros), lease_held.id});
+        state->leases.push_back(lease_held);
+      }
+      std::sort(state->leases.begin(), state->leases.end(), algorithm::internal::Earlier);
+      Redis({"PEXPIRE", set, "600000"});
+    }
+    const algorithm::ConcurrencyParams params{max, lease};
+    // An id the set holds (live or expired), or one it does not.
+    std::string id = absl::StrCat("new", i);
+    if (state.has_value() && random() % 3 != 0) {
+      id = state->leases[random() % state->leases.size()].id;
+    }
+    CheckItem item{&limit, "k", 1};
+    algorithm::Outcome<algorithm::ConcurrencyState> expected;
+    switch (random() % 4) {
+      case 0:  // acquire
+        item.id = absl::StrCat("new", i);
+        expected = algorithm::ConcurrencyAcquire(state, now, params, item.id, 1);
+        taken += expected.decision.allowed ? 1 : 0;
+        refused += expected.decision.allowed ? 0 : 1;
+        break;
+      case 1:  // peek
+        item.cost = 0;
+        expected = algorithm::ConcurrencyAcquire(state, now, params, "", 0);
+        break;
+      case 2:
+        item.op = ItemOp::kRelease;
+        item.id = id;
+        expected = algorithm::ConcurrencyRelease(state, now, params, id);
+        break;
+      default:
+        item.op = ItemOp::kRenew;
+        item.id = id;
+        expected = algorithm::ConcurrencyRenew(state, now, params, id);
+        break;
+    }
+    std::vector<CheckItem> items = {item};
+    if (i % 2 == 1) items.push_back({&other, "k", 0});
+    const std::string what =
+        absl::StrCat("case ", i, ": limit ", max, " lease ", lease, " held ", held, " op ",
+                     static_cast<int>(item.op), " cost ", item.cost, " id ", item.id);
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, std::move(items), now);
+    ASSERT_TRUE(actual.ok()) << actual.status() << " " << what;
+    ExpectSameDecision(expected.decision, (*actual)[0], what);
+    // The set now: the live leases the algorithm keeps, in the same order.
+    const RedisReply members = Redis({"ZRANGE", set, "0", "-1", "WITHSCORES"});
+    std::vector<algorithm::HeldLease> stored;
+    for (size_t m = 0; m + 1 < members.elements.size(); m += 2) {
+      int64_t score = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(members.elements[m + 1].str, &score)) << what;
+      stored.push_back({score, members.elements[m].str});
+    }
+    EXPECT_EQ(stored, expected.state.leases) << what;
+    if (!stored.empty()) {
+      EXPECT_GT(Redis({"PTTL", set}).integer, 0) << what;
+    }
+  }
+  EXPECT_GT(taken, 20);
+  EXPECT_GT(refused, 10);
+}
+
 // ---- Behaviour. --------------------------------------------------------------------------
 
 TEST_F(RedisStoreTest, KeysFollowTheDocumentedLayoutAndCarryTtls) {
@@ -314,6 +636,42 @@ TEST_F(RedisStoreTest, KeysFollowTheDocumentedLayoutAndCarryTtls) {
   for (const std::string& name : names) EXPECT_GT(Redis({"PTTL", name}).integer, 0) << name;
   // Token bucket: expires once full again (1 token at 1/s = 1 s) plus a second of margin.
   EXPECT_LE(Redis({"PTTL", "tollgate:api:{user:42}"}).integer, 2000);
+}
+
+// A reservation is one record beside its limit's state, in the same hash slot, with the
+// limit's reservation_ttl from the same step: unsettled, it stays charged and is forgotten
+// when the record expires; settled, the record stays (as settled) until then.
+TEST_F(RedisStoreTest, AReservationIsARecordForgottenAfterItsTtl) {
+  Limit tokens = TokenBucket("tokens", 1000, 1);
+  tokens.reservation_ttl_micros = 90'000'000;
+  CheckItem reserve{&tokens, "tenant:7", 300};
+  reserve.op = ItemOp::kReserve;
+  reserve.id = "AAAAAAAAAAAAAAAAAAAAAA";
+  absl::StatusOr<std::vector<Decision>> reserved = store_->Apply({reserve});
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  ASSERT_TRUE((*reserved)[0].allowed);
+  const std::string record = "tollgate:tokens:{tenant:7}:r:AAAAAAAAAAAAAAAAAAAAAA";
+  EXPECT_EQ(redis::KeySlot(record), redis::KeySlot("tollgate:tokens:{tenant:7}"));
+  const RedisReply value = Redis({"GET", record});
+  ASSERT_EQ(value.str.size(), 17u);
+  EXPECT_EQ(value.str[0], 'r');
+  EXPECT_EQ(redis::ReadLittleEndianDouble(value.str.data() + 1), 300.0);
+  const int64_t ttl = Redis({"PTTL", record}).integer;
+  EXPECT_GT(ttl, 80'000);
+  EXPECT_LE(ttl, 90'000);
+  // Settled, the record says so and keeps its TTL.
+  CheckItem settle = reserve;
+  settle.op = ItemOp::kSettle;
+  settle.cost = 100;
+  ASSERT_TRUE(store_->Apply({settle}).ok());
+  EXPECT_EQ(Redis({"GET", record}).str[0], 's');
+  EXPECT_GT(Redis({"PTTL", record}).integer, 80'000);
+  // Forgotten: a settle finds nothing, and what was charged stays.
+  Redis({"DEL", record});
+  absl::StatusOr<std::vector<Decision>> late = store_->Apply({settle});
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ((*late)[0].reason, DenyReason::kNotFound);
+  EXPECT_EQ((*late)[0].remaining, 900);
 }
 
 TEST_F(RedisStoreTest, ConfigurablePrefix) {

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,7 @@
 #include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
+#include "tollgate/redis_store.h"
 #include "tollgate/store.h"
 
 namespace tollgate {
@@ -41,7 +43,23 @@ struct StoreUnderTest {
   std::function<void(int64_t)> advance;
   // The source the store's decisions carry.
   DecisionSource source = DecisionSource::kMemory;
+  // Whether the store keeps reservations and leases (tests/metered_conformance.h); every
+  // store takes charges.
+  bool reservations_and_leases = true;
 };
+
+// A RedisStore on the Redis (or Cluster) at `url`, as a store under test: it keeps its own
+// time (TIME), so `advance` stays empty and the suite skips the cases that need it.
+inline absl::StatusOr<StoreUnderTest> RedisUnderTest(const std::string& url) {
+  RedisStoreOptions options;
+  options.url = url;
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  if (!store.ok()) return store.status();
+  StoreUnderTest out;
+  out.store = std::shared_ptr<Store>(std::move(store).value());
+  out.source = DecisionSource::kRedis;
+  return out;
+}
 
 struct StoreFactory {
   std::string name;

@@ -1,9 +1,11 @@
-// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) against
-// MemoryStore, on a simulated clock.
+// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) and the
+// metered work's (tests/metered_conformance.h: charges) against MemoryStore, on a simulated
+// clock.
 #include "tests/store_conformance.h"
 
 #include <memory>
 
+#include "tests/metered_conformance.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
@@ -25,10 +27,16 @@ absl::StatusOr<StoreUnderTest> MakeMemoryStore() {
   out.store = std::shared_ptr<Store>(holder, holder->store.get());
   out.advance = [holder](int64_t micros) { holder->clock.AdvanceMicros(micros); };
   out.source = DecisionSource::kMemory;
+  out.reservations_and_leases = false;
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
+                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore}),
+                         [](const ::testing::TestParamInfo<StoreFactory>& info) {
+                           return info.param.name;
+                         });
+INSTANTIATE_TEST_SUITE_P(Stores, MeteredConformanceTest,
                          ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {
                            return info.param.name;

@@ -15,7 +15,8 @@ enum class DecisionSource {
   kFallback,  // the store failed; the limit's `on_store_failure` policy answered
 };
 
-// Why a check was refused. kNone when allowed.
+// Why a check was refused, or a settle, release or renewal found nothing to apply to.
+// kNone when allowed.
 enum class DenyReason {
   kNone,
   // Over the limit now; `retry_after_micros` says when this cost could pass.
@@ -24,6 +25,11 @@ enum class DenyReason {
   kCostExceedsLimit,
   // The store is unavailable and the limit fails closed.
   kStoreUnavailable,
+  // A settle, release or renewal of a reservation or lease that is not held: never made
+  // (forged), expired, or (a lease) released.
+  kNotFound,
+  // A settle of a reservation that was settled already: nothing changed.
+  kAlreadySettled,
 };
 
 // A denial is a value, not an error.
@@ -31,8 +37,14 @@ struct Decision {
   bool allowed = false;
   // The limit's maximum (token bucket capacity, or window limit).
   int64_t limit = 0;
-  // What is left after this check (whole units, rounded down).
+  // What is left after this check (whole units, rounded down; 0 when in debt).
   int64_t remaining = 0;
+  // What the limit owes beyond zero after this step (whole units, rounded up): only a charge
+  // (consumption reported after the fact, which applies in full) can put a limit in debt,
+  // and while it is, every check is refused, a peek (cost 0) too, until refill or a later
+  // window repays it. 0 when not in debt. For a concurrency limit: leases held beyond the
+  // limit (after the limit was lowered).
+  int64_t debt = 0;
   // Until the bucket is full again / the window ends.
   int64_t reset_after_micros = 0;
   // Until this cost could pass; 0 when allowed, and 0 for kCostExceedsLimit (never). A

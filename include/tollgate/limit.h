@@ -17,6 +17,9 @@ enum class Algorithm {
   // Two-counter approximation: previous window weighted by its overlap with the last
   // `window`, plus the current window.
   kSlidingWindow,
+  // At most `limit` leases held at once per key; a lease not renewed or released expires
+  // after `window_micros` (the lease time). Not a rate: see src/algorithm/concurrency.h.
+  kConcurrency,
 };
 
 // What a limit does when its store (Redis) cannot answer within the deadline.
@@ -37,7 +40,9 @@ enum class Mode {
 };
 
 // The numbers of one algorithm. For a token bucket: `capacity` and `refill_per_second`.
-// For the windows: `limit` and `window_micros`.
+// For the windows: `limit` and `window_micros`. For concurrency: `limit` (leases held at
+// once) and `window_micros` (the lease time), so a share of it (limit / N) is a share of the
+// slots.
 struct LimitNumbers {
   Algorithm algorithm = Algorithm::kTokenBucket;
   int64_t capacity = 0;
@@ -60,6 +65,9 @@ struct Limit {
   int64_t timeout_micros = 10'000;
   Mode mode = Mode::kExact;
   int64_t sync_interval_micros = 1'000'000;
+  // How long a reservation of this limit (CheckRequest::reserve) can be settled: an unsettled
+  // one stays charged at its estimate and is forgotten after this.
+  int64_t reservation_ttl_micros = 3'600'000'000;
 };
 
 std::string_view AlgorithmName(Algorithm algorithm);

@@ -15,6 +15,37 @@
 
 namespace tollgate {
 
+// What a CheckItem asks of its limit (Store::ApplyAsync; Store::CheckAsync takes kCheck only).
+enum class ItemOp : uint8_t {
+  // Consume `cost` if the batch passes (see Store). On a concurrency limit: take a slot as
+  // the lease `id` (cost 1), or peek at the slots (cost 0).
+  kCheck,
+  // A kCheck of a rate limit that, when the batch passes, also records the reservation `id`
+  // (its cost and when it was taken) for a later kSettle; the record is kept for the
+  // limit's `reservation_ttl_micros`.
+  kReserve,
+  // Consumption that already happened (an LLM response's tokens): `cost` is added in full
+  // whatever is left, so the limit may go into debt, which later checks must wait out.
+  // Never refuses; allowed is true and the decision says what is left (or owed) after it.
+  kCharge,
+  // Settles the reservation `id` of this limit and key at the actual `cost`: a smaller cost
+  // gives the difference back to the window or bucket the reservation took it from (nothing
+  // once that window is over or the bucket has refilled), a larger one charges the extra
+  // (kCharge). Once: a second settle is kAlreadySettled, an unknown (forged or expired)
+  // reservation kNotFound, and neither changes anything.
+  kSettle,
+  // Releases the lease `id` of a concurrency limit: allowed when it was held, kNotFound
+  // when it was not (expired, released already, never granted). Idempotent.
+  kRelease,
+  // Renews the lease `id` of a concurrency limit for another lease time from now: allowed
+  // when it was still held, else kNotFound (it expired: acquire again).
+  kRenew,
+};
+
+// Whether an item of this op takes part in a batch's all-or-nothing decision. The others
+// (kCharge, kSettle, kRelease, kRenew) are applied whatever the batch does.
+inline bool IsConditional(ItemOp op) { return op == ItemOp::kCheck || op == ItemOp::kReserve; }
+
 // One limit to check for one key.
 struct CheckItem {
   // REQUIRES: non-null and outlives the call (until the callback has run).
@@ -28,6 +59,12 @@ struct CheckItem {
   // Only for CheckAsync: a shadow item is decided and counted like the others but never
   // refuses its batch (Envoy's shadow_mode rules). See Store for the rule.
   bool shadow = false;
+  // Only for ApplyAsync: what to do (kCheck for CheckAsync).
+  ItemOp op = ItemOp::kCheck;
+  // kReserve, kSettle: the reservation's id; kCheck of a concurrency limit with cost 1,
+  // kRelease, kRenew: the lease's id. Made by the Limiter (22 URL-safe characters of a
+  // 128-bit random number), which is what makes them impossible to guess.
+  std::string id = {};
 };
 
 using AddCallback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -93,6 +130,19 @@ class Store {
   // The default answers Unimplemented.
   // REQUIRES: every item validated (non-empty key, cost >= 0).
   virtual void AddAsync(std::vector<CheckItem> items, AddCallback done);
+
+  // CheckAsync for items of any op (CheckItem::op), in one atomic step: the items that are
+  // not conditional (kCharge, kSettle, kRelease, kRenew) are applied first, in order, whatever
+  // the batch does; then the conditional ones (kCheck, kReserve) are decided on what that
+  // leaves, all or nothing, as CheckAsync decides. A batch of conditional items only is a
+  // CheckAsync batch (with leases and reservations). Decisions come back in item order; see
+  // ItemOp for each op's. The default passes a batch of kCheck items of rate limits to
+  // CheckAsync and answers anything else Unimplemented.
+  // REQUIRES: as CheckAsync; an `id` where ItemOp asks for one.
+  virtual void ApplyAsync(std::vector<CheckItem> items, CheckCallback done);
+
+  // Blocking form of ApplyAsync.
+  absl::StatusOr<std::vector<Decision>> Apply(std::vector<CheckItem> items);
 
   // For a store that decides inline (the memory store): `limit` made ready for repeated
   // checks, or nullptr if the store has no such path (a remote store) or the limit is

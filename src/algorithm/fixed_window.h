@@ -59,8 +59,9 @@ inline int64_t WindowIndexFor(const std::optional<State>& state, int64_t now_mic
                            : WindowIndex(now_micros, window_micros);
 }
 
-// REQUIRES: cost >= 0. A cost of 0 (a peek) is allowed and consumes nothing; its
-// retry_after_micros says when a cost of 1 would pass (0: now).
+// REQUIRES: cost >= 0. A cost of 0 (a peek) consumes nothing; it is allowed unless the
+// window is in debt (past its limit, after a charge), and its retry_after_micros says when a
+// cost of 1 would pass (0: now).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<FixedWindowState> FixedWindowCheck(
     const std::optional<FixedWindowState>& state, int64_t now_micros, const WindowParams& params,
     int64_t cost) {
@@ -95,8 +96,58 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<FixedWindowState> FixedWindowCheck(
     // The next window starts empty and cost <= limit, so it passes there.
     out.decision.retry_after_micros = window_end - now_micros;
   }
-  out.decision.remaining = params.limit - after;
+  SetRemaining(params.limit - after, out.decision);
   return out;
+}
+
+// The index of the window now falls in, given `state`, as FixedWindowCheck computes it (time
+// going backwards counts as no time passing).
+template <typename State>
+inline int64_t CurrentWindowIndex(const std::optional<State>& state, int64_t now_micros,
+                                  int64_t window_micros) {
+  int64_t index = WindowIndexFor(state, now_micros, window_micros);
+  if (state.has_value() && state->window_index > index) index = state->window_index;
+  return index;
+}
+
+// A charge: `cost` consumed already, added to the current window in full whatever it holds,
+// so the window may pass its limit (a debt the next window forgives). The decision is a peek
+// after it (Applied). REQUIRES: cost >= 0.
+inline Outcome<FixedWindowState> FixedWindowCharge(const std::optional<FixedWindowState>& state,
+                                                   int64_t now_micros, const WindowParams& params,
+                                                   int64_t cost) {
+  if (cost <= 0) return Applied(FixedWindowCheck(state, now_micros, params, 0), false);
+  const int64_t index = CurrentWindowIndex(state, now_micros, params.window_micros);
+  const int64_t count = (state.has_value() && state->window_index == index) ? state->count : 0;
+  return Applied(FixedWindowCheck(FixedWindowState{index, count + cost}, now_micros, params, 0),
+                 true);
+}
+
+// A refund: `units` given back to the window that contains `at_micros` (when a reservation
+// took them), only while that window is the current one, never below 0. The decision is a
+// peek after it (Applied). REQUIRES: units >= 0.
+inline Outcome<FixedWindowState> FixedWindowRefund(const std::optional<FixedWindowState>& state,
+                                                   int64_t now_micros, const WindowParams& params,
+                                                   int64_t units, int64_t at_micros) {
+  const int64_t index = CurrentWindowIndex(state, now_micros, params.window_micros);
+  if (units <= 0 || !state.has_value() || state->window_index != index ||
+      WindowIndex(at_micros, params.window_micros) != index || state->count <= 0) {
+    return Applied(FixedWindowCheck(state, now_micros, params, 0), false);
+  }
+  const int64_t count = state->count > units ? state->count - units : 0;
+  return Applied(FixedWindowCheck(FixedWindowState{index, count}, now_micros, params, 0), true);
+}
+
+// Settles a reservation of `reserved` units taken at `reserved_at_micros` at the actual
+// `cost`: a refund of the difference when smaller, a charge of the extra when larger.
+// REQUIRES: reserved >= 0, cost >= 0.
+inline Outcome<FixedWindowState> FixedWindowSettle(const std::optional<FixedWindowState>& state,
+                                                   int64_t now_micros, const WindowParams& params,
+                                                   int64_t reserved, int64_t reserved_at_micros,
+                                                   int64_t cost) {
+  return cost < reserved
+             ? FixedWindowRefund(state, now_micros, params, reserved - cost, reserved_at_micros)
+             : FixedWindowCharge(state, now_micros, params, cost - reserved);
 }
 
 }  // namespace tollgate::algorithm

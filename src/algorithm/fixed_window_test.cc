@@ -167,6 +167,44 @@ TEST(FixedWindowTest, TimeGoingBackwardsAddsNothing) {
   }
 }
 
+// ---- Charges (consumption after the fact) and refunds. ------------------------------
+
+TEST(FixedWindowTest, AChargePassesTheLimitAndTheNextWindowForgivesIt) {
+  const WindowParams params{.limit = 1000, .window_micros = 60 * kSecond};
+  State state = FixedWindowCharge(std::nullopt, kStart, params, 900).state;
+  auto charged = FixedWindowCharge(state, kStart + 1, params, 300);
+  EXPECT_TRUE(charged.decision.allowed);
+  EXPECT_TRUE(charged.changed);
+  EXPECT_EQ(charged.state.count, 1200);
+  EXPECT_EQ(charged.decision.remaining, 0);
+  EXPECT_EQ(charged.decision.debt, 200);
+  const int64_t window_end = (WindowIndex(kStart, 60 * kSecond) + 1) * 60 * kSecond;
+  EXPECT_EQ(charged.decision.retry_after_micros, window_end - kStart - 1);
+  state = charged.state;
+  auto peek = FixedWindowCheck(state, kStart + 2, params, 0);
+  EXPECT_FALSE(peek.decision.allowed);
+  EXPECT_EQ(peek.decision.debt, 200);
+  EXPECT_EQ(peek.decision.retry_after_micros, window_end - kStart - 2);
+  EXPECT_TRUE(FixedWindowCheck(state, window_end, params, 1000).decision.allowed);
+}
+
+TEST(FixedWindowTest, ARefundGoesBackToItsWindowOnlyWhileItLasts) {
+  const WindowParams params{.limit = 10, .window_micros = kSecond};
+  const int64_t start = WindowIndex(kStart, kSecond) * kSecond;
+  State state = FixedWindowCheck(std::nullopt, start + 10, params, 8).state;
+  auto refunded = FixedWindowRefund(state, start + 20, params, 5, start + 10);
+  EXPECT_TRUE(refunded.changed);
+  EXPECT_EQ(refunded.state.count, 3);
+  EXPECT_EQ(refunded.decision.remaining, 7);
+  EXPECT_EQ(FixedWindowRefund(state, start + 20, params, 50, start + 10).state.count, 0);
+  // Reserved in the window before: nothing comes back.
+  EXPECT_FALSE(FixedWindowRefund(state, start + 20, params, 5, start - 1).changed);
+  // The window is over: nothing comes back.
+  auto late = FixedWindowRefund(state, start + kSecond, params, 5, start + 10);
+  EXPECT_FALSE(late.changed);
+  EXPECT_EQ(late.decision.remaining, 10);
+}
+
 // ---- Properties over random traffic. -------------------------------------------------
 
 class FixedWindowPropertyTest : public ::testing::TestWithParam<WindowParams> {};

@@ -48,6 +48,38 @@ inline int64_t FloorAtLeastZero(double x) {
   return static_cast<int64_t>(x);  // truncation is floor for x >= 0
 }
 
+// floor(x) as Lua's math.floor computes it, negative values included, clamped to
+// [-2^62, 2^62] (a count of whole units; -x of a negative result is a debt).
+inline int64_t FloorSigned(double x) {
+  if (x >= kMaxMicros) return static_cast<int64_t>(kMaxMicros);
+  if (!(x > -kMaxMicros)) return -static_cast<int64_t>(kMaxMicros);  // NaN too
+  const auto whole = static_cast<int64_t>(x);  // truncation toward zero, exact below 2^62
+  return static_cast<double>(whole) > x ? whole - 1 : whole;
+}
+
+// What a step leaves of a limit in whole units, signed: `units` >= 0 is what is left, a
+// negative one is a debt (units owed beyond zero, after a charge). Sets `remaining` and `debt`
+// of `decision`.
+inline void SetRemaining(int64_t units, Decision& decision) {
+  decision.remaining = units > 0 ? units : 0;
+  decision.debt = units < 0 ? -units : 0;
+}
+
+// The longest debt a charge may leave a token bucket in: 2^52 us (about 142 years). A charge
+// beyond it is applied up to it, so every time stays an exact double and every TTL sane.
+inline constexpr double kMaxDebtMicros = 4'503'599'627'370'496.0;  // 2^52
+
+// A step that applies, whatever the limit has left (a charge, a refund): `outcome`, the
+// answer of a peek (cost 0) at the new state, marked allowed. It keeps what the peek says of
+// the limit, its debt and when a cost of 1 passes.
+template <typename State>
+Outcome<State> Applied(Outcome<State> outcome, bool changed) {
+  outcome.decision.allowed = true;
+  outcome.decision.reason = DenyReason::kNone;
+  outcome.changed = changed;
+  return outcome;
+}
+
 }  // namespace tollgate::algorithm
 
 #endif  // TOLLGATE_SRC_ALGORITHM_OUTCOME_H_

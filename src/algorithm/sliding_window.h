@@ -67,9 +67,10 @@ inline double PerWindow(const WindowParams& params) {
   return 1 / static_cast<double>(params.window_micros);
 }
 
-// REQUIRES: cost >= 0; per_window == PerWindow(params). A cost of 0 (a peek) is allowed and
-// consumes nothing; its retry_after_micros says when a cost of 1 would pass (0: now). Inline,
-// as the token bucket's check, for the memory store's hot path.
+// REQUIRES: cost >= 0; per_window == PerWindow(params). A cost of 0 (a peek) consumes
+// nothing; it is allowed unless the estimate is past the limit (in debt, after a charge), and
+// its retry_after_micros says when a cost of 1 would pass (0: now). Inline, as the token
+// bucket's check, for the memory store's hot path.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowCheck(
     const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
     double per_window, int64_t cost) {
@@ -116,13 +117,16 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
     }
   } else {
     out.decision.reason = DenyReason::kOverLimit;
+    // A refused peek (the estimate is past the limit) says when a cost of 1 would pass.
     out.decision.retry_after_micros =
-        internal::RetryAfter(previous, current, cost, limit, elapsed, window);
+        internal::RetryAfter(previous, current, cost == 0 ? 1 : cost, limit, elapsed, window);
   }
 
-  out.decision.remaining = FloorAtLeastZero(
-      static_cast<double>(limit) -
-      internal::Estimate(previous, current, estimate_elapsed, window, per_window) + 1e-6);
+  SetRemaining(
+      FloorSigned(static_cast<double>(limit) -
+                  internal::Estimate(previous, current, estimate_elapsed, window, per_window) +
+                  1e-6),
+      out.decision);
   if (current > 0) {
     out.decision.reset_after_micros = (index + 2) * window - now_micros;
   } else if (previous > 0) {
@@ -137,6 +141,74 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<SlidingWindowState> SlidingWindowChe
     const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
     int64_t cost) {
   return SlidingWindowCheck(state, now_micros, params, PerWindow(params), cost);
+}
+
+// The counts of the current window (the one `now_micros` falls in, time going backwards
+// counting as no time passing) and of the one before it, from `state`.
+struct SlidingCounts {
+  int64_t index = 0;
+  int64_t current = 0;
+  int64_t previous = 0;
+};
+inline SlidingCounts CurrentSlidingCounts(const std::optional<SlidingWindowState>& state,
+                                          int64_t now_micros, int64_t window_micros) {
+  SlidingCounts counts;
+  counts.index = CurrentWindowIndex(state, now_micros, window_micros);
+  if (state.has_value()) {
+    if (state->window_index == counts.index) {
+      counts.current = state->current;
+      counts.previous = state->previous;
+    } else if (state->window_index == counts.index - 1) {
+      counts.previous = state->current;
+    }
+  }
+  return counts;
+}
+
+// A charge: `cost` consumed already, added to the current window's count in full, so the
+// estimate may pass the limit (a debt that weighs on until the window has slid past it). The
+// decision is a peek after it (Applied). REQUIRES: cost >= 0.
+inline Outcome<SlidingWindowState> SlidingWindowCharge(
+    const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
+    int64_t cost) {
+  if (cost <= 0) return Applied(SlidingWindowCheck(state, now_micros, params, 0), false);
+  const SlidingCounts counts = CurrentSlidingCounts(state, now_micros, params.window_micros);
+  return Applied(
+      SlidingWindowCheck(SlidingWindowState{counts.index, counts.current + cost, counts.previous},
+                         now_micros, params, 0),
+      true);
+}
+
+// A refund: `units` given back to the count of the window that contains `at_micros`, while
+// that window still weighs in the estimate (the current one or the one before), never below
+// 0. The decision is a peek after it (Applied). REQUIRES: units >= 0.
+inline Outcome<SlidingWindowState> SlidingWindowRefund(
+    const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
+    int64_t units, int64_t at_micros) {
+  SlidingCounts counts = CurrentSlidingCounts(state, now_micros, params.window_micros);
+  const int64_t at_index = WindowIndex(at_micros, params.window_micros);
+  int64_t* count = at_index == counts.index       ? &counts.current
+                   : at_index == counts.index - 1 ? &counts.previous
+                                                  : nullptr;
+  if (units <= 0 || count == nullptr || *count <= 0) {
+    return Applied(SlidingWindowCheck(state, now_micros, params, 0), false);
+  }
+  *count = *count > units ? *count - units : 0;
+  return Applied(
+      SlidingWindowCheck(SlidingWindowState{counts.index, counts.current, counts.previous},
+                         now_micros, params, 0),
+      true);
+}
+
+// Settles a reservation of `reserved` units taken at `reserved_at_micros` at the actual
+// `cost`: a refund of the difference when smaller, a charge of the extra when larger.
+// REQUIRES: reserved >= 0, cost >= 0.
+inline Outcome<SlidingWindowState> SlidingWindowSettle(
+    const std::optional<SlidingWindowState>& state, int64_t now_micros, const WindowParams& params,
+    int64_t reserved, int64_t reserved_at_micros, int64_t cost) {
+  return cost < reserved
+             ? SlidingWindowRefund(state, now_micros, params, reserved - cost, reserved_at_micros)
+             : SlidingWindowCharge(state, now_micros, params, cost - reserved);
 }
 
 }  // namespace tollgate::algorithm

@@ -149,6 +149,42 @@ TEST(SlidingWindowTest, TimeGoingBackwardsAddsNothing) {
   }
 }
 
+// ---- Charges (consumption after the fact) and refunds. ------------------------------
+
+TEST(SlidingWindowTest, AChargeWeighsUntilTheWindowHasSlidPastIt) {
+  const WindowParams params{.limit = 1000, .window_micros = kSecond};
+  const int64_t start = WindowIndex(kStart, kSecond) * kSecond;
+  State state = SlidingWindowCharge(std::nullopt, start, params, 1200).state;
+  auto peek = SlidingWindowCheck(state, start, params, 0);
+  EXPECT_FALSE(peek.decision.allowed);
+  EXPECT_EQ(peek.decision.debt, 200);
+  // In the next window the 1200 weigh (1 - elapsed) * 1200: 1 passes once that is <= 999.
+  const int64_t retry = peek.decision.retry_after_micros;
+  EXPECT_FALSE(SlidingWindowCheck(state, start + kSecond, params, 1).decision.allowed);
+  EXPECT_FALSE(SlidingWindowCheck(state, start + retry - 10, params, 1).decision.allowed);
+  EXPECT_TRUE(SlidingWindowCheck(state, start + retry, params, 1).decision.allowed);
+  EXPECT_GT(retry, kSecond);
+  EXPECT_LT(retry, kSecond + kSecond / 5);
+}
+
+TEST(SlidingWindowTest, ARefundGoesBackWhileItsWindowStillWeighs) {
+  const WindowParams params{.limit = 10, .window_micros = kSecond};
+  const int64_t start = WindowIndex(kStart, kSecond) * kSecond;
+  State state = SlidingWindowCheck(std::nullopt, start + 10, params, 8).state;
+  auto now = SlidingWindowRefund(state, start + 20, params, 5, start + 10);
+  EXPECT_TRUE(now.changed);
+  EXPECT_EQ(now.state.current, 3);
+  // In the next window the reservation's count is the previous one, refunded there.
+  auto next = SlidingWindowRefund(state, start + kSecond, params, 5, start + 10);
+  EXPECT_TRUE(next.changed);
+  EXPECT_EQ(next.state.previous, 3);
+  EXPECT_EQ(next.state.current, 0);
+  // Two windows on it no longer weighs: nothing comes back.
+  EXPECT_FALSE(SlidingWindowRefund(state, start + 2 * kSecond, params, 5, start + 10).changed);
+  // A charge adds to the current window.
+  EXPECT_EQ(SlidingWindowCharge(state, start + 30, params, 4).state.current, 12);
+}
+
 // ---- Properties over random traffic. -------------------------------------------------
 
 struct Event {

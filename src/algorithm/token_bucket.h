@@ -39,9 +39,10 @@ struct TokenBucketState {
 namespace internal {
 
 // Whole tokens held at `now` by a bucket that is empty at `empty_at`, rounded down, at most
-// `capacity`. The small epsilon keeps 2.9999999997 (a double rounding artefact) reported as 3.
+// `capacity`; negative when the bucket is in debt (empty_at after now, after a charge). The
+// small epsilon keeps 2.9999999997 (a double rounding artefact) reported as 3.
 inline int64_t WholeTokens(double now, double empty_at, double tokens_per_micro, int64_t capacity) {
-  const int64_t tokens = FloorAtLeastZero((now - empty_at) * tokens_per_micro + 1e-6);
+  const int64_t tokens = FloorSigned((now - empty_at) * tokens_per_micro + 1e-6);
   return tokens < capacity ? tokens : capacity;
 }
 
@@ -69,8 +70,9 @@ inline TokenBucketTimes TokenBucketTimesFor(const TokenBucketParams& params) {
 
 // REQUIRES: cost >= 0; `times` == TokenBucketTimesFor(params). `state` is nullopt for a key
 // never seen (or expired). A cost above capacity is refused with
-// DenyReason::kCostExceedsLimit. A cost of 0 (a peek) is allowed and consumes nothing; its
-// retry_after_micros says when a cost of 1 would pass (0: now).
+// DenyReason::kCostExceedsLimit. A cost of 0 (a peek) consumes nothing; it is allowed unless
+// the bucket is in debt (after a charge), and its retry_after_micros says when a cost of 1
+// would pass (0: now).
 // Inline: the memory store's hot path runs it on every check, and inlined it keeps the
 // state and the decision in registers instead of copying them through an Outcome.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
@@ -105,11 +107,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
     } else {
       out.decision.allowed = false;
       out.decision.reason = DenyReason::kOverLimit;
-      out.decision.retry_after_micros = CeilMicros(next - now);
+      // A refused peek (the bucket is in debt) says when a cost of 1 would pass.
+      out.decision.retry_after_micros =
+          CeilMicros((cost == 0 ? empty_at + times.unit_micros : next) - now);
     }
   }
-  out.decision.remaining =
-      internal::WholeTokens(now, empty_at, times.tokens_per_micro, params.capacity);
+  SetRemaining(internal::WholeTokens(now, empty_at, times.tokens_per_micro, params.capacity),
+               out.decision);
   out.decision.reset_after_micros = CeilMicros(empty_at + fill_time - now);
   out.expires_at_micros = now_micros + out.decision.reset_after_micros;
   return out;
@@ -120,6 +124,58 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Outcome<TokenBucketState> TokenBucketCheck(
     const std::optional<TokenBucketState>& state, int64_t now_micros,
     const TokenBucketParams& params, int64_t cost) {
   return TokenBucketCheck(state, now_micros, params, TokenBucketTimesFor(params), cost);
+}
+
+// A charge: `cost` tokens consumed already (an LLM response's tokens), applied in full
+// whatever the bucket holds, so it may go into debt (empty_at after now), which later checks
+// wait out; at most kMaxDebtMicros of debt is kept. The decision is a peek at the bucket after
+// it (Applied: allowed, with its remaining or debt and when a cost of 1 passes):
+//   empty_at = max(state or -inf, now - fill_time)
+//   empty_at = min(empty_at + cost * 1e6 / rate, now + kMaxDebtMicros)   (when cost > 0)
+// REQUIRES: cost >= 0; `times` == TokenBucketTimesFor(params).
+inline Outcome<TokenBucketState> TokenBucketCharge(const std::optional<TokenBucketState>& state,
+                                                   int64_t now_micros,
+                                                   const TokenBucketParams& params,
+                                                   const TokenBucketTimes& times, int64_t cost) {
+  if (cost <= 0) return Applied(TokenBucketCheck(state, now_micros, params, times, 0), false);
+  const double now = static_cast<double>(now_micros);
+  double empty_at = now - times.fill_micros;
+  if (state.has_value() && state->empty_at_micros > empty_at) empty_at = state->empty_at_micros;
+  empty_at = empty_at + static_cast<double>(cost) * 1e6 / params.refill_per_second;
+  if (const double most = now + kMaxDebtMicros; empty_at > most) empty_at = most;
+  return Applied(TokenBucketCheck(TokenBucketState{empty_at}, now_micros, params, times, 0), true);
+}
+
+// A refund: `tokens` given back (a reservation settled for less than it took), never beyond
+// a full bucket, so a bucket that refilled since gets nothing back:
+//   empty_at = max(max(state, now - fill_time) - tokens * 1e6 / rate, now - fill_time)
+// A missing state (a full bucket) stays missing. The decision is a peek after it (Applied).
+// REQUIRES: tokens >= 0; `times` == TokenBucketTimesFor(params).
+inline Outcome<TokenBucketState> TokenBucketRefund(const std::optional<TokenBucketState>& state,
+                                                   int64_t now_micros,
+                                                   const TokenBucketParams& params,
+                                                   const TokenBucketTimes& times, int64_t tokens) {
+  const double now = static_cast<double>(now_micros);
+  const double full = now - times.fill_micros;
+  if (tokens <= 0 || !state.has_value() || !(state->empty_at_micros > full)) {
+    return Applied(TokenBucketCheck(state, now_micros, params, times, 0), false);
+  }
+  double empty_at =
+      state->empty_at_micros - static_cast<double>(tokens) * 1e6 / params.refill_per_second;
+  if (empty_at < full) empty_at = full;
+  return Applied(TokenBucketCheck(TokenBucketState{empty_at}, now_micros, params, times, 0), true);
+}
+
+// Settles a reservation of `reserved` tokens at the actual `cost`: a refund of the difference
+// when smaller, a charge of the extra when larger (nothing changes when equal).
+// REQUIRES: reserved >= 0, cost >= 0; `times` == TokenBucketTimesFor(params).
+inline Outcome<TokenBucketState> TokenBucketSettle(const std::optional<TokenBucketState>& state,
+                                                   int64_t now_micros,
+                                                   const TokenBucketParams& params,
+                                                   const TokenBucketTimes& times, int64_t reserved,
+                                                   int64_t cost) {
+  return cost < reserved ? TokenBucketRefund(state, now_micros, params, times, reserved - cost)
+                         : TokenBucketCharge(state, now_micros, params, times, cost - reserved);
 }
 
 }  // namespace tollgate::algorithm

@@ -187,6 +187,80 @@ TEST(TokenBucketTest, HugeRefillTimesAreCappedNotUndefined) {
   EXPECT_GT(out.decision.retry_after_micros, 0);
 }
 
+// ---- Charges (consumption after the fact) and refunds. ------------------------------
+
+TEST(TokenBucketTest, AChargeAppliesInFullAndLeavesDebtThatChecksWaitOut) {
+  const TokenBucketParams params{.capacity = 1000, .refill_per_second = 100};
+  // 900 of 1000 used, then a response of 300 is reported: 200 tokens of debt.
+  State state =
+      TokenBucketCharge(std::nullopt, kStart, params, TokenBucketTimesFor(params), 900).state;
+  auto charged = TokenBucketCharge(state, kStart, params, TokenBucketTimesFor(params), 300);
+  EXPECT_TRUE(charged.decision.allowed);
+  EXPECT_EQ(charged.decision.reason, DenyReason::kNone);
+  EXPECT_TRUE(charged.changed);
+  EXPECT_EQ(charged.decision.remaining, 0);
+  EXPECT_EQ(charged.decision.debt, 200);
+  // A cost of 1 passes once the debt and one token are refilled: 201 tokens at 100/s.
+  EXPECT_EQ(charged.decision.retry_after_micros, 2'010'000);
+  EXPECT_EQ(charged.decision.reset_after_micros, 12'000'000);  // 1200 tokens at 100/s
+  EXPECT_EQ(charged.expires_at_micros, kStart + 12'000'000);
+  state = charged.state;
+
+  // The next check is refused, a peek too, both saying when a cost of 1 passes.
+  auto refused = TokenBucketCheck(state, kStart, params, 1);
+  EXPECT_FALSE(refused.decision.allowed);
+  EXPECT_EQ(refused.decision.debt, 200);
+  EXPECT_EQ(refused.decision.retry_after_micros, 2'010'000);
+  auto peek = TokenBucketCheck(state, kStart, params, 0);
+  EXPECT_FALSE(peek.decision.allowed);
+  EXPECT_EQ(peek.decision.reason, DenyReason::kOverLimit);
+  EXPECT_EQ(peek.decision.retry_after_micros, 2'010'000);
+  EXPECT_FALSE(peek.changed);
+  EXPECT_TRUE(TokenBucketCheck(state, kStart + 2'010'000 - 1, params, 1).decision.debt == 0);
+  EXPECT_FALSE(TokenBucketCheck(state, kStart + 2'010'000 - 1, params, 1).decision.allowed);
+  EXPECT_TRUE(TokenBucketCheck(state, kStart + 2'010'000, params, 1).decision.allowed);
+  // Once repaid, a peek is allowed again.
+  EXPECT_TRUE(TokenBucketCheck(state, kStart + 2'000'000, params, 0).decision.allowed);
+}
+
+TEST(TokenBucketTest, AChargeOfZeroChangesNothingAndDebtIsCapped) {
+  const TokenBucketParams params{.capacity = 10, .refill_per_second = 1};
+  const TokenBucketTimes times = TokenBucketTimesFor(params);
+  auto zero = TokenBucketCharge(std::nullopt, kStart, params, times, 0);
+  EXPECT_TRUE(zero.decision.allowed);
+  EXPECT_FALSE(zero.changed);
+  EXPECT_EQ(zero.decision.remaining, 10);
+  // A trillion tokens at 1/s would be 31,700 years of debt: kept at 2^52 us.
+  auto huge = TokenBucketCharge(std::nullopt, kStart, params, times, 1'000'000'000'000);
+  EXPECT_EQ(huge.state.empty_at_micros, static_cast<double>(kStart) + kMaxDebtMicros);
+  EXPECT_EQ(huge.decision.debt, static_cast<int64_t>(kMaxDebtMicros / 1e6) + 1);
+  EXPECT_LT(huge.decision.reset_after_micros, int64_t{1} << 53);
+}
+
+TEST(TokenBucketTest, ARefundGivesTokensBackButNeverBeyondFull) {
+  const TokenBucketParams params{.capacity = 100, .refill_per_second = 10};
+  const TokenBucketTimes times = TokenBucketTimesFor(params);
+  State state = TokenBucketCheck(std::nullopt, kStart, params, times, 80).state;
+  auto refunded = TokenBucketRefund(state, kStart, params, times, 50);
+  EXPECT_TRUE(refunded.decision.allowed);
+  EXPECT_TRUE(refunded.changed);
+  EXPECT_EQ(refunded.decision.remaining, 70);
+  // More than was taken comes back only up to a full bucket.
+  auto over = TokenBucketRefund(state, kStart, params, times, 500);
+  EXPECT_EQ(over.decision.remaining, 100);
+  // A bucket that refilled meanwhile gets nothing.
+  auto late = TokenBucketRefund(state, kStart + 8'000'000, params, times, 50);
+  EXPECT_FALSE(late.changed);
+  EXPECT_EQ(late.decision.remaining, 100);
+  // Nor does a missing (full) one.
+  EXPECT_FALSE(TokenBucketRefund(std::nullopt, kStart, params, times, 5).changed);
+  // A refund repays debt first.
+  State debt = TokenBucketCharge(std::nullopt, kStart, params, times, 130).state;
+  auto repaid = TokenBucketRefund(debt, kStart, params, times, 40);
+  EXPECT_EQ(repaid.decision.debt, 0);
+  EXPECT_EQ(repaid.decision.remaining, 10);
+}
+
 // ---- Properties over random traffic. -------------------------------------------------
 
 struct Event {

@@ -58,6 +58,8 @@ constexpr DurationRange kTimeoutRange = {1 * kMillisecond, 60 * kSecond, "from 1
 constexpr DurationRange kWindowRange = {1 * kMillisecond, 365 * kDay, "from 1ms to 365d"};
 // The real upper bound of a sync interval is the limit's window, checked separately.
 constexpr DurationRange kSyncIntervalRange = {10 * kMillisecond, 365 * kDay, "from 10ms to 365d"};
+constexpr DurationRange kReservationTtlRange = {1 * kSecond, 7 * kDay, "from 1s to 7d"};
+constexpr DurationRange kLeaseRange = {10 * kMillisecond, 1 * kDay, "from 10ms to 1d"};
 
 constexpr absl::string_view kTopLevelKeys[] = {"limits", "memory_store"};
 constexpr absl::string_view kMemoryStoreKeys[] = {"max_keys"};
@@ -66,16 +68,19 @@ constexpr absl::string_view kLimitKeys[] = {"algorithm",
                                             "refill_per_second",
                                             "limit",
                                             "window",
+                                            "lease",
                                             "on_store_failure",
                                             "timeout",
                                             "mode",
                                             "sync_interval",
                                             "local",
-                                            "allow_sync_with_fail_closed"};
+                                            "allow_sync_with_fail_closed",
+                                            "reservation_ttl"};
 // The keys of a `local:` block: an algorithm and its numbers only.
-constexpr absl::string_view kNumberKeys[] = {"algorithm", "capacity", "refill_per_second", "limit",
-                                             "window"};
-constexpr absl::string_view kAlgorithms[] = {"token_bucket", "fixed_window", "sliding_window"};
+constexpr absl::string_view kNumberKeys[] = {"algorithm", "capacity", "refill_per_second",
+                                             "limit",     "window",   "lease"};
+constexpr absl::string_view kAlgorithms[] = {"token_bucket", "fixed_window", "sliding_window",
+                                             "concurrency"};
 constexpr absl::string_view kFailureModes[] = {"fail_open", "fail_closed", "local"};
 constexpr absl::string_view kModes[] = {"exact", "sync"};
 
@@ -295,15 +300,19 @@ std::optional<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Fie
       ParseWord(*algorithm, absl::StrCat(path, ".algorithm"), kAlgorithms);
   if (!index.ok()) return std::nullopt;
   constexpr Algorithm kByIndex[] = {Algorithm::kTokenBucket, Algorithm::kFixedWindow,
-                                    Algorithm::kSlidingWindow};
+                                    Algorithm::kSlidingWindow, Algorithm::kConcurrency};
   numbers.algorithm = kByIndex[*index];
   const absl::string_view algorithm_name = kAlgorithms[*index];
 
   const bool bucket = numbers.algorithm == Algorithm::kTokenBucket;
-  const absl::string_view needed[2] = {bucket ? "capacity" : "limit",
-                                       bucket ? "refill_per_second" : "window"};
-  const absl::string_view foreign[2] = {bucket ? "limit" : "capacity",
-                                        bucket ? "window" : "refill_per_second"};
+  const bool concurrency = numbers.algorithm == Algorithm::kConcurrency;
+  const absl::string_view needed[2] = {
+      bucket ? "capacity" : "limit",
+      bucket ? "refill_per_second" : (concurrency ? "lease" : "window")};
+  std::vector<absl::string_view> foreign;
+  for (absl::string_view name : {"capacity", "refill_per_second", "limit", "window", "lease"}) {
+    if (name != needed[0] && name != needed[1]) foreign.push_back(name);
+  }
   const std::string takes =
       absl::StrCat("algorithm ", algorithm_name, " takes ", needed[0], " and ", needed[1]);
   for (absl::string_view name : foreign) {
@@ -352,6 +361,11 @@ std::optional<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Fie
       absl::StatusOr<int64_t> window =
           ParseDuration(*field, absl::StrCat(path, ".window"), kWindowRange);
       if (window.ok()) numbers.window_micros = *window;
+    }
+    if (const Field* field = fields.Find("lease")) {  // a concurrency limit's lease time
+      absl::StatusOr<int64_t> lease =
+          ParseDuration(*field, absl::StrCat(path, ".lease"), kLeaseRange);
+      if (lease.ok()) numbers.window_micros = *lease;
     }
   }
   if (problems_.size() != errors_before) return std::nullopt;
@@ -414,6 +428,30 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
     if (timeout.ok()) limit.timeout_micros = *timeout;
   }
 
+  const bool concurrency =
+      numbers.has_value() && limit.numbers.algorithm == Algorithm::kConcurrency;
+  if (const Field* field = fields.Find("reservation_ttl")) {
+    if (concurrency) {
+      Report(field->key.Mark(), sub("reservation_ttl"),
+             "not a field of a concurrency limit: it takes leases, not reservations");
+    } else {
+      absl::StatusOr<int64_t> ttl =
+          ParseDuration(*field, sub("reservation_ttl"), kReservationTtlRange);
+      if (ttl.ok()) limit.reservation_ttl_micros = *ttl;
+    }
+  }
+  if (concurrency && limit.local.has_value() && limit.local->algorithm != Algorithm::kConcurrency) {
+    Report(local->key.Mark(), sub("local.algorithm"),
+           absl::StrCat("a concurrency limit's local limit holds leases too: expected "
+                        "concurrency, got ",
+                        std::string(AlgorithmName(limit.local->algorithm))));
+  } else if (numbers.has_value() && !concurrency && limit.local.has_value() &&
+             limit.local->algorithm == Algorithm::kConcurrency) {
+    Report(local->key.Mark(), sub("local.algorithm"),
+           absl::StrCat("a rate limit's local limit is a rate too: expected one of token_bucket, "
+                        "fixed_window, sliding_window, got concurrency"));
+  }
+
   const Field* mode = fields.Find("mode");
   bool mode_known = true;
   if (mode != nullptr) {
@@ -435,6 +473,12 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
              "only allowed with mode: sync, got mode: exact");
     }
   } else if (mode_known) {
+    if (concurrency) {
+      ReportAtValue(*mode, sub("mode"),
+                    "a concurrency limit's leases are taken and released in one atomic store "
+                    "step, which sync mode's local counts cannot give: expected mode: exact, got "
+                    "'sync'");
+    }
     if (numbers.has_value() && limit.numbers.algorithm == Algorithm::kTokenBucket) {
       ReportAtValue(*mode, sub("mode"),
                     "sync mode counts requests per window and supports fixed_window and "

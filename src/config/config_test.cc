@@ -347,8 +347,8 @@ const BadCase kBadCases[] = {
     {"typo in key",
      Replace(Bucket(), "capacity", "capcity"),
      {"bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
-      "refill_per_second, limit, window, on_store_failure, timeout, mode, sync_interval, local, "
-      "allow_sync_with_fail_closed",
+      "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, sync_interval, "
+      "local, allow_sync_with_fail_closed, reservation_ttl",
       "did you mean 'capacity'"}},
     {"duplicate key",
      Bucket("    capacity: 20\n"),
@@ -364,11 +364,11 @@ const BadCase kBadCases[] = {
     {"missing algorithm",
      "limits:\n  api:\n    capacity: 10\n",
      {"bad.yaml:2:3: limits.api.algorithm: required",
-      "token_bucket, fixed_window, sliding_window"}},
+      "token_bucket, fixed_window, sliding_window, concurrency"}},
     {"unknown algorithm",
      Replace(Bucket(), "algorithm: token_bucket", "algorithm: leaky_bucket"),
      {"bad.yaml:3:16: limits.api.algorithm: expected one of token_bucket, fixed_window, "
-      "sliding_window, got 'leaky_bucket'"}},
+      "sliding_window, concurrency, got 'leaky_bucket'"}},
     {"missing capacity",
      Replace(Bucket(), "    capacity: 10\n", ""),
      {"bad.yaml:2:3: limits.api.capacity: required, missing"}},
@@ -499,6 +499,69 @@ INSTANTIATE_TEST_SUITE_P(Errors, BadConfigTest, ::testing::ValuesIn(kBadCases),
                            }
                            return name;
                          });
+
+// Metered work's fields: a concurrency limit (limit, lease) and a rate limit's
+// reservation_ttl; and what they refuse, each with its file, line and field.
+TEST(ConfigTest, ConcurrencyLimitsAndReservationTtl) {
+  const Config config = ParseOk(R"(limits:
+  in_flight: {algorithm: concurrency, limit: 5, lease: 30s, on_store_failure: fail_closed}
+  tokens:
+    algorithm: token_bucket
+    capacity: 10000
+    refill_per_second: 166.7
+    reservation_ttl: 15m
+  local_slots:
+    algorithm: concurrency
+    limit: 8
+    lease: 2m
+    on_store_failure: local
+    local: {algorithm: concurrency, limit: 2, lease: 2m}
+)");
+  ASSERT_EQ(config.limits.size(), 3u);
+  const Limit& in_flight = config.limits[0];
+  EXPECT_EQ(in_flight.name, "in_flight");
+  EXPECT_EQ(in_flight.numbers.algorithm, Algorithm::kConcurrency);
+  EXPECT_EQ(in_flight.numbers.limit, 5);
+  EXPECT_EQ(in_flight.numbers.window_micros, 30'000'000);  // the lease time
+  EXPECT_EQ(in_flight.numbers.MaxCost(), 5);
+  EXPECT_EQ(config.limits[1].local->limit, 2);
+  EXPECT_EQ(config.limits[2].reservation_ttl_micros, 900'000'000);
+  EXPECT_EQ(in_flight.reservation_ttl_micros, 3'600'000'000);  // the default
+
+  struct Bad {
+    std::string yaml;
+    std::string error;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"limits:\n  c: {algorithm: concurrency, limit: 5, lease: 30s, mode: sync}\n",
+            "bad.yaml:2:59: limits.c.mode: a concurrency limit's leases are taken and released in "
+            "one atomic store step, which sync mode's local counts cannot give: expected mode: "
+            "exact, got 'sync'"},
+           {"limits:\n  c: {algorithm: concurrency, limit: 5}\n",
+            "bad.yaml:2:3: limits.c.lease: required, missing (algorithm concurrency takes limit "
+            "and lease)"},
+           {"limits:\n  c: {algorithm: concurrency, limit: 5, window: 1m, lease: 1s}\n",
+            "limits.c.window: not a field of this limit: algorithm concurrency takes limit and "
+            "lease"},
+           {"limits:\n  c: {algorithm: concurrency, limit: 5, lease: 5ms}\n",
+            "limits.c.lease: expected a duration from 10ms to 1d, got '5ms'"},
+           {"limits:\n  w: {algorithm: fixed_window, limit: 5, window: 1m, lease: 1s}\n",
+            "limits.w.lease: not a field of this limit: algorithm fixed_window takes limit and "
+            "window"},
+           {"limits:\n  c: {algorithm: concurrency, limit: 5, lease: 1s, reservation_ttl: 1h}\n",
+            "limits.c.reservation_ttl: not a field of a concurrency limit"},
+           {"limits:\n  t: {algorithm: token_bucket, capacity: 5, refill_per_second: 1, "
+            "reservation_ttl: 0s}\n",
+            "limits.t.reservation_ttl: expected a positive duration"},
+           {"limits:\n  c: {algorithm: concurrency, limit: 5, lease: 1s, on_store_failure: local, "
+            "local: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+            "limits.c.local.algorithm: a concurrency limit's local limit holds leases too"},
+       }) {
+    absl::StatusOr<Config> config = ParseConfig(bad.yaml, "bad.yaml");
+    ASSERT_FALSE(config.ok()) << bad.yaml;
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(bad.error)) << bad.yaml;
+  }
+}
 
 TEST(ConfigTest, SyncWithFailClosedPassesWhenExplicitlyAllowed) {
   Config config =
@@ -633,8 +696,9 @@ TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
           "bad.yaml:2:3: limits.api.capacity: required, missing (algorithm token_bucket takes "
           "capacity and refill_per_second)",
           "bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
-          "refill_per_second, limit, window, on_store_failure, timeout, mode, sync_interval, "
-          "local, allow_sync_with_fail_closed (did you mean 'capacity'?)",
+          "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, "
+          "sync_interval, local, allow_sync_with_fail_closed, reservation_ttl (did you mean "
+          "'capacity'?)",
           "bad.yaml:5:24: limits.api.refill_per_second: expected a positive number of tokens per "
           "second such as 5 or 0.5, got '0'",
           "bad.yaml:9:13: limits.otp.window: expected a duration: a whole number and a unit (us, "
@@ -642,7 +706,7 @@ TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
           "bad.yaml:10:23: limits.otp.on_store_failure: expected one of fail_open, fail_closed, "
           "local, got 'fail_shut'",
           "bad.yaml:17:16: limits.leaky.algorithm: expected one of token_bucket, fixed_window, "
-          "sliding_window, got 'leaky_bucket'",
+          "sliding_window, concurrency, got 'leaky_bucket'",
           "bad.yaml:19:1: memory_stor: unknown key; expected one of limits, memory_store (did you "
           "mean 'memory_store'?)"));
 }

@@ -5,11 +5,14 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "src/core/batch.h"
+#include "src/core/metered_ids.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
@@ -33,6 +36,14 @@ absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& number
       }
       if (numbers.window_micros < 1) {
         return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": window must be > 0"));
+      }
+      return absl::OkStatus();
+    case Algorithm::kConcurrency:
+      if (numbers.limit < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
+      }
+      if (numbers.window_micros < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": lease must be > 0"));
       }
       return absl::OkStatus();
   }
@@ -59,8 +70,61 @@ absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_
   return absl::OkStatus();
 }
 
+// A check of a concurrency limit that would take a slot without keeping its lease.
+absl::Status LeaseNeedsAcquire(std::string_view limit) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("limit '", AbslView(limit),
+                   "' is a concurrency limit: take a slot with Acquire (or in CheckAll), which "
+                   "keeps the lease; Check may only peek (cost 0)"));
+}
+
 absl::Status UnknownLimit(std::string_view limit) {
   return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
+}
+
+// What an item's op asks of its limit, beyond ValidateRequest.
+absl::Status ValidateOp(const CheckItem& item) {
+  const absl::string_view name = AbslView(item.limit->name);
+  const bool concurrency = item.limit->numbers.algorithm == Algorithm::kConcurrency;
+  if (concurrency && item.op == ItemOp::kCheck && item.cost > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", name,
+                     "' is a concurrency limit: a lease takes one slot (cost 1, or 0 to peek)"));
+  }
+  if (concurrency && item.op != ItemOp::kCheck && item.op != ItemOp::kRelease &&
+      item.op != ItemOp::kRenew) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limit '", name, "' is a concurrency limit: it takes leases, not charges or reservations"));
+  }
+  if (!concurrency && (item.op == ItemOp::kRelease || item.op == ItemOp::kRenew)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", name, "' is not a concurrency limit: it holds no leases"));
+  }
+  if ((item.op == ItemOp::kCharge || item.op == ItemOp::kSettle) && item.cost > kMaxChargeCost) {
+    return absl::InvalidArgumentError(absl::StrCat("limit '", name, "': cost must be at most ",
+                                                   kMaxChargeCost, ", got ", item.cost));
+  }
+  if (item.op != ItemOp::kCheck && item.limit->mode == Mode::kSync) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit '", name,
+                     "' is in sync mode (local counts): charges, reservations and settles "
+                     "need mode: exact"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether a batch needs Store::ApplyAsync: an op other than kCheck, or a lease to take.
+bool NeedsApply(const std::vector<CheckItem>& items) {
+  for (const CheckItem& item : items) {
+    if (item.op != ItemOp::kCheck || !item.id.empty()) return true;
+  }
+  return false;
+}
+
+// Whether `item` takes a lease of a concurrency limit (and so needs an id).
+bool TakesLease(const CheckItem& item) {
+  return item.op == ItemOp::kCheck && item.cost > 0 &&
+         item.limit->numbers.algorithm == Algorithm::kConcurrency;
 }
 
 }  // namespace
@@ -94,6 +158,20 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
       if (absl::Status status = ValidateNumbers(limit.name, *limit.local); !status.ok()) {
         return status;
       }
+    }
+    if (limit.numbers.algorithm == Algorithm::kConcurrency && limit.mode == Mode::kSync) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("limit ", limit.name,
+                       ": a concurrency limit cannot be in sync mode (leases need one "
+                       "atomic store step)"));
+    }
+    if (limit.on_store_failure == FailureMode::kLocal && limit.local.has_value() &&
+        (limit.local->algorithm == Algorithm::kConcurrency) !=
+            (limit.numbers.algorithm == Algorithm::kConcurrency)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("limit ", limit.name,
+                       ": local numbers of a concurrency limit must be concurrency "
+                       "too, and of a rate limit a rate"));
     }
     if (!state->by_name.emplace(limit.name, state->by_name.size()).second) {
       return absl::InvalidArgumentError(absl::StrCat("two limits are named ", limit.name));
@@ -135,40 +213,16 @@ void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCal
   }
   std::vector<CheckItem> items;
   items.reserve(requests.size());
-  size_t sync_items = 0;
   for (CheckRequest& request : requests) {
     const Limit* limit = FindLimit(request.limit);
     if (limit == nullptr) {
       std::move(done)(UnknownLimit(request.limit));
       return;
     }
-    if (absl::Status status = ValidateRequest(request.limit, request.key, request.cost);
-        !status.ok()) {
-      std::move(done)(std::move(status));
-      return;
-    }
-    if (limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
     items.push_back(CheckItem{limit, std::move(request.key), request.cost});
+    if (request.reserve) items.back().op = ItemOp::kReserve;
   }
-  if (sync_items != 0 && sync_items != items.size()) {
-    std::move(done)(absl::InvalidArgumentError(
-        "limits in sync mode cannot be checked in one all-or-nothing request together with "
-        "exact limits; check them separately"));
-    return;
-  }
-  Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
-  store.CheckAsync(std::move(items), [done = std::move(done)](
-                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
-    if (!decisions.ok()) {
-      std::move(done)(decisions.status());
-      return;
-    }
-    MultiDecision result;
-    result.allowed = true;
-    for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
-    result.decisions = std::move(*decisions);
-    std::move(done)(std::move(result));
-  });
+  CheckItemsAsync(std::move(items), std::move(done));
 }
 
 void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallback done) {
@@ -177,13 +231,22 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     return;
   }
   size_t sync_items = 0;
-  for (const CheckItem& item : items) {
+  bool any_shadow = false;
+  for (CheckItem& item : items) {
     if (absl::Status status = ValidateRequest(item.limit->name, item.key, item.cost);
         !status.ok()) {
       std::move(done)(std::move(status));
       return;
     }
+    if (absl::Status status = ValidateOp(item); !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    if ((item.op == ItemOp::kReserve || TakesLease(item)) && item.id.empty()) {
+      item.id = internal::NewMeteredId();
+    }
     if (item.limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
+    any_shadow |= item.shadow;
   }
   if (sync_items != 0 && sync_items != items.size()) {
     std::move(done)(absl::InvalidArgumentError(
@@ -192,34 +255,68 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     return;
   }
   Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
-  std::vector<bool> shadow;
-  bool any_shadow = false;
-  for (const CheckItem& item : items) any_shadow |= item.shadow;
-  if (any_shadow) {
-    shadow.reserve(items.size());
-    for (const CheckItem& item : items) shadow.push_back(item.shadow);
+  const bool apply = NeedsApply(items);
+  // What the answer needs of the items once the store has them: which ones decide the batch
+  // and, for the reservations, what their tokens name. Kept only when there is more to it
+  // than "every item decides".
+  struct Kept {
+    std::vector<CheckItem> items;  // without keys, except for reservations
+  };
+  std::shared_ptr<Kept> kept;
+  if (apply || any_shadow) {
+    kept = std::make_shared<Kept>();
+    kept->items.reserve(items.size());
+    for (const CheckItem& item : items) {
+      CheckItem copy{item.limit, "", item.cost};
+      copy.shadow = item.shadow;
+      copy.op = item.op;
+      if (item.op == ItemOp::kReserve) copy.key = item.key;
+      if (item.op == ItemOp::kReserve || TakesLease(item)) copy.id = item.id;
+      kept->items.push_back(std::move(copy));
+    }
   }
-  store.CheckAsync(std::move(items), [done = std::move(done), shadow = std::move(shadow)](
-                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
+  auto answer = [done = std::move(done),
+                 kept = std::move(kept)](absl::StatusOr<std::vector<Decision>> decisions) mutable {
     if (!decisions.ok()) {
       std::move(done)(decisions.status());
       return;
     }
     MultiDecision result;
-    result.allowed = true;
-    for (size_t i = 0; i < decisions->size(); ++i) {
-      const bool is_shadow = i < shadow.size() && shadow[i];
-      result.allowed &= (*decisions)[i].allowed || is_shadow;
+    if (kept == nullptr) {
+      result.allowed = true;
+      for (const Decision& decision : *decisions) result.allowed &= decision.allowed;
+    } else if (kept->items.size() != decisions->size()) {
+      std::move(done)(absl::InternalError("the store returned a wrong number of decisions"));
+      return;
+    } else {
+      result.allowed = internal::BatchAllowed(kept->items, *decisions);
+      for (size_t i = 0; result.allowed && i < kept->items.size(); ++i) {
+        const CheckItem& item = kept->items[i];
+        if (item.id.empty() || !(*decisions)[i].allowed) continue;
+        if (result.tokens.empty()) result.tokens.resize(kept->items.size());
+        result.tokens[i] = item.op == ItemOp::kReserve
+                               ? internal::ReservationToken(item.id, item.limit->name, item.key)
+                               : item.id;  // a lease
+      }
     }
     result.decisions = std::move(*decisions);
     std::move(done)(std::move(result));
-  });
+  };
+  if (apply) {
+    store.ApplyAsync(std::move(items), std::move(answer));
+  } else {
+    store.CheckAsync(std::move(items), std::move(answer));
+  }
 }
 
 void Limiter::CheckAsync(const Limit& limit, std::string_view key, int64_t cost,
                          DecisionCallback done) {
   if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
     std::move(done)(ValidateRequest(limit.name, key, cost));
+    return;
+  }
+  if (ABSL_PREDICT_FALSE(limit.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
+    std::move(done)(LeaseNeedsAcquire(limit.name));
     return;
   }
   if (limit.mode == Mode::kSync && state_->sync_store != nullptr) {
@@ -275,6 +372,210 @@ std::future<absl::StatusOr<MultiDecision>> Limiter::CheckAllFuture(
   return result;
 }
 
+namespace {
+
+// Runs `start` with a callback and waits for it: the callback writes into this frame, which
+// outlives it.
+template <typename T, typename Start>
+absl::StatusOr<T> Wait(Start start) {
+  absl::Notification answered;
+  absl::StatusOr<T> result;
+  start([&](absl::StatusOr<T> answer) {
+    result = std::move(answer);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return result;
+}
+
+// The one decision of a one-item MultiDecision.
+absl::StatusOr<Decision> Single(absl::StatusOr<MultiDecision> result) {
+  if (!result.ok()) return result.status();
+  if (result->decisions.size() != 1) {
+    return absl::InternalError("the store returned a wrong number of decisions");
+  }
+  return result->decisions.front();
+}
+
+}  // namespace
+
+absl::StatusOr<MultiDecision> Limiter::ChargeAll(absl::Span<const CheckRequest> requests) {
+  std::vector<CheckItem> items;
+  items.reserve(requests.size());
+  for (const CheckRequest& request : requests) {
+    const Limit* limit = FindLimit(request.limit);
+    if (limit == nullptr) return UnknownLimit(request.limit);
+    items.push_back(CheckItem{limit, request.key, request.cost});
+    items.back().op = ItemOp::kCharge;
+  }
+  return Wait<MultiDecision>(
+      [&](MultiDecisionCallback done) { CheckItemsAsync(std::move(items), std::move(done)); });
+}
+
+absl::StatusOr<Decision> Limiter::Charge(std::string_view limit, std::string_view key,
+                                         int64_t cost) {
+  const CheckRequest request{std::string(limit), std::string(key), cost};
+  return Single(ChargeAll(absl::MakeConstSpan(&request, 1)));
+}
+
+absl::StatusOr<Reservation> Limiter::Reserve(std::string_view limit, std::string_view key,
+                                             int64_t cost) {
+  const CheckRequest request{std::string(limit), std::string(key), cost, /*reserve=*/true};
+  absl::StatusOr<MultiDecision> result = Wait<MultiDecision>([&](MultiDecisionCallback done) {
+    CheckAllAsync(std::vector<CheckRequest>{request}, std::move(done));
+  });
+  absl::StatusOr<Decision> decision = Single(result);
+  if (!decision.ok()) return decision.status();
+  Reservation reservation{*decision, ""};
+  if (!result->tokens.empty()) reservation.token = std::move(result->tokens[0]);
+  return reservation;
+}
+
+void Limiter::SettleAsync(std::string_view reservation, int64_t cost, DecisionCallback done) {
+  std::optional<internal::ReservationParts> parts = internal::ParseReservationToken(reservation);
+  if (!parts.has_value()) {
+    std::move(done)(absl::InvalidArgumentError("reservation: not a reservation token"));
+    return;
+  }
+  const Limit* limit = FindLimit(parts->limit);
+  if (limit == nullptr) {
+    // Made by a limit this configuration no longer has (or forged): nothing to settle.
+    Decision decision;
+    decision.reason = DenyReason::kNotFound;
+    std::move(done)(decision);
+    return;
+  }
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{limit, std::move(parts->key), cost});
+  items.back().op = ItemOp::kSettle;
+  items.back().id = std::move(parts->id);
+  CheckItemsAsync(std::move(items),
+                  [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+                    std::move(done)(Single(std::move(result)));
+                  });
+}
+
+absl::StatusOr<Decision> Limiter::Settle(std::string_view reservation, int64_t cost) {
+  return Wait<Decision>(
+      [&](DecisionCallback done) { SettleAsync(reservation, cost, std::move(done)); });
+}
+
+void Limiter::LeaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                         ItemOp op, DecisionCallback done) {
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&limit, std::string(key), 1});
+  items.back().op = op;
+  items.back().id = std::string(lease);
+  if (!internal::IsMeteredId(lease)) {
+    // Not an id this library could have made: held by no one.
+    Decision decision;
+    decision.limit = limit.numbers.limit;
+    decision.reason = DenyReason::kNotFound;
+    if (absl::Status status = ValidateRequest(limit.name, key, 1); !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    if (absl::Status status = ValidateOp(items.back()); !status.ok()) {
+      std::move(done)(std::move(status));
+      return;
+    }
+    std::move(done)(decision);
+    return;
+  }
+  CheckItemsAsync(std::move(items),
+                  [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+                    std::move(done)(Single(std::move(result)));
+                  });
+}
+
+void Limiter::ReleaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                           DecisionCallback done) {
+  LeaseAsync(limit, key, lease, ItemOp::kRelease, std::move(done));
+}
+
+void Limiter::RenewAsync(const Limit& limit, std::string_view key, std::string_view lease,
+                         DecisionCallback done) {
+  LeaseAsync(limit, key, lease, ItemOp::kRenew, std::move(done));
+}
+
+absl::StatusOr<Decision> Limiter::Release(std::string_view limit, std::string_view key,
+                                          std::string_view lease) {
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  return Wait<Decision>(
+      [&](DecisionCallback done) { ReleaseAsync(*found, key, lease, std::move(done)); });
+}
+
+absl::StatusOr<Decision> Limiter::Renew(std::string_view limit, std::string_view key,
+                                        std::string_view lease) {
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  return Wait<Decision>(
+      [&](DecisionCallback done) { RenewAsync(*found, key, lease, std::move(done)); });
+}
+
+absl::StatusOr<Lease> Limiter::Acquire(std::string_view limit, std::string_view key) {
+  const Limit* found = FindLimit(limit);
+  if (found == nullptr) return UnknownLimit(limit);
+  if (found->numbers.algorithm != Algorithm::kConcurrency) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limit '", AbslView(limit), "' is not a concurrency limit: nothing to acquire"));
+  }
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{found, std::string(key), 1});
+  absl::StatusOr<MultiDecision> result = Wait<MultiDecision>(
+      [&](MultiDecisionCallback done) { CheckItemsAsync(std::move(items), std::move(done)); });
+  absl::StatusOr<Decision> decision = Single(result);
+  if (!decision.ok()) return decision.status();
+  Lease lease;
+  lease.decision_ = *decision;
+  if (decision->allowed && !result->tokens.empty()) {
+    lease.limiter_ = this;
+    lease.limit_ = found;
+    lease.key_ = std::string(key);
+    lease.id_ = std::move(result->tokens[0]);
+  }
+  return lease;
+}
+
+Lease::Lease(Lease&& other) noexcept
+    : limiter_(std::exchange(other.limiter_, nullptr)),
+      limit_(other.limit_),
+      key_(std::move(other.key_)),
+      id_(std::move(other.id_)),
+      decision_(other.decision_) {}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    (void)Release();
+    limiter_ = std::exchange(other.limiter_, nullptr);
+    limit_ = other.limit_;
+    key_ = std::move(other.key_);
+    id_ = std::move(other.id_);
+    decision_ = other.decision_;
+  }
+  return *this;
+}
+
+Lease::~Lease() { (void)Release(); }
+
+absl::StatusOr<Decision> Lease::Renew() {
+  if (limiter_ == nullptr) return absl::FailedPreconditionError("no lease held");
+  absl::StatusOr<Decision> renewed = Wait<Decision>(
+      [&](DecisionCallback done) { limiter_->RenewAsync(*limit_, key_, id_, std::move(done)); });
+  // Expired: its slot may be another's; this object no longer holds it.
+  if (renewed.ok() && !renewed->allowed) limiter_ = nullptr;
+  return renewed;
+}
+
+absl::Status Lease::Release() {
+  if (limiter_ == nullptr) return absl::OkStatus();
+  Limiter* limiter = std::exchange(limiter_, nullptr);
+  absl::StatusOr<Decision> released = Wait<Decision>(
+      [&](DecisionCallback done) { limiter->ReleaseAsync(*limit_, key_, id_, std::move(done)); });
+  return released.status();
+}
+
 absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,
                                         int64_t cost) {
   // The single-item path: no request vector, no MultiDecision, no callback; the memory store
@@ -285,6 +586,9 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view
     return ValidateRequest(limit, key, cost);
   }
   const Limit& found = state_->limits[it->second];
+  if (ABSL_PREDICT_FALSE(found.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
+    return LeaseNeedsAcquire(found.name);
+  }
   if (found.mode == Mode::kSync && state_->sync_store != nullptr) {
     return state_->sync_store->CheckOne(found, key, cost);
   }

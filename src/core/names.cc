@@ -12,6 +12,8 @@ std::string_view AlgorithmName(Algorithm algorithm) {
       return "fixed_window";
     case Algorithm::kSlidingWindow:
       return "sliding_window";
+    case Algorithm::kConcurrency:
+      return "concurrency";
   }
   return "unknown";
 }
@@ -62,6 +64,10 @@ std::string_view DenyReasonName(DenyReason reason) {
       return "cost_exceeds_limit";
     case DenyReason::kStoreUnavailable:
       return "store_unavailable";
+    case DenyReason::kNotFound:
+      return "not_found";
+    case DenyReason::kAlreadySettled:
+      return "already_settled";
   }
   return "unknown";
 }

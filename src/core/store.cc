@@ -9,13 +9,24 @@
 
 namespace tollgate {
 
-absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items) {
+namespace {
+
+// Runs `start(callback)` and waits for the callback's decisions.
+template <typename Start>
+absl::StatusOr<std::vector<Decision>> WaitForDecisions(Start start) {
   std::promise<absl::StatusOr<std::vector<Decision>>> promise;
   std::future<absl::StatusOr<std::vector<Decision>>> result = promise.get_future();
-  CheckAsync(std::move(items), [&promise](absl::StatusOr<std::vector<Decision>> decisions) {
+  start([&promise](absl::StatusOr<std::vector<Decision>> decisions) {
     promise.set_value(std::move(decisions));
   });
   return result.get();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Decision>> Store::Check(std::vector<CheckItem> items) {
+  return WaitForDecisions(
+      [&](CheckCallback done) { CheckAsync(std::move(items), std::move(done)); });
 }
 
 absl::StatusOr<Decision> Store::CheckOne(const Limit& limit, std::string_view key, int64_t cost) {
@@ -39,6 +50,23 @@ absl::StatusOr<Decision> Store::CheckOne(const Limit& limit, std::string_view ke
   });
   answered.WaitForNotification();
   return result;
+}
+
+void Store::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
+  for (const CheckItem& item : items) {
+    if (item.op != ItemOp::kCheck) {
+      std::move(done)(absl::UnimplementedError(absl::StrCat(
+          "the ", std::string(Name()), " store keeps no charges, reservations or leases (limit '",
+          item.limit->name, "')")));
+      return;
+    }
+  }
+  CheckAsync(std::move(items), std::move(done));
+}
+
+absl::StatusOr<std::vector<Decision>> Store::Apply(std::vector<CheckItem> items) {
+  return WaitForDecisions(
+      [&](CheckCallback done) { ApplyAsync(std::move(items), std::move(done)); });
 }
 
 std::unique_ptr<PreparedCheck> Store::PrepareCheck(const Limit& /*limit*/) { return nullptr; }

@@ -130,6 +130,9 @@ struct Admitted {
   std::shared_ptr<const Limit> limit;
   std::string key;
   int64_t cost = 0;
+  // A check's consumption (applied in the store only if its batch passed there), not a
+  // charge (applied in the store whatever the batch did).
+  bool conditional = true;
 };
 
 // One call in flight: answered exactly once, by the store or by the deadline. When the
@@ -142,10 +145,15 @@ struct PendingCall {
   CheckCallback done;
   std::vector<CheckItem> items;  // kept for the fallback answer
   bool probe = false;
+  // Store::ApplyAsync (items of any op), not CheckAsync; then each item's op, for a late
+  // reply (`items` is moved to the fallback by then).
+  bool apply = false;
+  std::vector<ItemOp> ops;
 
   absl::Mutex settle_mutex;
   bool reply_seen ABSL_GUARDED_BY(settle_mutex) = false;
   bool reply_consumed ABSL_GUARDED_BY(settle_mutex) = false;
+  bool reply_answered ABSL_GUARDED_BY(settle_mutex) = false;
   bool held ABSL_GUARDED_BY(settle_mutex) = false;
   std::vector<Admitted> held_items ABSL_GUARDED_BY(settle_mutex);
   int64_t held_at_micros ABSL_GUARDED_BY(settle_mutex) = 0;
@@ -196,8 +204,22 @@ class Core {
   // Answers `items` from each limit's failure policy, all or nothing. `hold`: the call whose
   // store request is still out (the deadline passed), whose reply settles what is admitted;
   // nullptr: nothing is out, what is admitted is recorded at once.
-  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done,
+  // `apply`: the items may have any op (Store::ApplyAsync). A charge is applied locally and
+  // recorded for reconciliation whatever its limit's policy (it happened); a settle, release
+  // or renewal the local store does not know (a reservation or lease of the shared store) is
+  // answered Unavailable, since the shared store cannot apply it now.
+  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done, bool apply,
                         const std::shared_ptr<PendingCall>& hold = nullptr) {
+    for (const CheckItem& item : items) {
+      if (item.limit->numbers.algorithm == Algorithm::kConcurrency) {
+        // The local store keeps no leases: a slot cannot be given, freed or kept without the
+        // shared store.
+        std::move(done)(absl::UnavailableError(
+            absl::StrCat("the store is unavailable: the leases of concurrency limit '",
+                         item.limit->name, "' are kept there only; retry")));
+        return;
+      }
+    }
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     episode_decisions_.fetch_add(1, std::memory_order_relaxed);
     if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
@@ -215,51 +237,80 @@ class Core {
     std::vector<CheckItem> local_items;
     local_items.reserve(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      // With a fail_closed limit in the batch nothing may be consumed: the others only peek.
-      const int64_t cost = any_fail_closed ? 0 : items[i].cost;
-      local_items.push_back(CheckItem{substitutes[i].get(), items[i].key, cost});
-      local_items.back().shadow = items[i].shadow;
+      CheckItem local{substitutes[i].get(), items[i].key, items[i].cost};
+      local.shadow = items[i].shadow;
+      local.op = items[i].op;
+      local.id = items[i].id;
+      // With a fail_closed limit in the batch no check may consume: they only peek.
+      if (any_fail_closed && IsConditional(local.op)) {
+        local.cost = 0;
+        local.op = ItemOp::kCheck;
+        local.id.clear();
+      }
+      local_items.push_back(std::move(local));
     }
-    fallback_->CheckAsync(
-        std::move(local_items), [&](absl::StatusOr<std::vector<Decision>> decisions) {
-          if (!decisions.ok()) {
-            std::move(done)(decisions.status());
-            return;
-          }
-          if (!any_fail_closed) {
-            if (internal::BatchAllowed(items, *decisions)) {
-              // What the fallback consumed: a refused shadow item took nothing.
-              std::vector<CheckItem> consumed;
-              consumed.reserve(items.size());
-              for (size_t i = 0; i < items.size(); ++i) {
-                if ((*decisions)[i].allowed) consumed.push_back(items[i]);
-              }
-              Admit(consumed, instances, hold);
-            }
-          }
-          for (size_t i = 0; i < decisions->size(); ++i) {
-            Decision& decision = (*decisions)[i];
-            decision.source = DecisionSource::kFallback;
-            if (items[i].limit->on_store_failure == FailureMode::kFailClosed) {
-              decision.allowed = false;
-              decision.reason = DenyReason::kStoreUnavailable;
-              decision.limit = items[i].limit->numbers.MaxCost();
-              decision.remaining = 0;
-              // The outage's wait, not the window's: nothing is known of the shared state
-              // until the store answers, which may be at the next probe.
-              decision.retry_after_micros = options_.fail_closed_retry_after_ms * 1000;
-              decision.reset_after_micros = decision.retry_after_micros;
-            }
-          }
-          std::move(done)(std::move(decisions));
-        });
+    auto answer = [&](absl::StatusOr<std::vector<Decision>> decisions) {
+      if (!decisions.ok()) {
+        std::move(done)(decisions.status());
+        return;
+      }
+      const bool batch_allowed = !any_fail_closed && internal::BatchAllowed(items, *decisions);
+      // What the fallback consumed: the checks of a batch it admitted (a refused shadow
+      // item took nothing), and every charge.
+      std::vector<CheckItem> consumed;
+      for (size_t i = 0; i < items.size(); ++i) {
+        const bool conditional = IsConditional(items[i].op);
+        if ((conditional && batch_allowed && (*decisions)[i].allowed) ||
+            items[i].op == ItemOp::kCharge) {
+          consumed.push_back(items[i]);
+        }
+      }
+      Admit(consumed, instances, hold);
+      for (size_t i = 0; i < decisions->size(); ++i) {
+        const ItemOp op = items[i].op;
+        if ((op == ItemOp::kSettle || op == ItemOp::kRelease || op == ItemOp::kRenew) &&
+            (*decisions)[i].reason == DenyReason::kNotFound) {
+          std::move(done)(absl::UnavailableError(
+              absl::StrCat("the store is unavailable: cannot settle, release or renew for limit '",
+                           items[i].limit->name, "' now; retry")));
+          return;
+        }
+      }
+      for (size_t i = 0; i < decisions->size(); ++i) {
+        Decision& decision = (*decisions)[i];
+        decision.source = DecisionSource::kFallback;
+        if (items[i].limit->on_store_failure == FailureMode::kFailClosed &&
+            IsConditional(items[i].op)) {
+          decision.allowed = false;
+          decision.reason = DenyReason::kStoreUnavailable;
+          decision.limit = items[i].limit->numbers.MaxCost();
+          decision.remaining = 0;
+          // The outage's wait, not the window's: nothing is known of the shared state
+          // until the store answers, which may be at the next probe.
+          decision.retry_after_micros = options_.fail_closed_retry_after_ms * 1000;
+          decision.reset_after_micros = decision.retry_after_micros;
+        }
+      }
+      std::move(done)(std::move(decisions));
+    };
+    if (apply) {
+      fallback_->ApplyAsync(std::move(local_items), answer);
+    } else {
+      fallback_->CheckAsync(std::move(local_items), answer);
+    }
   }
 
   // The store's reply to `call` came after the deadline had answered it.
   void SettleLateReply(PendingCall& call, const absl::StatusOr<std::vector<Decision>>& decisions) {
-    bool consumed = decisions.ok();
-    if (consumed) {
-      for (const Decision& decision : *decisions) consumed &= decision.allowed;
+    // Whether the store applied the checks (the batch passed there); it applied the charges
+    // whenever it answered.
+    const bool answered = decisions.ok();
+    bool consumed = answered;
+    if (answered) {
+      for (size_t i = 0; i < decisions->size(); ++i) {
+        const bool conditional = i >= call.ops.size() || IsConditional(call.ops[i]);
+        consumed &= (*decisions)[i].allowed || !conditional;
+      }
     }
     std::vector<Admitted> held;
     int64_t held_at = 0;
@@ -268,6 +319,7 @@ class Core {
       absl::MutexLock lock(&call.settle_mutex);
       call.reply_seen = true;
       call.reply_consumed = consumed;
+      call.reply_answered = answered;
       if (!call.held) {
         late_replies_.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -277,7 +329,10 @@ class Core {
       held_at = call.held_at_micros;
       held_instances = call.held_instances;
     }
-    if (consumed) {
+    // What the store did not apply is recorded for reconciliation.
+    std::erase_if(held,
+                  [&](const Admitted& item) { return item.conditional ? consumed : answered; });
+    if (held.empty()) {
       late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
     } else {
       Record(held, held_at, held_instances);
@@ -397,8 +452,10 @@ class Core {
     std::vector<Admitted> admitted;
     admitted.reserve(items.size());
     for (const CheckItem& item : items) {
-      if (item.cost <= 0) continue;
-      admitted.push_back(Admitted{SharedLimit(*item.limit), item.key, item.cost});
+      // A lease taken locally is the fallback's own: it expires there, nothing to reconcile.
+      if (item.cost <= 0 || item.limit->numbers.algorithm == Algorithm::kConcurrency) continue;
+      admitted.push_back(
+          Admitted{SharedLimit(*item.limit), item.key, item.cost, IsConditional(item.op)});
     }
     if (admitted.empty()) return;
     if (hold != nullptr) {
@@ -410,7 +467,11 @@ class Core {
         hold->held_instances = instances;
         return;
       }
-      if (hold->reply_consumed) {
+      // The store's reply came first: keep what it did not apply.
+      std::erase_if(admitted, [&](const Admitted& item) {
+        return item.conditional ? hold->reply_consumed : hold->reply_answered;
+      });
+      if (admitted.empty()) {
         late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
@@ -511,10 +572,20 @@ class ResilientStoreImpl final : public ResilientStore {
       : core_(std::move(core)), timers_(std::move(timers)) {}
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    Send(std::move(items), std::move(done), /*apply=*/false);
+  }
+
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    Send(std::move(items), std::move(done), /*apply=*/true);
+  }
+
+ private:
+  // CheckAsync or ApplyAsync (`apply`) on the wrapped store, within the deadline.
+  void Send(std::vector<CheckItem> items, CheckCallback done, bool apply) {
     const CircuitBreaker::Admission admission = core_->breaker().Admit();
     if (admission == CircuitBreaker::Admission::kReject) {
       core_->breaker_rejections_.fetch_add(1, std::memory_order_relaxed);
-      core_->AnswerFromPolicy(std::move(items), std::move(done));
+      core_->AnswerFromPolicy(std::move(items), std::move(done), apply);
       return;
     }
     int64_t timeout_micros = items.front().limit->timeout_micros;
@@ -525,6 +596,11 @@ class ResilientStoreImpl final : public ResilientStore {
     call->done = std::move(done);
     call->items = items;
     call->probe = admission == CircuitBreaker::Admission::kProbe;
+    call->apply = apply;
+    if (apply) {
+      call->ops.reserve(items.size());
+      for (const CheckItem& item : items) call->ops.push_back(item.op);
+    }
 
     std::shared_ptr<Core> core = core_;
     const int64_t sent_micros = DeadlineScheduler::MonotonicMicros();
@@ -533,43 +609,47 @@ class ResilientStoreImpl final : public ResilientStore {
     // when the loop is destroyed) must not keep the Redis store alive past its loops. While
     // the primary still owes an answer its callback holds the core, so an expired core
     // means the call was answered.
-    timers_->RunAfter(timeout_micros, &call->answered,
-                      [weak_core = std::weak_ptr<Core>(core), call] {
-                        std::shared_ptr<Core> core = weak_core.lock();
-                        if (core == nullptr || call->answered.exchange(true)) return;
-                        core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
-                        core->RecordFailure(call->probe, "deadline missed");
-                        CheckCallback done = std::move(call->done);
-                        call->done = nullptr;
-                        core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
-                      });
-    core->primary().CheckAsync(
-        std::move(items),
-        [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
-          core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
-          if (call->answered.exchange(true)) {
-            core->SettleLateReply(*call, decisions);
-            return;
-          }
-          // Moved out so the caller's callback (and what it owns) dies now,
-          // not when the deadline timer lets go of the call.
+    timers_->RunAfter(
+        timeout_micros, &call->answered, [weak_core = std::weak_ptr<Core>(core), call] {
+          std::shared_ptr<Core> core = weak_core.lock();
+          if (core == nullptr || call->answered.exchange(true)) return;
+          core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
+          core->RecordFailure(call->probe, "deadline missed");
           CheckCallback done = std::move(call->done);
           call->done = nullptr;
-          std::vector<CheckItem> items = std::move(call->items);
-          if (decisions.ok()) {
-            core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
-            // Reconciles before answering, so that on one connection the added
-            // consumption precedes this caller's next check.
-            core->RecordSuccess(call->probe);
-            std::move(done)(std::move(decisions));
-            return;
-          }
-          core->store_errors_.fetch_add(1, std::memory_order_relaxed);
-          core->RecordFailure(call->probe, std::string(decisions.status().message()));
-          core->AnswerFromPolicy(std::move(items), std::move(done));
+          core->AnswerFromPolicy(std::move(call->items), std::move(done), call->apply, call);
         });
+    auto on_reply = [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
+      core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
+      if (call->answered.exchange(true)) {
+        core->SettleLateReply(*call, decisions);
+        return;
+      }
+      // Moved out so the caller's callback (and what it owns) dies now,
+      // not when the deadline timer lets go of the call.
+      CheckCallback done = std::move(call->done);
+      call->done = nullptr;
+      std::vector<CheckItem> items = std::move(call->items);
+      if (decisions.ok()) {
+        core->store_decisions_.fetch_add(1, std::memory_order_relaxed);
+        // Reconciles before answering, so that on one connection the added
+        // consumption precedes this caller's next check.
+        core->RecordSuccess(call->probe);
+        std::move(done)(std::move(decisions));
+        return;
+      }
+      core->store_errors_.fetch_add(1, std::memory_order_relaxed);
+      core->RecordFailure(call->probe, std::string(decisions.status().message()));
+      core->AnswerFromPolicy(std::move(items), std::move(done), call->apply);
+    };
+    if (apply) {
+      core->primary().ApplyAsync(std::move(items), std::move(on_reply));
+    } else {
+      core->primary().CheckAsync(std::move(items), std::move(on_reply));
+    }
   }
 
+ public:
   // Straight to the wrapped store: no deadline (nobody waits on it) and no fallback.
   void AddAsync(std::vector<CheckItem> items, AddCallback done) override {
     core_->primary().AddAsync(std::move(items), std::move(done));

@@ -234,6 +234,24 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
   EXPECT_EQ((*peek)[0].remaining, 25);
 }
 
+// The local store keeps no leases: while the store fails, a concurrency limit's acquire is
+// an Unavailable error (HTTP 503), never a slot given without the shared count.
+TEST_F(ResilientStoreTest, ALeaseNeedsTheSharedStore) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  Limit slots = TokenBucket("slots", 1, 1, FailureMode::kFailOpen);
+  slots.numbers = LimitNumbers{};
+  slots.numbers.algorithm = Algorithm::kConcurrency;
+  slots.numbers.limit = 5;
+  slots.numbers.window_micros = 60'000'000;
+  auto acquired = Check(slots, "k");
+  EXPECT_EQ(acquired.status().code(), absl::StatusCode::kUnavailable) << acquired.status();
+  EXPECT_NE(acquired.status().message().find("'slots'"), absl::string_view::npos);
+  // A rate limit beside it still answers from its policy.
+  auto rate = Check(open_, "user:1");
+  ASSERT_TRUE(rate.ok()) << rate.status();
+  EXPECT_EQ((*rate)[0].source, DecisionSource::kFallback);
+}
+
 TEST_F(ResilientStoreTest, LocalPolicyUsesItsOwnNumbers) {
   Limit local = TokenBucket("sms", 100, 0.001, FailureMode::kLocal);
   local.local =

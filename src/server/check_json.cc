@@ -32,9 +32,10 @@ absl::StatusOr<CheckRequest> ParseOneCheck(const json& object, absl::string_view
         where, ": expected an object with \"limit\" and \"key\", got ", Shown(object)));
   }
   for (const auto& [field, value] : object.items()) {
-    if (field != "limit" && field != "key" && field != "cost") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, Shown(json(field)), ": unknown field (expected \"limit\", \"key\", \"cost\")"));
+    if (field != "limit" && field != "key" && field != "cost" && field != "reserve") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, Shown(json(field)),
+                       ": unknown field (expected \"limit\", \"key\", \"cost\", \"reserve\")"));
     }
   }
   CheckRequest request;
@@ -74,6 +75,14 @@ absl::StatusOr<CheckRequest> ParseOneCheck(const json& object, absl::string_view
     } else {
       return FieldError(prefix, "cost", expected);
     }
+  }
+
+  if (auto reserve = object.find("reserve"); reserve != object.end()) {
+    if (!reserve->is_boolean()) {
+      return FieldError(prefix, "reserve",
+                        absl::StrCat("expected true or false, got ", Shown(*reserve)));
+    }
+    request.reserve = reserve->get<bool>();
   }
   return request;
 }
@@ -269,40 +278,69 @@ void AppendJsonString(std::string& out, absl::string_view text) {
 }
 
 // The members in the order the JSON library wrote them (by name), so replies read the same.
+// `extras`: the members a metered reply adds, "" for none.
 void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
-                    bool allowed) {
-  absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false", ",\"limit\":", decision.limit,
-                  ",\"name\":");
+                    bool allowed, const DecisionExtras& extras = {}) {
+  absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false");
+  if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
+  if (!extras.lease.empty()) {
+    absl::StrAppend(&out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
+    AppendJsonString(out, extras.lease);
+  }
+  absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
   AppendJsonString(out, name);
   if (!allowed) {
     const std::string_view reason = DenyReasonName(decision.reason);
     absl::StrAppend(&out, ",\"reason\":\"", absl::string_view(reason.data(), reason.size()), "\"");
   }
+  if (extras.released.has_value()) {
+    absl::StrAppend(&out, ",\"released\":", *extras.released ? "true" : "false");
+  }
   const std::string_view source = DecisionSourceName(decision.source);
-  absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining,
-                  ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
+  absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining);
+  if (!extras.reservation.empty()) {
+    out += ",\"reservation\":";
+    AppendJsonString(out, extras.reservation);
+  }
+  absl::StrAppend(&out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
                   ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
                   absl::string_view(source.data(), source.size()), "\"");
 }
 
 }  // namespace
 
-std::string DecisionJson(absl::string_view name, const Decision& decision) {
+std::string DecisionJson(absl::string_view name, const Decision& decision,
+                         const DecisionExtras& extras) {
   std::string out = "{";
-  AppendDecision(out, name, decision, decision.allowed);
+  AppendDecision(out, name, decision, decision.allowed, extras);
   out += '}';
   return out;
 }
 
-std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result) {
-  if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0]);
+DecisionExtras ExtrasOf(const MultiDecision& result, absl::Span<const Limit* const> limits,
+                        size_t i) {
+  DecisionExtras out;
+  if (i >= result.tokens.size() || i >= limits.size() || result.tokens[i].empty()) return out;
+  if (limits[i]->numbers.algorithm == Algorithm::kConcurrency) {
+    out.lease = result.tokens[i];
+    out.expires_in_ms = CeilMillis(limits[i]->numbers.window_micros);
+  } else {
+    out.reservation = result.tokens[i];
+  }
+  return out;
+}
+
+std::string CheckReplyBody(const ParsedCheckBody& body, const MultiDecision& result,
+                           absl::Span<const Limit* const> limits) {
+  auto extras = [&](size_t i) { return ExtrasOf(result, limits, i); };
+  if (!body.batch) return DecisionJson(body.requests[0].limit, result.decisions[0], extras(0));
   const size_t top = MostRestrictive(result.allowed, result.decisions);
   std::string out = "{";
   AppendDecision(out, body.requests[top].limit, result.decisions[top], result.allowed);
   out += ",\"results\":[";
   for (size_t i = 0; i < result.decisions.size(); ++i) {
     if (i != 0) out += ',';
-    out += DecisionJson(body.requests[i].limit, result.decisions[i]);
+    out += DecisionJson(body.requests[i].limit, result.decisions[i], extras(i));
   }
   out += "]}";
   return out;

@@ -11,12 +11,12 @@
 #include "src/server/check_json.h"
 #include "src/server/http_framing.h"
 #include "src/server/json_errors.h"
+#include "src/server/metered_json.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 #include "src/server/rls_service.h"
 
 namespace tollgate::server {
-namespace {
 
 namespace http = boost::beast::http;
 
@@ -33,7 +33,6 @@ HttpResponse JsonResponse(http::status status, std::string body, unsigned versio
   return response;
 }
 
-// A limiter error is the client's fault when it is about its input.
 http::status StatusForError(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
@@ -47,6 +46,8 @@ http::status StatusForError(const absl::Status& status) {
       return http::status::internal_server_error;
   }
 }
+
+namespace {
 
 // The reply status follows the item that speaks for the request.
 http::status StatusForDecision(bool allowed, const Decision& top) {
@@ -95,7 +96,23 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
 
   if (path == "/v1/check") {
     if (request.method() != http::verb::post) return method_not_allowed("POST");
-    return HandleCheck(request, std::move(done));
+    return HandleCheck(request, std::move(done), CheckEndpoint::kCheck);
+  }
+  if (path == "/v1/charge") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleCheck(request, std::move(done), CheckEndpoint::kCharge);
+  }
+  if (path == "/v1/settle") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleSettle(request, std::move(done));
+  }
+  if (path == "/v1/acquire") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleCheck(request, std::move(done), CheckEndpoint::kAcquire);
+  }
+  if (path == "/v1/release" || path == "/v1/renew") {
+    if (request.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleLease(request, std::move(done), path == "/v1/renew");
   }
   if (path == "/healthz") {
     if (request.method() != http::verb::get) return method_not_allowed("GET");
@@ -154,7 +171,7 @@ HttpResponse CheckedResponse(const ParsedCheckBody& body, const MultiDecision& r
   size_t top = MostRestrictive(result.allowed, result.decisions);
   const Decision& top_decision = result.decisions[top];
   HttpResponse response = JsonResponse(StatusForDecision(result.allowed, top_decision),
-                                       CheckReplyBody(body, result), version, keep_alive);
+                                       CheckReplyBody(body, result, limits), version, keep_alive);
 
   RateLimitFields fields = RateLimitHeaderFields(format, limits, result.decisions, top);
   if (!fields.policy.empty()) response.set("RateLimit-Policy", std::move(fields.policy));
@@ -179,6 +196,7 @@ struct PendingCheck {
   Metrics* metrics = nullptr;
   RateLimitHeaderFormat header_format = RateLimitHeaderFormat::kDraft11;
   int64_t start_micros = 0;
+  bool charge = false;  // POST /v1/charge
   HttpResponseCallback done;
 
   void Answer(absl::StatusOr<MultiDecision> result) && {
@@ -186,7 +204,12 @@ struct PendingCheck {
       metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
       for (size_t i = 0; i < body.requests.size(); ++i) {
         if (result.ok() && i < result->decisions.size()) {
-          metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
+          if (charge) {
+            metrics->RecordCharge(body.requests[i].limit, body.requests[i].cost,
+                                  result->decisions[i]);
+          } else {
+            metrics->RecordDecision(body.requests[i].limit, result->decisions[i]);
+          }
         } else {
           metrics->RecordCheckError(body.requests[i].limit);
         }
@@ -201,19 +224,29 @@ struct PendingCheck {
                                                "limiter returned a wrong number of decisions",
                                                version, keep_alive));
     }
+    if (metrics != nullptr) {
+      for (size_t i = 0; i < result->tokens.size(); ++i) {
+        if (!result->tokens[i].empty() && limits[i]->numbers.algorithm == Algorithm::kConcurrency) {
+          metrics->LeaseHeld(limits[i]->name, result->tokens[i], limits[i]->numbers.window_micros);
+        }
+      }
+    }
     std::move(done)(CheckedResponse(body, *result, limits, header_format, version, keep_alive));
   }
 };
 
 }  // namespace
 
-void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done) {
+void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback done,
+                              CheckEndpoint endpoint) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
   const int64_t start_micros = metrics_ != nullptr ? SteadyMicros() : 0;
   // This request's snapshot: a reload may swap it while the check is in flight.
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
-  absl::StatusOr<ParsedCheckBody> parsed = ParseCheckBody(request.body(), max_checks_);
+  absl::StatusOr<ParsedCheckBody> parsed = endpoint == CheckEndpoint::kAcquire
+                                               ? ParseAcquireBody(request.body())
+                                               : ParseCheckBody(request.body(), max_checks_);
   if (!parsed.ok()) {
     return std::move(done)(JsonErrorResponse(http::status::bad_request, parsed.status().message(),
                                              version, keep_alive));
@@ -232,6 +265,20 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
           version, keep_alive));
     }
     limits.push_back(limit);
+    if (parsed->requests[i].reserve && endpoint != CheckEndpoint::kCheck) {
+      std::string field = parsed->batch ? absl::StrCat("checks[", i, "].reserve") : "reserve";
+      return std::move(done)(JsonErrorResponse(http::status::bad_request,
+                                               absl::StrCat(field, ": only on POST /v1/check"),
+                                               version, keep_alive));
+    }
+    if (endpoint == CheckEndpoint::kAcquire &&
+        limit->numbers.algorithm != Algorithm::kConcurrency) {
+      return std::move(done)(
+          JsonErrorResponse(http::status::bad_request,
+                            absl::StrCat("limit: ", QuoteForMessage(limit->name),
+                                         " is not a concurrency limit (algorithm: concurrency)"),
+                            version, keep_alive));
+    }
   }
 
   Limiter& limiter = *snapshot->limiter;
@@ -243,8 +290,11 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        .metrics = metrics_,
                        .header_format = header_format_,
                        .start_micros = start_micros,
+                       .charge = endpoint == CheckEndpoint::kCharge,
                        .done = std::move(done)};
-  if (pending.body.requests.size() == 1) {
+  if (pending.body.requests.size() == 1 && endpoint == CheckEndpoint::kCheck &&
+      !pending.body.requests[0].reserve &&
+      pending.limits[0]->numbers.algorithm != Algorithm::kConcurrency) {
     // The single-item path: inline through the prepared limit for the memory store.
     const CheckRequest& only = pending.body.requests[0];
     const Limit& limit = *pending.limits[0];
@@ -266,6 +316,8 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
   for (size_t i = 0; i < pending.body.requests.size(); ++i) {
     const CheckRequest& check = pending.body.requests[i];
     items.push_back(CheckItem{pending.limits[i], check.key, check.cost});
+    if (pending.charge) items.back().op = ItemOp::kCharge;
+    if (check.reserve) items.back().op = ItemOp::kReserve;
   }
   limiter.CheckItemsAsync(std::move(items), [pending = std::move(pending)](
                                                 absl::StatusOr<MultiDecision> result) mutable {

@@ -2,6 +2,9 @@
 //
 //   POST /v1/check   check one limit, or several all or nothing (src/server/check_json.h),
 //                    with the RateLimit fields of src/server/ratelimit_headers.h
+//   POST /v1/charge  the same body: consumption that happened, applied in full (never 429)
+//   POST /v1/settle  settle a reservation ("reserve": true on /v1/check) at its actual cost
+//   POST /v1/acquire, /v1/release, /v1/renew  a concurrency limit's leases
 //   POST /json       Envoy's JSON shape (src/server/rls_service.h), when an RlsService is set
 //   GET  /healthz    {"status":"ok"}: the process is up
 //   GET  /readyz     200 {"status":"ready"}, or 503 {"status":"not_ready","reason":...}
@@ -40,6 +43,15 @@ using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 HttpResponse JsonErrorResponse(boost::beast::http::status status, absl::string_view message,
                                unsigned version, bool keep_alive);
 
+// A complete response with `body` (JSON) and a final newline; Content-Type application/json,
+// Cache-Control no-store, Content-Length set.
+HttpResponse JsonResponse(boost::beast::http::status status, std::string body, unsigned version,
+                          bool keep_alive);
+
+// The status for a limiter error: 400 when it is about the client's input (InvalidArgument,
+// NotFound, OutOfRange), 503 when the store could not answer, 500 otherwise.
+boost::beast::http::status StatusForError(const absl::Status& status);
+
 // Routes requests; checks go to `service`'s running snapshot (parse, check, render), so a
 // reload of the service reaches the next request. Thread-safe: Handle may be called
 // concurrently.
@@ -71,7 +83,13 @@ class HttpHandler {
   void Handle(const HttpRequest& request, HttpResponseCallback done);
 
  private:
-  void HandleCheck(const HttpRequest& request, HttpResponseCallback done);
+  // POST /v1/check, and the endpoints answered as it is: /v1/charge (its body), /v1/acquire
+  // (one concurrency item).
+  enum class CheckEndpoint { kCheck, kCharge, kAcquire };
+  void HandleCheck(const HttpRequest& request, HttpResponseCallback done, CheckEndpoint endpoint);
+  // POST /v1/settle, and /v1/release or /v1/renew (src/server/http_metered.cc).
+  void HandleSettle(const HttpRequest& request, HttpResponseCallback done);
+  void HandleLease(const HttpRequest& request, HttpResponseCallback done, bool renew);
 
   // Its snapshot is read once per request: a reload swaps it without a lock.
   const std::shared_ptr<CheckService> service_;

@@ -2,6 +2,7 @@
 #include "src/server/metrics.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +84,41 @@ void Metrics::RegisterLimits(absl::Span<const Limit> limits) {
   names.reserve(limits.size());
   for (const Limit& limit : limits) names.push_back(limit.name);
   RegisterLimitNames(names);
+  absl::MutexLock lock(&leases_mu_);
+  for (const Limit& limit : limits) {
+    if (limit.numbers.algorithm == Algorithm::kConcurrency &&
+        std::find(concurrency_limits_.begin(), concurrency_limits_.end(), limit.name) ==
+            concurrency_limits_.end()) {
+      concurrency_limits_.push_back(limit.name);
+    }
+  }
+}
+
+namespace {
+
+int64_t SteadyNowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Metrics::LeaseHeld(std::string_view limit, std::string_view lease, int64_t lease_micros) {
+  const int64_t expires_at = SteadyNowMicros() + lease_micros;
+  absl::MutexLock lock(&leases_mu_);
+  auto it = leases_.find(View(lease));
+  if (it != leases_.end()) {
+    it->second.expires_at_micros = expires_at;
+    return;
+  }
+  if (leases_.size() >= kMaxTrackedLeases) return;
+  leases_.emplace(std::string(lease), TrackedLease{std::string(limit), expires_at});
+}
+
+void Metrics::LeaseGone(std::string_view lease) {
+  absl::MutexLock lock(&leases_mu_);
+  leases_.erase(View(lease));
 }
 
 void Metrics::RegisterLimitNames(absl::Span<const std::string> names) {
@@ -116,6 +152,12 @@ void Metrics::RecordDecision(std::string_view limit, const Decision& decision, b
 
 void Metrics::RecordCheckError(std::string_view limit) {
   CountersFor(limit).errors.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::RecordCharge(std::string_view limit, int64_t cost, const Decision& decision) {
+  LimitCounters& counters = CountersFor(limit);
+  counters.charged_units.fetch_add(cost, std::memory_order_relaxed);
+  counters.debt_units.fetch_add(std::min(cost, decision.debt), std::memory_order_relaxed);
 }
 
 void Metrics::ObserveCheckDuration(CheckApi api, int64_t duration_micros) {
@@ -164,6 +206,7 @@ std::string Metrics::Render() const {
   }
   std::sort(limits.begin(), limits.end());
   if (unregistered_.errors.load(std::memory_order_relaxed) != 0 ||
+      unregistered_.charged_units.load(std::memory_order_relaxed) != 0 ||
       std::any_of(unregistered_.decisions.begin(), unregistered_.decisions.end(),
                   [](const auto& outcomes) {
                     return std::any_of(outcomes.begin(), outcomes.end(), [](const auto& count) {
@@ -193,13 +236,55 @@ std::string Metrics::Render() const {
       }
     }
   }
-  Family(out, "tollgate_check_errors_total", "counter",
-         "Checks answered with an error instead of a decision, by limit.");
-  for (const auto& [name, counters] : limits) {
-    absl::StrAppend(&out, "tollgate_check_errors_total{limit=\"", EscapeLabelValue(name), "\"} ",
-                    counters->errors.load(std::memory_order_relaxed), "\n");
-  }
+  // A family with one series per limit, of one counter of LimitCounters.
+  auto per_limit = [&](std::string_view family, std::string_view help,
+                       std::atomic<int64_t> LimitCounters::*counter) {
+    Family(out, family, "counter", help);
+    for (const auto& [name, counters] : limits) {
+      absl::StrAppend(&out, View(family), "{limit=\"", EscapeLabelValue(name), "\"} ",
+                      (counters->*counter).load(std::memory_order_relaxed), "\n");
+    }
+  };
+  per_limit("tollgate_check_errors_total",
+            "Checks answered with an error instead of a decision, by limit.",
+            &LimitCounters::errors);
+  per_limit("tollgate_charged_units_total",
+            "Units charged after the fact (POST /v1/charge, Envoy reports), by limit.",
+            &LimitCounters::charged_units);
+  per_limit("tollgate_debt_units_total",
+            "Charged units beyond what the limit had left: how far charges put limits into "
+            "debt, by limit.",
+            &LimitCounters::debt_units);
 
+  {
+    Family(out, "tollgate_leases_held", "gauge",
+           "Leases of a concurrency limit granted or renewed through this instance, neither "
+           "released nor past their lease time, by limit.");
+    absl::MutexLock lock(&leases_mu_);
+    const int64_t now = SteadyNowMicros();
+    std::vector<std::pair<std::string, int64_t>> held;
+    for (const std::string& name : concurrency_limits_) held.emplace_back(name, 0);
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (it->second.expires_at_micros <= now) {
+        leases_.erase(it++);
+        continue;
+      }
+      auto counted = std::find_if(held.begin(), held.end(), [&](const auto& entry) {
+        return entry.first == it->second.limit;
+      });
+      if (counted == held.end()) {
+        held.emplace_back(it->second.limit, 1);
+      } else {
+        ++counted->second;
+      }
+      ++it;
+    }
+    std::sort(held.begin(), held.end());
+    for (const auto& [name, count] : held) {
+      absl::StrAppend(&out, "tollgate_leases_held{limit=\"", EscapeLabelValue(name), "\"} ", count,
+                      "\n");
+    }
+  }
   Family(out, "tollgate_check_duration_seconds", "histogram",
          "Time from a parsed check request to its reply, as seen by the server.");
   for (size_t api = 0; api < durations_.size(); ++api) {

@@ -11,6 +11,10 @@
 //   tollgate_decisions_total{limit,source,outcome}  counter; outcome allowed | refused |
 //       shadow_refused (refused by a rule in shadow mode, answered as allowed)
 //   tollgate_check_errors_total{limit}              counter; checks answered with an error
+//   tollgate_charged_units_total{limit}             counter; units charged after the fact
+//   tollgate_debt_units_total{limit}                counter; charged units beyond what was left
+//   tollgate_leases_held{limit}                     gauge; leases this instance granted (or
+//       renewed) that are neither released nor past their lease time
 //   tollgate_check_duration_seconds{api}            histogram; a check as seen by the server,
 //       from the parsed request to the reply (api: http for /v1/check, envoy for gRPC and
 //       /json)
@@ -74,6 +78,16 @@ class Metrics {
   void RecordDecision(std::string_view limit, const Decision& decision, bool shadow = false);
   // A check of `limit` answered with an error status.
   void RecordCheckError(std::string_view limit);
+  // A charge of `cost` units to `limit` that left `decision`:
+  // counts the units, and those of them beyond what was left (min(cost, decision.debt)).
+  void RecordCharge(std::string_view limit, int64_t cost, const Decision& decision);
+  // A lease of the concurrency limit `limit` granted or renewed through this instance, held
+  // for `lease_micros` from now unless LeaseGone says otherwise; and one released. Leases are
+  // counted per limit until they end or expire (by the monotonic clock); at most
+  // kMaxTrackedLeases at once (more are not counted). Takes a mutex.
+  void LeaseHeld(std::string_view limit, std::string_view lease, int64_t lease_micros);
+  void LeaseGone(std::string_view lease);
+  static constexpr size_t kMaxTrackedLeases = 1'000'000;
   void ObserveCheckDuration(CheckApi api, int64_t duration_micros);
   void RecordReload(bool success);
 
@@ -94,6 +108,8 @@ class Metrics {
   struct LimitCounters {
     std::array<std::array<std::atomic<int64_t>, kOutcomes>, kSources> decisions{};
     std::atomic<int64_t> errors{0};
+    std::atomic<int64_t> charged_units{0};
+    std::atomic<int64_t> debt_units{0};
   };
   // Immutable once published; replaced (never freed before ~Metrics) when limits are added,
   // so a reader holding an older table stays valid without a lock.
@@ -120,6 +136,16 @@ class Metrics {
   std::function<int64_t()> instance_count_ ABSL_GUARDED_BY(mu_);
   const MemoryStore* memory_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t memory_max_keys_ ABSL_GUARDED_BY(mu_) = 0;
+
+  struct TrackedLease {
+    std::string limit;
+    int64_t expires_at_micros = 0;  // steady clock
+  };
+  mutable absl::Mutex leases_mu_;
+  // By lease id; expired ones are dropped when rendered.
+  mutable absl::flat_hash_map<std::string, TrackedLease> leases_ ABSL_GUARDED_BY(leases_mu_);
+  // The concurrency limits registered, shown at 0 when none of their leases is held.
+  std::vector<std::string> concurrency_limits_ ABSL_GUARDED_BY(leases_mu_);
 };
 
 // `value` escaped for a label value: backslash, double quote and newline.

@@ -51,11 +51,19 @@ void AppendStructuredFieldString(std::string& out, std::string_view text) {
 }
 
 void AppendPolicyItem(std::string& out, const LimitNumbers& numbers) {
+  if (numbers.algorithm == Algorithm::kConcurrency) {
+    absl::StrAppend(&out, numbers.MaxCost());
+    return;
+  }
   absl::StrAppend(&out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
 void AppendPolicyListItem(std::string& out, std::string_view name, const LimitNumbers& numbers) {
   AppendStructuredFieldString(out, name);
+  if (numbers.algorithm == Algorithm::kConcurrency) {
+    absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";qu=\"concurrent-requests\"");
+    return;
+  }
   absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 

@@ -56,13 +56,15 @@ const LimitNumbers& DecidingNumbers(const Limit& limit, const Decision& decision
 // up); for the windows it is the limit and the window length (rounded up). At least 1.
 int64_t PolicyWindowSeconds(const LimitNumbers& numbers);
 
-// draft-07's RateLimit-Policy item: "QUOTA;w=SECONDS".
+// draft-07's RateLimit-Policy item: "QUOTA;w=SECONDS" ("QUOTA" for a concurrency limit, whose
+// quota is not per window).
 std::string PolicyItem(const LimitNumbers& numbers);
 
 // draft-07's RateLimit field: "limit=L, remaining=R, reset=S", reset in seconds rounded up.
 std::string RateLimitField(const Decision& decision);
 
-// draft-11's Quota Policy Item: "NAME";q=QUOTA;w=SECONDS.
+// draft-11's Quota Policy Item: "NAME";q=QUOTA;w=SECONDS; for a concurrency limit
+// "NAME";q=LIMIT;qu="concurrent-requests" (the draft's quota unit of requests in flight).
 std::string PolicyListItem(std::string_view name, const LimitNumbers& numbers);
 
 // draft-11's Service Limit Item: "NAME";r=REMAINING;t=SECONDS (remaining at least 0, t the

@@ -38,6 +38,14 @@ TEST(RateLimitHeadersTest, WindowPolicyIsTheWindowLength) {
   EXPECT_EQ(PolicyItem(window), "3;w=1");
 }
 
+// A concurrency limit's quota is leases in flight, not units per window: the draft's quota
+// unit instead of a window.
+TEST(RateLimitHeadersTest, ConcurrencyPolicyIsConcurrentRequests) {
+  LimitNumbers slots{.algorithm = Algorithm::kConcurrency, .limit = 5, .window_micros = 30'000'000};
+  EXPECT_EQ(PolicyListItem("gpu", slots), "\"gpu\";q=5;qu=\"concurrent-requests\"");
+  EXPECT_EQ(PolicyItem(slots), "5");
+}
+
 TEST(RateLimitHeadersTest, RateLimitFieldCarriesLimitRemainingAndReset) {
   Decision decision{.allowed = true, .limit = 10, .remaining = 9, .reset_after_micros = 200'000};
   EXPECT_EQ(RateLimitField(decision), "limit=10, remaining=9, reset=1");
@@ -105,7 +113,8 @@ TEST(RateLimitHeadersTest, Draft11ItemsNameThePolicy) {
 TEST(RateLimitHeadersTest, Draft11HasOneItemPerLimitOfABatch) {
   Limit per_second;
   per_second.name = "per-second";
-  per_second.numbers = {.algorithm = Algorithm::kFixedWindow, .limit = 5, .window_micros = 1'000'000};
+  per_second.numbers = {
+      .algorithm = Algorithm::kFixedWindow, .limit = 5, .window_micros = 1'000'000};
   Limit daily;
   daily.name = "daily";
   daily.numbers = {
@@ -133,11 +142,16 @@ TEST(RateLimitHeadersTest, Draft11HasOneItemPerLimitOfABatch) {
 TEST(RateLimitHeadersTest, XRateLimitFieldsAsEnvoysDraft03Option) {
   EXPECT_EQ(XRateLimitHeaderFields({}), std::nullopt);
   // The example of Envoy's own test: the least remaining gives Remaining and Reset.
-  std::vector<DescriptorLimitStatus> statuses = {
-      {.requests_per_unit = 1, .unit_seconds = 60, .name = "first", .limit_remaining = 2,
-       .reset_seconds = 3},
-      {.requests_per_unit = 4, .unit_seconds = 3600, .name = "second", .limit_remaining = 5,
-       .reset_seconds = 6}};
+  std::vector<DescriptorLimitStatus> statuses = {{.requests_per_unit = 1,
+                                                  .unit_seconds = 60,
+                                                  .name = "first",
+                                                  .limit_remaining = 2,
+                                                  .reset_seconds = 3},
+                                                 {.requests_per_unit = 4,
+                                                  .unit_seconds = 3600,
+                                                  .name = "second",
+                                                  .limit_remaining = 5,
+                                                  .reset_seconds = 6}};
   std::optional<XRateLimitFields> fields = XRateLimitHeaderFields(statuses);
   ASSERT_TRUE(fields.has_value());
   EXPECT_EQ(fields->limit, R"(1, 1;w=60;name="first", 4;w=3600;name="second")");

@@ -218,6 +218,7 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
         descriptor.has_hits_addend()
             ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend().value(), INT64_MAX))
             : request_hits;
+    item.report = descriptor.has_hits_addend() && item.cost > 0;
 
     std::optional<EnvoyUnit> override_unit;
     if (descriptor.has_limit()) override_unit = UnitOfOverride(descriptor.limit().unit());
@@ -287,7 +288,9 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
   // A block-list rule refuses the request: nothing is counted (all or nothing); the others
   // are only looked at, for their statuses.
   if (plan.blocked) {
-    for (size_t i : plan.counted) plan.descriptors[i].cost = 0;
+    for (size_t i : plan.counted) {
+      if (!plan.descriptors[i].report) plan.descriptors[i].cost = 0;
+    }
   }
   return plan;
 }
@@ -301,7 +304,8 @@ std::vector<CheckItem> TakeCheckItems(RlsPlan& plan) {
     check.limit = item.limit;
     check.key = std::move(item.key);
     check.cost = item.cost;
-    check.shadow = !item.enforced;
+    check.shadow = !item.enforced && !item.report;  // a charge never refuses
+    if (item.report) check.op = ItemOp::kCharge;
     items.push_back(std::move(check));
   }
   return items;
@@ -376,7 +380,9 @@ Answer Decide(const RlsPlan& plan, int64_t now_micros) {
         } else {
           status.reset_seconds = DurationSeconds(item.decision->reset_after_micros);
         }
-        if (!item.decision->allowed && !item.rule_shadow) {
+        // A report (a charge, always applied) is over the limit when it left a debt.
+        if ((!item.decision->allowed || (item.report && item.decision->debt > 0)) &&
+            !item.rule_shadow) {
           // As envoyproxy/ratelimit: an over-limit descriptor has nothing left for this
           // request, whatever a smaller one could still take.
           status.code = RateLimitResponse::OVER_LIMIT;

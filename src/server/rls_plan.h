@@ -18,6 +18,11 @@
 //   OVER_LIMIT (unless the rule is in shadow mode).
 // - Hits: the descriptor's hits_addend when set (0 checks without counting), else the
 //   request's hits_addend, where 0 means 1.
+// - Reports: a descriptor whose own hits_addend is above 0 reports consumption that happened
+//   (Envoy's apply_on_stream_done, a response's tokens): it is charged in full
+//   (ItemOp::kCharge), whatever the request does, and answers OVER_LIMIT when that leaves its
+//   limit in debt, as envoyproxy/ratelimit counts every hit. The request's hits_addend and
+//   the unset descriptor one are requests: all or nothing, a refusal counts nothing.
 // - All or nothing over the enforced descriptors: if one is refused (or blocked), nothing is
 //   counted. Shadow descriptors never refuse; when the request passes, each is counted if it
 //   passes on its own (CheckItem::shadow: decided in the same store call).
@@ -125,6 +130,8 @@ struct PlannedDescriptor {
   const Limit* limit = nullptr;
   std::string key;
   int64_t cost = 0;
+  // kCounted: a report (its own hits_addend above 0): charged, not checked (see above).
+  bool report = false;
   // For current_limit.
   uint32_t requests_per_unit = 0;
   EnvoyUnit unit = EnvoyUnit::kSecond;
@@ -146,7 +153,7 @@ struct RlsPlan {
   bool known_domain = false;
   bool global_shadow = false;
   // An enforced kBlocked descriptor refuses the request: the counted ones are only looked
-  // at (cost 0), so nothing is counted.
+  // at (cost 0), so nothing is counted but reports (consumption that happened).
   bool blocked = false;
   // One per request descriptor, in order.
   std::vector<PlannedDescriptor> descriptors;

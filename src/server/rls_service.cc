@@ -180,7 +180,7 @@ void RlsService::Answer(const RateLimitRequest& request, Reply reply) {
   call->start_micros = start_micros;
   call->reply = std::move(reply);
   Limiter& limiter = *snapshot->limiter;
-  if (call->plan.counted.size() == 1) {
+  if (call->plan.counted.size() == 1 && !call->plan.descriptors[call->plan.counted[0]].report) {
     // One counted descriptor: the single-item path (inline for the memory store).
     // The item stays where it is: `call` moves into the callback, which lives until
     // CheckAsync is done with the key (Limiter::CheckAsync reads it before answering).

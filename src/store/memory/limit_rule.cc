@@ -23,6 +23,9 @@ absl::StatusOr<LimitRule> RuleFor(const Limit& limit) {
     case Algorithm::kSlidingWindow:
       if (window_valid) return SlidingWindowRule{window, algorithm::PerWindow(window)};
       break;
+    case Algorithm::kConcurrency:
+      return absl::UnimplementedError(absl::StrCat(
+          "limit \"", limit.name, "\" is a concurrency limit: the memory store keeps no leases"));
   }
   return absl::InvalidArgumentError(absl::StrCat("limit \"", limit.name, "\" has invalid numbers"));
 }

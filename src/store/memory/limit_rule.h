@@ -8,11 +8,11 @@
 // (CheckOperation) runs a rule's step on an entry's state; every path of the store (single
 // checks, the all-or-nothing batch, CheckEach) decides through it.
 //
-// To add an algorithm: its state to AnyState, a rule struct (a `State` type and a `Check`
-// member, as below) to LimitRule, and its case in RuleFor. To add an operation (a charge,
-// say): a member beside `Check` in each rule struct, and an operation struct like
-// CheckOperation that calls it; the store's single-entry path (MemoryStoreImpl::ApplyOne)
-// takes any operation.
+// To add an algorithm: its state to AnyState, a rule struct (a `State` type and `Check` and
+// `Charge` members, as below) to LimitRule, and its case in RuleFor. To add an operation (a
+// settle, say): a member beside `Check` and `Charge` in each rule struct, and an operation
+// struct like CheckOperation that calls it; the store's single-entry path
+// (MemoryStoreImpl::ApplyOne) takes any operation.
 //
 // Pure values: no I/O, no clock, no locks; safe to copy and to use from any thread.
 #ifndef TOLLGATE_SRC_STORE_MEMORY_LIMIT_RULE_H_
@@ -51,6 +51,10 @@ struct TokenBucketRule {
                                   int64_t cost) const {
     return algorithm::TokenBucketCheck(state, now_micros, params, times, cost);
   }
+  algorithm::Outcome<State> Charge(const std::optional<State>& state, int64_t now_micros,
+                                   int64_t cost) const {
+    return algorithm::TokenBucketCharge(state, now_micros, params, times, cost);
+  }
 };
 
 struct FixedWindowRule {
@@ -60,6 +64,10 @@ struct FixedWindowRule {
   algorithm::Outcome<State> Check(const std::optional<State>& state, int64_t now_micros,
                                   int64_t cost) const {
     return algorithm::FixedWindowCheck(state, now_micros, params, cost);
+  }
+  algorithm::Outcome<State> Charge(const std::optional<State>& state, int64_t now_micros,
+                                   int64_t cost) const {
+    return algorithm::FixedWindowCharge(state, now_micros, params, cost);
   }
 };
 
@@ -71,6 +79,10 @@ struct SlidingWindowRule {
   algorithm::Outcome<State> Check(const std::optional<State>& state, int64_t now_micros,
                                   int64_t cost) const {
     return algorithm::SlidingWindowCheck(state, now_micros, params, per_window, cost);
+  }
+  algorithm::Outcome<State> Charge(const std::optional<State>& state, int64_t now_micros,
+                                   int64_t cost) const {
+    return algorithm::SlidingWindowCharge(state, now_micros, params, cost);
   }
 };
 
@@ -104,6 +116,22 @@ struct CheckOperation {
       const Rule& rule, const std::optional<typename Rule::State>& state,
       int64_t now_micros) const {
     algorithm::Outcome<typename Rule::State> outcome = rule.Check(state, now_micros, cost);
+    outcome.decision.source = DecisionSource::kMemory;
+    return outcome;
+  }
+};
+
+// An operation on one entry: a charge of `cost` units, consumption that already happened
+// (Store's ItemOp::kCharge): applied in full whatever is left, so the limit may go into debt;
+// never refused (the decision is allowed, a peek at the state after it). REQUIRES: cost >= 0.
+struct ChargeOperation {
+  int64_t cost = 0;
+
+  template <typename Rule>
+  algorithm::Outcome<typename Rule::State> operator()(
+      const Rule& rule, const std::optional<typename Rule::State>& state,
+      int64_t now_micros) const {
+    algorithm::Outcome<typename Rule::State> outcome = rule.Charge(state, now_micros, cost);
     outcome.decision.source = DecisionSource::kMemory;
     return outcome;
   }

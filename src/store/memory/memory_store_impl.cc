@@ -139,13 +139,22 @@ void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
   }
   for (Shard* shard : locked) shard->StartDecisionsAt(now);
 
+  // The charges first, in order, then the checks (Store::ApplyAsync).
+  absl::InlinedVector<size_t, 4> order;
   for (size_t i = 0; i < items.size(); ++i) {
+    if (!IsConditional(items[i].op)) order.push_back(i);
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (IsConditional(items[i].op)) order.push_back(i);
+  }
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
     Pending& p = pending[i];
-    // A key named earlier in this batch sees that item's tentative state.
+    // A key decided earlier in this batch sees that item's tentative state.
     const AnyState* state = nullptr;
-    for (size_t j = i; j-- > 0;) {
-      if (pending[j].key == p.key) {
-        state = &pending[j].step.state;
+    for (size_t m = n; m-- > 0;) {
+      if (pending[order[m]].key == p.key) {
+        state = &pending[order[m]].step.state;
         break;
       }
     }
@@ -156,19 +165,24 @@ void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
         state = &stored;
       }
     }
-    p.step = Apply(rules[i], state, now, CheckOperation{items[i].cost});
+    p.step = items[i].op == ItemOp::kCharge
+                 ? memory::Apply(rules[i], state, now, ChargeOperation{items[i].cost})
+                 : memory::Apply(rules[i], state, now, CheckOperation{items[i].cost});
     // A refused shadow item does not refuse the batch and consumes nothing.
     if (!p.step.decision.allowed && items[i].shadow) p.step.changed = false;
     decisions[i] = p.step.decision;
   }
 
-  if (internal::BatchAllowed(items, decisions)) {
-    for (const Pending& p : pending) {
-      if (p.step.changed) p.shard->Put(p.key, p.step.state, p.step.expires_at_micros, now);
+  // In the order decided, so a key's last step is what stays; a refused batch keeps only
+  // its charges.
+  const bool allowed = internal::BatchAllowed(items, decisions);
+  for (const size_t i : order) {
+    const Pending& p = pending[i];
+    if (p.step.changed && (allowed || !IsConditional(items[i].op))) {
+      p.shard->Put(p.key, p.step.state, p.step.expires_at_micros, now);
     }
-  } else {
-    internal::GiveBackUncharged(items, absl::MakeSpan(decisions));
   }
+  if (!allowed) internal::GiveBackUncharged(items, absl::MakeSpan(decisions));
   for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu().Unlock();
 }
 
@@ -189,12 +203,25 @@ void MemoryStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback don
   }
   std::vector<Decision> decisions(items.size());
   if (items.size() == 1) {
-    decisions[0] = ApplyOne(rules[0], KeyOf(items[0]), CheckOperation{items[0].cost},
-                            [this] { return Now(); });
+    auto now = [this] { return Now(); };
+    decisions[0] = items[0].op == ItemOp::kCharge
+                       ? ApplyOne(rules[0], KeyOf(items[0]), ChargeOperation{items[0].cost}, now)
+                       : ApplyOne(rules[0], KeyOf(items[0]), CheckOperation{items[0].cost}, now);
   } else {
     CheckAll(items, rules, decisions);
   }
   std::move(done)(std::move(decisions));
+}
+
+void MemoryStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
+  for (const CheckItem& item : items) {
+    if ((item.op != ItemOp::kCheck && item.op != ItemOp::kCharge) || !item.id.empty()) {
+      // Reservations, settles and leases: the default answers Unimplemented.
+      Store::ApplyAsync(std::move(items), std::move(done));
+      return;
+    }
+  }
+  CheckAsync(std::move(items), std::move(done));  // which applies charges too
 }
 
 absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const Limit& limit, std::string_view key,

@@ -67,7 +67,12 @@ class MemoryStoreImpl final : public MemoryStore {
   static absl::StatusOr<std::unique_ptr<MemoryStoreImpl>> Create(MemoryStoreOptions options = {});
 
   // Store.
+  // Also applies the charges (ItemOp::kCharge) among `items`, as ApplyAsync.
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
+  // Checks and charges, as Store::ApplyAsync says: the charges applied first, in full,
+  // whatever the batch does; the checks then all or nothing on what they leave. Reservations,
+  // settles and leases answer Unimplemented.
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key,
                                     int64_t cost) override;
   // Prepare(limit) behind the Store interface, or nullptr if the limit's numbers are invalid.
@@ -115,8 +120,9 @@ class MemoryStoreImpl final : public MemoryStore {
                     ReadClock read);
 
   // Checks of several items (possibly in several shards, possibly naming one key more than
-  // once), all or nothing, decided at one time. REQUIRES: rules[i] is items[i]'s rule;
-  // decisions.size() == items.size().
+  // once), all or nothing, decided at one time; charges among them (ItemOp::kCharge) are
+  // applied first and kept whatever the checks do. REQUIRES: rules[i] is items[i]'s rule;
+  // every op kCheck or kCharge; decisions.size() == items.size().
   void CheckAll(const std::vector<CheckItem>& items, absl::Span<const LimitRule> rules,
                 std::vector<Decision>& decisions);
 

@@ -75,16 +75,37 @@ void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem
   writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}"});
 }
 
-// One item's ARGV of check.lua ('<Bddd': algorithm, a, b, cost), or of add.lua and
-// refund.lua with `extra` ('<Bdddd': ..., age or reset_after), as lua/check.lua describes.
-// Binary, not decimal: Redis parses a struct.unpack in a fraction of what four decimal
-// arguments cost it (docs/redis.md, "What a check costs Redis").
+// The op byte check.lua reads after an item's 25 bytes; 0 for a plain check (no byte).
+char OpByte(const CheckItem& item) {
+  switch (item.op) {
+    case ItemOp::kCheck:
+      return item.id.empty() ? 0 : 'K';  // a concurrency limit's slot, as lease `id`
+    case ItemOp::kCharge:
+      return 'C';
+    case ItemOp::kReserve:
+      return 'R';
+    case ItemOp::kSettle:
+      return 'S';
+    case ItemOp::kRelease:
+      return 'L';
+    case ItemOp::kRenew:
+      return 'N';
+  }
+  return 0;
+}
+
+// One item's ARGV of check.lua ('<Bddd': algorithm, a, b, cost, then for an item that is
+// not a plain check its op byte and fields), or of add.lua and refund.lua with `extra`
+// ('<Bdddd': ..., age or reset_after), as lua/check.lua describes. Binary, not decimal: Redis
+// parses a struct.unpack in a fraction of what four decimal arguments cost it
+// (docs/redis.md, "What a check costs Redis").
 constexpr size_t kItemArgs = 1;
 // check.lua reads a shadow item's algorithm byte in upper case ('T', 'F', 'S').
 void AddItemArgs(CommandWriter& writer, const CheckItem& item,
-                 std::optional<double> extra = std::nullopt, bool shadow = false) {
+                 std::optional<double> extra = std::nullopt, bool shadow = false,
+                 bool with_op = false) {
   const LimitNumbers& numbers = item.limit->numbers;
-  char arg[1 + 4 * 8];
+  char arg[1 + 4 * 8 + 1 + 8];
   char* cursor = arg + 1;
   switch (numbers.algorithm) {
     case Algorithm::kTokenBucket:
@@ -94,7 +115,10 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
       break;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
-      arg[0] = numbers.algorithm == Algorithm::kFixedWindow ? 'f' : 's';
+    case Algorithm::kConcurrency:  // the limit and the lease time
+      arg[0] = numbers.algorithm == Algorithm::kFixedWindow     ? 'f'
+               : numbers.algorithm == Algorithm::kSlidingWindow ? 's'
+                                                                : 'c';
       cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.limit));
       cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.window_micros));
       break;
@@ -102,6 +126,16 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
   if (shadow) arg[0] = static_cast<char>(arg[0] - 'a' + 'A');
   cursor = PutLittleEndianDouble(cursor, static_cast<double>(item.cost));
   if (extra.has_value()) cursor = PutLittleEndianDouble(cursor, *extra);
+  if (const char op = with_op ? OpByte(item) : 0; op != 0) {
+    *cursor++ = op;
+    if (item.op == ItemOp::kReserve) {
+      // The record's TTL in ms, rounded up.
+      const int64_t ttl_ms = (item.limit->reservation_ttl_micros + 999) / 1000;
+      cursor = PutLittleEndianDouble(cursor, static_cast<double>(ttl_ms));
+    }
+    writer.AddConcatenation({std::string_view(arg, cursor - arg), item.id});
+    return;
+  }
   writer.Add(std::string_view(arg, cursor - arg));
 }
 
@@ -119,7 +153,9 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
   } else {
     writer.Add("");
   }
-  for (const CheckItem& item : items) AddItemArgs(writer, item, std::nullopt, item.shadow);
+  for (const CheckItem& item : items) {
+    AddItemArgs(writer, item, std::nullopt, item.shadow, /*with_op=*/true);
+  }
   return std::move(writer).Finish();
 }
 
@@ -154,7 +190,9 @@ std::string RefundCommand(std::string_view prefix, const std::vector<CheckItem>&
   for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
   writer.AddInteger(now_micros);
   for (size_t i = 0; i < n; ++i) {
-    AddItemArgs(writer, items[i], static_cast<double>(decisions[i].reset_after_micros));
+    // A reservation's or a lease's op and id follow, so its record (its slot) goes with it.
+    AddItemArgs(writer, items[i], static_cast<double>(decisions[i].reset_after_micros),
+                /*shadow=*/false, /*with_op=*/!items[i].id.empty());
   }
   return std::move(writer).Finish();
 }
@@ -236,7 +274,9 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
     Decision decision;
     decision.allowed = (flags & 1) != 0;
     decision.limit = item.limit->numbers.MaxCost();
-    decision.remaining = next();
+    const int64_t remaining = next();  // negative: a debt
+    decision.remaining = std::max<int64_t>(remaining, 0);
+    decision.debt = std::max<int64_t>(-remaining, 0);
     decision.reset_after_micros = next();
     decision.retry_after_micros = next();
     decision.source = DecisionSource::kRedis;
@@ -247,8 +287,14 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
       case 1:
         decision.reason = DenyReason::kOverLimit;
         break;
-      default:
+      case 2:
         decision.reason = DenyReason::kCostExceedsLimit;
+        break;
+      case 3:
+        decision.reason = DenyReason::kNotFound;
+        break;
+      default:
+        decision.reason = DenyReason::kAlreadySettled;
         break;
     }
     decisions.push_back(decision);
@@ -268,6 +314,11 @@ RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<Router
       router_(std::move(router)) {}
 
 void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
+  CheckAtAsync(std::move(items), std::nullopt, std::move(done));
+}
+
+void RedisStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
+  // check.lua applies every op: the same call.
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
 }
 
@@ -442,7 +493,8 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     for (size_t i = 0; i < parsed->size(); ++i) {
       const size_t index = check->groups[group][i];
       decisions[index] = (*parsed)[i];
-      group_allowed = group_allowed && ((*parsed)[i].allowed || check->items[index].shadow);
+      group_allowed = group_allowed && ((*parsed)[i].allowed || check->items[index].shadow ||
+                                        !IsConditional(check->items[index].op));
     }
     all_allowed = all_allowed && group_allowed;
     if (group_allowed) admitted.push_back({group, *std::move(parsed), now});
@@ -457,7 +509,8 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     for (size_t i = 0; i < group.decisions.size(); ++i) {
       const size_t index = check->groups[group.group][i];
       Decision& decision = decisions[index];
-      if (!decision.allowed) continue;  // a refused shadow item: nothing was taken
+      // A refused shadow item took nothing; an item that is not conditional was applied.
+      if (!decision.allowed || !IsConditional(check->items[index].op)) continue;
       decision.remaining = std::min(decision.limit, decision.remaining + check->items[index].cost);
     }
   }
@@ -472,7 +525,8 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
   for (Admitted& group : admitted) {
     std::vector<CheckItem> items = check->GroupItems(group.group);
     for (size_t i = items.size(); i-- > 0;) {
-      if (group.decisions[i].allowed) continue;
+      // What stays applied whatever the request does (a charge) is not given back.
+      if (group.decisions[i].allowed && IsConditional(items[i].op)) continue;
       items.erase(items.begin() + static_cast<ptrdiff_t>(i));
       group.decisions.erase(group.decisions.begin() + static_cast<ptrdiff_t>(i));
     }

@@ -40,6 +40,8 @@ class RedisStoreImpl final : public RedisStore {
                  std::vector<std::string> warnings);
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
+  // The same script call: check.lua applies every ItemOp (see its header).
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   // One EVAL of lua/add.lua for all items; see its header for the rule.
   void AddAsync(std::vector<CheckItem> items, AddCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }

@@ -10,7 +10,10 @@
 -- KEYS[i]   the state key of item i, as in check.lua.
 -- ARGV[1]   the `now` that check.lua call used (the first value of its reply), µs.
 -- ARGV[1+i] item i, 33 bytes: struct '<Bdddd' = algorithm, a, b, cost as in check.lua,
---           and the item's reset_after_micros from that check's reply.
+--           and the item's reset_after_micros from that check's reply. A reservation's item
+--           goes on with check.lua's 'R' '<d' ttl_ms, id: its record is deleted too, so what
+--           was given back can never be settled (refunded) again. A concurrency check ('c')
+--           goes on with 'K' id: the lease it took is removed.
 --
 -- The rule, per item (cost 0 consumed nothing):
 --   token bucket   the check wrote empty_at = e, with reset_after = ceil(e + fill - now).
@@ -38,7 +41,15 @@ for i = 1, #KEYS do
   local code, a, b, cost, reset_after = struct.unpack('<Bdddd', ARGV[1 + i])
   local algorithm = string.char(code)
   local key = KEYS[i]
-  if cost > 0 then
+  local arg = ARGV[1 + i]
+  if #arg > 33 and string.byte(arg, 34) == 82 then  -- 'R'
+    redis.call('DEL', key .. ':r:' .. string.sub(arg, 43))
+  end
+  if code == 99 then  -- 'c': the lease this check took ('K' id) is released
+    if #arg > 33 and string.byte(arg, 34) == 75 then
+      refunded = refunded + redis.call('ZREM', key .. ':l', string.sub(arg, 35))
+    end
+  elseif cost > 0 then
     if algorithm == 't' then
       local capacity, rate = a, b
       local fill_time = capacity * 1e6 / rate
