@@ -415,7 +415,7 @@ TEST(TollgateCliTest, ValidateReportsTheErrorsOfEveryFile) {
             "typo.yaml:1:1: limit: unknown key; expected one of limits, memory_store (did you "
             "mean 'limits'?)\n"
             "envoy.yaml:1:1: (top level): unknown key 'domian', expected one of domain, "
-            "descriptors (did you mean 'domain'?)\n"
+            "descriptors, name (did you mean 'domain'?)\n"
             "envoy.yaml:4:54: descriptors[0].rate_limit: unknown key 'unlimted', expected one of "
             "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
             "on_store_failure, timeout (did you mean 'unlimited'?)\n"

@@ -34,7 +34,11 @@ namespace {
 constexpr int64_t kMinTimeoutMicros = 1'000;
 constexpr int64_t kMaxTimeoutMicros = 60'000'000;
 
-constexpr absl::string_view kRootKeys[] = {"domain", "descriptors"};
+// `name` is accepted and not used, as by envoyproxy/ratelimit: Envoy Gateway writes the
+// RateLimitConfig message's name beside its domain.
+constexpr absl::string_view kRootKeys[] = {"domain", "descriptors", "name"};
+// The keys that say a file is in Envoy's format.
+constexpr absl::string_view kFormatKeys[] = {"domain", "descriptors"};
 constexpr absl::string_view kDescriptorKeys[] = {
     "key",        "value",           "rate_limit",      "descriptors",     "shadow_mode",
     "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
@@ -649,7 +653,7 @@ absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text,
         if (!pair.first.IsScalar()) continue;
         const std::string& name = pair.first.Scalar();
         if (!config_internal::ClosestName(name, kLimitsKeys).empty()) return ConfigKind::kLimits;
-        if (!config_internal::ClosestName(name, kRootKeys).empty()) return ConfigKind::kEnvoy;
+        if (!config_internal::ClosestName(name, kFormatKeys).empty()) return ConfigKind::kEnvoy;
       }
     }
     return absl::InvalidArgumentError(

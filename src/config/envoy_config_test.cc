@@ -100,6 +100,18 @@ TEST(EnvoyConfigTest, AnEmptyDescriptorListIsValid) {
   EXPECT_TRUE(config->descriptors.empty());
 }
 
+// Envoy Gateway writes the RateLimitConfig message's `name` beside its domain; the peer
+// accepts it, and so does tollgate.
+TEST(EnvoyConfigTest, ATopLevelNameIsAccepted) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(
+      "name: default/eg/http\ndomain: default/eg/http\ndescriptors:\n  - key: user\n"
+      "    rate_limit: {unit: second, requests_per_unit: 5}\n",
+      "gateway.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->domain, "default/eg/http");
+  EXPECT_EQ(config->descriptors.size(), 1u);
+}
+
 struct BadConfig {
   const char* yaml;
   const char* message;  // a part of the expected message
@@ -355,7 +367,7 @@ descriptors:
       Lines(std::string(config.status().message())),
       ::testing::ElementsAre(
           "envoy.yaml:2:1: (top level): unknown key 'descriptor', expected one of domain, "
-          "descriptors (did you mean 'descriptors'?)",
+          "descriptors, name (did you mean 'descriptors'?)",
           "envoy.yaml:5:24: descriptors[0].rate_limit.unit: expected one of second, minute, "
           "hour, day, week, month, year, got 'fortnight'",
           "envoy.yaml:7:5: descriptors[1]: unknown key 'valu', expected one of key, value, "
@@ -378,7 +390,7 @@ TEST(EnvoyConfigTest, AMisspeltDomainIsOneError) {
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().message(),
             "envoy.yaml:1:1: (top level): unknown key 'domian', expected one of domain, "
-            "descriptors (did you mean 'domain'?)");
+            "descriptors, name (did you mean 'domain'?)");
 }
 
 TEST(ConfigKindTest, ToldApartByTopLevelKeys) {
