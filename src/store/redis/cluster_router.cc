@@ -133,6 +133,8 @@ class ClusterRouter final : public Router {
     Dispatch(call, slots_[slot].load(std::memory_order_acquire), false);
   }
 
+  void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
+
   int ReadyConnections() const override {
     absl::MutexLock lock(&mu_);
     int ready = 0;

@@ -10,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "src/core/batch.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
@@ -260,12 +262,34 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
   return decisions;
 }
 
-RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<Router> router,
+RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
+                               std::shared_ptr<RedisConnections> connections,
                                std::string script_sha, std::vector<std::string> warnings)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       warnings_(std::move(warnings)),
-      router_(std::move(router)) {}
+      connections_(std::move(connections)),
+      router_(connections_->router()) {}
+
+RedisStoreImpl::~RedisStoreImpl() {
+  // Nobody else holds them: closing them answers every call still out, now.
+  if (connections_.use_count() == 1) connections_.reset();
+  while (calls_in_flight_.load(std::memory_order_acquire) > 0) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask) {
+  calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  router_.Send(
+      slot, std::move(command),
+      [this, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+        std::move(done)(std::move(reply));
+        // The last touch of this store by the call: the destructor may return right after.
+        calls_in_flight_.fetch_sub(1, std::memory_order_release);
+      },
+      follow_ask);
+}
 
 void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
@@ -291,7 +315,7 @@ void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<in
     std::move(done)(absl::InvalidArgumentError("a check needs at least one item"));
     return;
   }
-  if (router_->topology() == Topology::kCluster && items.size() > 1) {
+  if (router_.topology() == Topology::kCluster && items.size() > 1) {
     std::vector<int> slots;
     slots.reserve(items.size());
     for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
@@ -317,7 +341,7 @@ void RedisStoreImpl::EvalCheckAsync(std::vector<CheckItem> items, std::optional<
 }
 
 void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
-  if (router_->topology() == Topology::kCluster) {
+  if (router_.topology() == Topology::kCluster) {
     call->slot = ItemSlot(options_.key_prefix, call->items[0]);
     call->follow_ask = OnlyDeclaredKeys(call->items);
   }
@@ -329,7 +353,7 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
 void RedisStoreImpl::SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command) {
   const int slot = call->slot;
   const bool follow_ask = call->follow_ask;
-  router_->Send(
+  Send(
       slot, std::move(command),
       [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
         OnScriptReply(std::move(call), std::move(reply));
@@ -492,7 +516,7 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     const int slot = ItemSlot(store->options_.key_prefix, items[0]);
     // A refund that fails leaves its consumption in place: an over-refusal until the
     // window ends or the bucket refills, never an over-admission.
-    store->router_->Send(
+    store->Send(
         slot, RefundCommand(store->options_.key_prefix, items, group.decisions, group.now_micros),
         [check](const absl::StatusOr<RedisReply>&) {
           if (check->pending_refunds.fetch_sub(1) == 1) {
@@ -516,7 +540,7 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   std::vector<int> slots;
   slots.reserve(items.size());
   for (const CheckItem& item : items) {
-    slots.push_back(router_->topology() == Topology::kCluster ? ItemSlot(options_.key_prefix, item)
+    slots.push_back(router_.topology() == Topology::kCluster ? ItemSlot(options_.key_prefix, item)
                                                               : 0);
   }
   struct Join {
@@ -535,7 +559,7 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   for (const std::vector<size_t>& group : groups) {
     std::vector<CheckItem> group_items;
     for (size_t index : group) group_items.push_back(items[index]);
-    router_->Send(
+    Send(
         ItemSlot(options_.key_prefix, group_items[0]),
         AddCommand(kLuaAdd, options_.key_prefix, group_items),
         [join](absl::StatusOr<RedisReply> reply) {
@@ -568,45 +592,35 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
 }  // namespace redis
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions options) {
-  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.url);
-  if (!target.ok()) return target.status();
-  if (options.connections < 1 || options.connections > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RedisStoreOptions.connections must be in 1..64, got ", options.connections));
+  std::shared_ptr<RedisConnections> connections = std::move(options.redis);
+  options.redis = nullptr;  // the store holds them once, as `connections_`
+  if (connections == nullptr) {
+    absl::StatusOr<std::shared_ptr<RedisConnections>> made =
+        RedisConnections::Connect({.url = options.url,
+                                   .connections = options.connections,
+                                   .connect_timeout_ms = options.connect_timeout_ms,
+                                   .reply_timeout_ms = options.reply_timeout_ms,
+                                   .reconnect_min_ms = options.reconnect_min_ms,
+                                   .reconnect_max_ms = options.reconnect_max_ms,
+                                   .refresh_interval_ms = options.refresh_interval_ms,
+                                   .caller_loops = options.caller_loops});
+    if (!made.ok()) return made.status();
+    connections = *std::move(made);
   }
-  if (options.connect_timeout_ms < 1 || options.reply_timeout_ms < 1 ||
-      options.reconnect_min_ms < 1 || options.reconnect_max_ms < options.reconnect_min_ms) {
-    return absl::InvalidArgumentError(
-        "RedisStoreOptions: timeouts must be >= 1 ms and reconnect_max_ms >= reconnect_min_ms");
-  }
-  if (options.refresh_interval_ms < 1) {
-    return absl::InvalidArgumentError("RedisStoreOptions.refresh_interval_ms must be >= 1");
-  }
-  redis::RouterOptions router_options;
-  redis::ClientOptions& client_options = router_options.client;
-  client_options.connections = options.connections;
-  client_options.connection.connect_timeout = std::chrono::milliseconds(options.connect_timeout_ms);
-  client_options.connection.reply_timeout = std::chrono::milliseconds(options.reply_timeout_ms);
-  client_options.connection.reconnect_min = std::chrono::milliseconds(options.reconnect_min_ms);
-  client_options.connection.reconnect_max = std::chrono::milliseconds(options.reconnect_max_ms);
-  router_options.refresh_interval = std::chrono::milliseconds(options.refresh_interval_ms);
-  router_options.caller_loops = options.caller_loops;
-  absl::StatusOr<std::unique_ptr<redis::Router>> client =
-      redis::Router::Connect(*target, router_options);
-  if (!client.ok()) return client.status();
+  redis::Router& router = connections->router();
 
   // In a cluster this loads the script on one primary; the others get it from the EVAL
   // that follows their first NOSCRIPT.
   absl::StatusOr<redis::RedisReply> loaded =
-      (*client)->Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
+      router.Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
   if (!loaded.ok()) return loaded.status();
   if (loaded->type != redis::RedisReply::Type::kString) {
     return absl::InternalError(
         absl::StrCat("SCRIPT LOAD of the check script failed: ", redis::DebugString(*loaded)));
   }
   std::vector<std::string> warnings;
-  redis::CheckEviction(**client, &warnings);
-  return std::make_unique<redis::RedisStoreImpl>(std::move(options), *std::move(client),
+  redis::CheckEviction(router, &warnings);
+  return std::make_unique<redis::RedisStoreImpl>(std::move(options), std::move(connections),
                                                  loaded->str, std::move(warnings));
 }
 

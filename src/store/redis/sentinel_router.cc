@@ -97,6 +97,8 @@ class SentinelRouter final : public Router {
                });
   }
 
+  void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
+
   int ReadyConnections() const override {
     return primary_.load(std::memory_order_acquire)->ReadyConnections();
   }
