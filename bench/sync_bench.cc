@@ -193,7 +193,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
       options.clock = &clock;
       options.instance_count = [] { return kInstances; };
       options.use_redis_time = false;
-      options.start_sync_thread = false;
+      options.schedule_rounds = false;
       // Simulated time: a slow reply on a loaded machine must not fail a sync (the modeled
       // round trip is the hook's).
       options.sync_timeout_ms = 60'000;

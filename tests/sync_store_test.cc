@@ -62,7 +62,7 @@ class SyncStoreTest : public ::testing::Test {
     options.clock = &clock_;
     options.instance_count = [instances] { return instances; };
     options.use_redis_time = false;
-    options.start_sync_thread = false;
+    options.schedule_rounds = false;
     absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
@@ -378,7 +378,7 @@ TEST(SyncStoreClockTest, CountsIntoRedisTimeWindowsWhateverTheLocalClock) {
   SyncStoreOptions options;
   options.redis_url = (*server)->url();
   options.clock = &skewed;
-  options.start_sync_thread = false;
+  options.schedule_rounds = false;
   absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = Window("api", Algorithm::kFixedWindow, 100, 3600 * kSecond);
