@@ -58,7 +58,7 @@ struct RedisConnectionsOptions {
   // these connections (sync rounds, heartbeats) starts on one of the loops.
   // REQUIRES: the loops run for as long as the connections live, and are destroyed after
   // them; the connections are created and destroyed on a thread that is none of them.
-  std::vector<boost::asio::io_context*> caller_loops;
+  std::vector<boost::asio::io_context*> caller_loops = {};
 };
 
 // Connections to one Redis deployment. Thread-safe. Destroying it (when the last store that

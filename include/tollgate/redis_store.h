@@ -81,7 +81,7 @@ struct RedisStoreOptions {
   // Connections shared with the process's other stores (tollgate/redis_connections.h). When
   // set, the store uses them and every option above but `key_prefix` is theirs to say
   // (RedisConnectionsOptions); when null, the store makes connections of its own from them.
-  std::shared_ptr<RedisConnections> redis;
+  std::shared_ptr<RedisConnections> redis = nullptr;
 };
 
 // A Store keeping every limit's state in Redis. Thread-safe.

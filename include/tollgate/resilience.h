@@ -155,10 +155,10 @@ struct InstanceRegistryOptions {
   std::string redis_url = "redis://127.0.0.1:6379";
   // Connections shared with the process's stores (tollgate/redis_connections.h); probes then
   // use their connections, and fail after probe_timeout_ms without a reply all the same.
-  std::shared_ptr<RedisConnections> redis;
+  std::shared_ptr<RedisConnections> redis = nullptr;
   // Where probes are scheduled and timed (as SyncStoreOptions::timers): LoopTimers in a
   // service, SimulatedTimers in tests; nullptr: ThreadTimers() of the registry's own.
-  std::shared_ptr<Timers> timers;
+  std::shared_ptr<Timers> timers = nullptr;
   // The sorted set of live instances (member: instance id, score: last heartbeat, Redis
   // TIME in microseconds).
   std::string key = "tollgate:instances";

@@ -74,7 +74,7 @@ struct SyncStoreOptions {
   std::string redis_url = "redis://127.0.0.1:6379";
   // Connections shared with the process's other stores (one server, not a cluster or
   // Sentinel). When set, `redis_url` and the connection options below are theirs to say.
-  std::shared_ptr<RedisConnections> redis;
+  std::shared_ptr<RedisConnections> redis = nullptr;
   // Prepended to every key; use the exact RedisStore's prefix to share its counters.
   std::string key_prefix = "tollgate:";
   // Time source for windows and intervals. nullptr means SystemClock().
@@ -85,7 +85,7 @@ struct SyncStoreOptions {
   // SimulatedTimers (rounds happen as the test advances them). nullptr: ThreadTimers() of
   // the store's own. A round's bookkeeping runs on the timers' thread, in time proportional
   // to the tracked keys; its Redis call never blocks it.
-  std::shared_ptr<Timers> timers;
+  std::shared_ptr<Timers> timers = nullptr;
   // N, the number of live instances sharing the limits (e.g. InstanceRegistry::Count),
   // read once per sync round. nullptr means 1. Values below 1 count as 1.
   std::function<int64_t()> instance_count;

@@ -13,10 +13,12 @@
 namespace tollgate::internal {
 
 // Shared with the pending timer's callback and a run's `next`, which may outlive the task.
+// It does not own the timers (their queue holds it): they are used only while the task lives
+// (a `next` or a timer that comes after Stop touches nothing else).
 struct TimerTask::State {
-  State(std::shared_ptr<Timers> timers, Run run) : timers(std::move(timers)), run(std::move(run)) {}
+  State(Timers* timers, Run run) : timers(timers), run(std::move(run)) {}
 
-  const std::shared_ptr<Timers> timers;
+  Timers* const timers;
   Run run;  // called by one run at a time, never once stopped
 
   absl::Mutex mu;
@@ -29,7 +31,7 @@ struct TimerTask::State {
 };
 
 TimerTask::TimerTask(std::shared_ptr<Timers> timers, Run run)
-    : state_(std::make_shared<State>(std::move(timers), std::move(run))) {}
+    : timers_(std::move(timers)), state_(std::make_shared<State>(timers_.get(), std::move(run))) {}
 
 TimerTask::~TimerTask() { Stop(); }
 

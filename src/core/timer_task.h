@@ -53,6 +53,7 @@ class TimerTask {
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
   static void Fire(const std::shared_ptr<State>& state, const std::atomic<bool>* cancel);
 
+  const std::shared_ptr<Timers> timers_;
   const std::shared_ptr<State> state_;
 };
 

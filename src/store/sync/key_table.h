@@ -46,7 +46,7 @@ struct KeyTableOptions {
   bool group_by_slot = false;
   // Called (on the checking thread, no lock held) when a key is first checked whose sync
   // interval is shorter than every one before; may be empty.
-  std::function<void(int64_t interval_micros)> on_shorter_interval;
+  std::function<void(int64_t interval_micros)> on_shorter_interval = nullptr;
 };
 
 class KeyTable {
