@@ -1,10 +1,13 @@
 // Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) against
-// MemoryStore, on a simulated clock.
+// the stores that need no Redis, on a simulated clock: MemoryStore, and ResilientStore over a
+// MemoryStore (answered by it, with deadlines on simulated timers).
 #include "tests/store_conformance.h"
 
 #include <memory>
 
 #include "tollgate/memory_store.h"
+#include "tollgate/resilience.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -28,8 +31,36 @@ absl::StatusOr<StoreUnderTest> MakeMemoryStore() {
   return out;
 }
 
+absl::StatusOr<StoreUnderTest> MakeResilientStore() {
+  struct Holder {
+    SimulatedClock clock;
+    std::shared_ptr<SimulatedTimers> timers = std::make_shared<SimulatedTimers>();
+    std::unique_ptr<ResilientStore> store;
+  };
+  auto holder = std::make_shared<Holder>();
+  absl::StatusOr<std::unique_ptr<MemoryStore>> primary =
+      MemoryStore::Create({.clock = &holder->clock});
+  if (!primary.ok()) return primary.status();
+  ResilienceOptions options;
+  options.clock = &holder->clock;
+  options.timers = holder->timers;
+  absl::StatusOr<std::unique_ptr<ResilientStore>> store =
+      ResilientStore::Create(std::shared_ptr<Store>(*std::move(primary)), options);
+  if (!store.ok()) return store.status();
+  holder->store = *std::move(store);
+  StoreUnderTest out;
+  out.store = std::shared_ptr<Store>(holder, holder->store.get());
+  out.advance = [holder](int64_t micros) {
+    holder->clock.AdvanceMicros(micros);
+    holder->timers->AdvanceMicros(micros);
+  };
+  out.source = DecisionSource::kMemory;
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
-                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore}),
+                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore},
+                                           StoreFactory{"Resilient", &MakeResilientStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {
                            return info.param.name;
                          });

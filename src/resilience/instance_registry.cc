@@ -56,13 +56,11 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     }
   }
 
-  // The first probe, before this returns; then one every period, on the timers, started
-  // from one of the connections' threads (a loop of a service).
+  // The first probe, before this returns; then one every period, on the timers. With shared
+  // connections all of it runs on one of their threads (a loop of a service), so that every
+  // probe, its reply and its deadline stay there.
   // REQUIRES: not on one of the connections' threads.
   void Start() {
-    absl::Notification probed;
-    Probe([&probed] { probed.Notify(); });
-    probed.WaitForNotification();
     const int64_t period_micros =
         std::min(options_.heartbeat_interval_ms, options_.probe_interval_ms) * 1000;
     task_ = std::make_unique<internal::TimerTask>(
@@ -71,17 +69,19 @@ class RedisInstanceRegistry final : public InstanceRegistry {
             std::move(next)(period_micros);
           });
         });
-    std::shared_ptr<RedisConnections> connections = CurrentConnections();
-    if (connections == nullptr) {
-      task_->Start(period_micros);
-      return;
+    absl::Notification started;
+    absl::AnyInvocable<void() &&> first = [this, &started, period_micros] {
+      Probe([start = task_->Starter(period_micros), &started]() mutable {
+        std::move(start)();
+        started.Notify();
+      });
+    };
+    if (std::shared_ptr<RedisConnections> connections = CurrentConnections()) {
+      connections->router().Post(std::move(first));
+    } else {
+      std::move(first)();
     }
-    auto scheduled = std::make_shared<absl::Notification>();
-    connections->router().Post([start = task_->Starter(period_micros), scheduled]() mutable {
-      std::move(start)();
-      scheduled->Notify();
-    });
-    scheduled->WaitForNotification();
+    started.WaitForNotification();
   }
 
   int64_t Count() const override { return count_.load(std::memory_order_relaxed); }

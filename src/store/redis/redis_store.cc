@@ -23,6 +23,9 @@ namespace tollgate {
 namespace redis {
 namespace {
 
+// The in-flight count of the store one of whose calls' callbacks runs on this thread.
+thread_local const std::atomic<int64_t>* t_answering = nullptr;
+
 // Bytes per item in the script's reply ('<Bddd': flags, remaining, reset_after,
 // retry_after), after the leading now_micros ('<d').
 constexpr size_t kReplyBytesPerItem = 1 + 3 * 8;
@@ -274,19 +277,26 @@ RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
 RedisStoreImpl::~RedisStoreImpl() {
   // Nobody else holds them: closing them answers every call still out, now.
   if (connections_.use_count() == 1) connections_.reset();
-  while (calls_in_flight_.load(std::memory_order_acquire) > 0) {
+  // A store released by one of its own calls' callbacks (the last owner let go in it) does
+  // not wait for that call: it is over but for the count.
+  const int64_t own = t_answering == calls_in_flight_.get() ? 1 : 0;
+  while (calls_in_flight_->load(std::memory_order_acquire) > own) {
     absl::SleepFor(absl::Milliseconds(1));
   }
 }
 
 void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask) {
-  calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  calls_in_flight_->fetch_add(1, std::memory_order_relaxed);
   router_.Send(
       slot, std::move(command),
-      [this, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+      [in_flight = calls_in_flight_, done = std::move(done)](
+          absl::StatusOr<RedisReply> reply) mutable {
+        const std::atomic<int64_t>* outer = std::exchange(t_answering, in_flight.get());
         std::move(done)(std::move(reply));
-        // The last touch of this store by the call: the destructor may return right after.
-        calls_in_flight_.fetch_sub(1, std::memory_order_release);
+        t_answering = outer;
+        // The store may be gone from here on (released in `done`, or by its destructor as
+        // soon as this count falls).
+        in_flight->fetch_sub(1, std::memory_order_release);
       },
       follow_ask);
 }

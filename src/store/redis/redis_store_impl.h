@@ -87,8 +87,10 @@ class RedisStoreImpl final : public RedisStore {
   const RedisStoreOptions options_;
   const std::string script_sha_;
   const std::vector<std::string> warnings_;
-  // Calls sent and not yet answered (their callbacks read the members here).
-  std::atomic<int64_t> calls_in_flight_{0};
+  // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
+  // with the callbacks, which count down after they return.
+  const std::shared_ptr<std::atomic<int64_t>> calls_in_flight_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<RedisConnections> connections_;
   Router& router_;
 };

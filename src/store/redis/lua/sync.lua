@@ -76,9 +76,10 @@ for b = 1, batches do
       if limit > 0 then
         local used = total
         if window > 0 then
-          local weight = ((index + 1) * window - now) / window
-          if weight < 0 then weight = 0 elseif weight > 1 then weight = 1 end
-          used = before * weight + total
+          -- src/algorithm/sliding_window.h, SlidingWindowEstimate(), in this order.
+          local elapsed = now - index * window
+          if elapsed < 0 then elapsed = 0 elseif elapsed > window then elapsed = window end
+          used = before * ((window - elapsed) * (1 / window)) + total
         end
         local grants = KEYS[key] .. ':grants'
         redis.call('HDEL', grants, id)
