@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tollgate/clock.h"
 #include "tollgate/redis_connections.h"
 #include "tollgate/store.h"
 
@@ -82,6 +83,10 @@ struct RedisStoreOptions {
   // set, the store uses them and every option above but `key_prefix` is theirs to say
   // (RedisConnectionsOptions); when null, the store makes connections of its own from them.
   std::shared_ptr<RedisConnections> redis = nullptr;
+  // The clock AddAsync reads its items' `at_micros` against: it sends their age, since
+  // Redis decides at its own TIME. Give it the clock that stamped them (a ResilientStore's
+  // ResilienceOptions::clock). nullptr: SystemClock(). REQUIRES: outlives the store.
+  Clock* clock = nullptr;
 };
 
 // A Store keeping every limit's state in Redis. Thread-safe.
@@ -102,9 +107,9 @@ struct RedisStoreOptions {
 class RedisStore : public Store {
  public:
   // Parses the URL, connects every connection (AUTH, SELECT, INFO server) unless given
-  // shared ones, loads the script, and reads `maxmemory-policy`. A cluster's slot map is read from the first
-  // seed that answers; Sentinel must name a primary. Errors: InvalidArgument (URL, options),
-  // Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
+  // shared ones, loads the script, and reads `maxmemory-policy`. A cluster's slot map is read from
+  // the first seed that answers; Sentinel must name a primary. Errors: InvalidArgument (URL,
+  // options), Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
   // FailedPrecondition (Redis older than 7.0).
   static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisStoreOptions options);
 

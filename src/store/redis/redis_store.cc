@@ -128,10 +128,10 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
   return std::move(writer).Finish();
 }
 
-// EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now).
+// EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now), the age
+// being `now_micros` minus the item's at_micros, both on the clock that stamped them.
 std::string AddCommand(std::string_view script, std::string_view prefix,
-                       const std::vector<CheckItem>& items) {
-  const int64_t now_micros = SystemClock().NowMicros();
+                       const std::vector<CheckItem>& items, int64_t now_micros) {
   const size_t n = items.size();
   CommandWriter writer(4 + n * (1 + kItemArgs), ExpectedBytes(script, prefix, items));
   writer.Add("EVAL");
@@ -271,6 +271,7 @@ RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       warnings_(std::move(warnings)),
+      clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
       router_(connections_->router()) {}
 
@@ -289,8 +290,8 @@ void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, boo
   calls_in_flight_->fetch_add(1, std::memory_order_relaxed);
   router_.Send(
       slot, std::move(command),
-      [in_flight = calls_in_flight_, done = std::move(done)](
-          absl::StatusOr<RedisReply> reply) mutable {
+      [in_flight = calls_in_flight_,
+       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
         const std::atomic<int64_t>* outer = std::exchange(t_answering, in_flight.get());
         std::move(done)(std::move(reply));
         t_answering = outer;
@@ -551,7 +552,7 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   slots.reserve(items.size());
   for (const CheckItem& item : items) {
     slots.push_back(router_.topology() == Topology::kCluster ? ItemSlot(options_.key_prefix, item)
-                                                              : 0);
+                                                             : 0);
   }
   struct Join {
     absl::Mutex mu;
@@ -571,7 +572,7 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
     for (size_t index : group) group_items.push_back(items[index]);
     Send(
         ItemSlot(options_.key_prefix, group_items[0]),
-        AddCommand(kLuaAdd, options_.key_prefix, group_items),
+        AddCommand(kLuaAdd, options_.key_prefix, group_items, clock_->NowMicros()),
         [join](absl::StatusOr<RedisReply> reply) {
           absl::Status status;
           if (!reply.ok()) {

@@ -87,6 +87,7 @@ class RedisStoreImpl final : public RedisStore {
   const RedisStoreOptions options_;
   const std::string script_sha_;
   const std::vector<std::string> warnings_;
+  Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
   // with the callbacks, which count down after they return.
   const std::shared_ptr<std::atomic<int64_t>> calls_in_flight_ =
