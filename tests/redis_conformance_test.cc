@@ -6,9 +6,7 @@
 #include "tests/store_conformance.h"
 #include "tests/support/redis_server.h"
 #include "tollgate/redis_store.h"
-#include "tollgate/resilience.h"
 #include "tollgate/sync_store.h"
-#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -64,46 +62,36 @@ absl::StatusOr<StoreUnderTest> MakeSyncStore() {
 }
 
 absl::StatusOr<StoreUnderTest> MakeResilientFallback() {
-  struct Holder {
-    SimulatedClock clock;
-    std::shared_ptr<SimulatedTimers> timers = std::make_shared<SimulatedTimers>();
-    std::unique_ptr<testing::RedisServer> server;
-    std::unique_ptr<ResilientStore> store;
-  };
-  auto holder = std::make_shared<Holder>();
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
-  if (!server.ok()) return server.status();
-  holder->server = *std::move(server);
-  RedisStoreOptions redis_options;
-  redis_options.url = holder->server->url();
-  absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
-  if (!redis.ok()) return redis.status();
-  holder->server->Kill();  // every check fails at once: the fallback answers
-  ResilienceOptions options;
-  options.clock = &holder->clock;
-  options.timers = holder->timers;
-  absl::StatusOr<std::unique_ptr<ResilientStore>> store =
-      ResilientStore::Create(std::shared_ptr<Store>(*std::move(redis)), options);
-  if (!store.ok()) return store.status();
-  holder->store = *std::move(store);
-  StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(holder, holder->store.get());
-  out.advance = [holder](int64_t micros) {
-    holder->clock.AdvanceMicros(micros);
-    holder->timers->AdvanceMicros(micros);
-  };
-  out.source = DecisionSource::kFallback;
-  return out;
+  return ResilientOver(
+      [](Clock* clock) -> absl::StatusOr<std::shared_ptr<Store>> {
+        // A server of its own, killed once the store is made: every check fails at once and
+        // the fallback answers. The primary owns the server (destroyed after the store).
+        struct Primary {
+          std::unique_ptr<testing::RedisServer> server;
+          std::unique_ptr<RedisStore> store;
+        };
+        auto primary = std::make_shared<Primary>();
+        absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+            testing::RedisServer::Start();
+        if (!server.ok()) return server.status();
+        primary->server = *std::move(server);
+        RedisStoreOptions options;
+        options.url = primary->server->url();
+        options.clock = clock;
+        absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+        if (!store.ok()) return store.status();
+        primary->store = *std::move(store);
+        primary->server->Kill();
+        return std::shared_ptr<Store>(primary, primary->store.get());
+      },
+      DecisionSource::kFallback);
 }
 
-INSTANTIATE_TEST_SUITE_P(RedisStores, StoreConformanceTest,
-                         ::testing::Values(StoreFactory{"Redis", &MakeRedisStore},
-                                           StoreFactory{"Sync", &MakeSyncStore},
-                                           StoreFactory{"ResilientFallback",
-                                                        &MakeResilientFallback}),
-                         [](const ::testing::TestParamInfo<StoreFactory>& info) {
-                           return info.param.name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    RedisStores, StoreConformanceTest,
+    ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}, StoreFactory{"Sync", &MakeSyncStore},
+                      StoreFactory{"ResilientFallback", &MakeResilientFallback}),
+    [](const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tollgate

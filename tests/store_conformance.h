@@ -32,7 +32,9 @@
 #include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
+#include "tollgate/resilience.h"
 #include "tollgate/store.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -57,6 +59,38 @@ struct StoreFactory {
   std::string name;
   std::function<absl::StatusOr<StoreUnderTest>()> make;
 };
+
+// A ResilientStore over the primary `make_primary` makes on the given clock (a primary may
+// own what it needs, such as its redis-server), on a simulated clock and simulated timers
+// that `advance` moves together.
+absl::StatusOr<StoreUnderTest> ResilientOver(
+    const std::function<absl::StatusOr<std::shared_ptr<Store>>(Clock*)>& make_primary,
+    DecisionSource source) {
+  // Destroyed in reverse: the store (and its primary) before the timers and the clock.
+  struct Holder {
+    SimulatedClock clock;
+    std::shared_ptr<SimulatedTimers> timers = std::make_shared<SimulatedTimers>();
+    std::unique_ptr<ResilientStore> store;
+  };
+  auto holder = std::make_shared<Holder>();
+  absl::StatusOr<std::shared_ptr<Store>> primary = make_primary(&holder->clock);
+  if (!primary.ok()) return primary.status();
+  ResilienceOptions options;
+  options.clock = &holder->clock;
+  options.timers = holder->timers;
+  absl::StatusOr<std::unique_ptr<ResilientStore>> store =
+      ResilientStore::Create(*std::move(primary), options);
+  if (!store.ok()) return store.status();
+  holder->store = *std::move(store);
+  StoreUnderTest out;
+  out.store = std::shared_ptr<Store>(holder, holder->store.get());
+  out.advance = [holder](int64_t micros) {
+    holder->clock.AdvanceMicros(micros);
+    holder->timers->AdvanceMicros(micros);
+  };
+  out.source = source;
+  return out;
+}
 
 using ::tollgate::testing::TokenBucket;
 using ::tollgate::testing::Window;
@@ -85,8 +119,8 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
   std::vector<Limit> SlowLimits(int64_t max) const {
     std::vector<Limit> limits;
     for (Algorithm algorithm : under_test_.algorithms) {
-      limits.push_back(SlowLimit(algorithm, absl::StrCat("conformance_", std::string(AlgorithmName(algorithm))),
-                                 max));
+      limits.push_back(SlowLimit(
+          algorithm, absl::StrCat("conformance_", std::string(AlgorithmName(algorithm))), max));
     }
     return limits;
   }
@@ -402,10 +436,10 @@ TEST_P(StoreConformanceTest, ConcurrentSingleItemChecksNeverOverAdmit) {
 TEST_P(StoreConformanceTest, RefillsAfterRetryAfter) {
   if (!under_test_.advance) GTEST_SKIP() << "the store keeps its own time";
   for (Algorithm algorithm : under_test_.algorithms) {
-    const std::string name = absl::StrCat("conformance_refill_", std::string(AlgorithmName(algorithm)));
-    const Limit limit = algorithm == Algorithm::kTokenBucket
-                            ? TokenBucket(name, 2, 1)
-                            : Window(name, algorithm, 2, kSecond);
+    const std::string name =
+        absl::StrCat("conformance_refill_", std::string(AlgorithmName(algorithm)));
+    const Limit limit = algorithm == Algorithm::kTokenBucket ? TokenBucket(name, 2, 1)
+                                                             : Window(name, algorithm, 2, kSecond);
     ASSERT_TRUE(CheckOne(limit, "k", 2).allowed) << limit.name;
     Decision refused = CheckOne(limit, "k");
     ASSERT_FALSE(refused.allowed) << limit.name;

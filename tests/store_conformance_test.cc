@@ -6,8 +6,6 @@
 #include <memory>
 
 #include "tollgate/memory_store.h"
-#include "tollgate/resilience.h"
-#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -32,30 +30,14 @@ absl::StatusOr<StoreUnderTest> MakeMemoryStore() {
 }
 
 absl::StatusOr<StoreUnderTest> MakeResilientStore() {
-  struct Holder {
-    SimulatedClock clock;
-    std::shared_ptr<SimulatedTimers> timers = std::make_shared<SimulatedTimers>();
-    std::unique_ptr<ResilientStore> store;
-  };
-  auto holder = std::make_shared<Holder>();
-  absl::StatusOr<std::unique_ptr<MemoryStore>> primary =
-      MemoryStore::Create({.clock = &holder->clock});
-  if (!primary.ok()) return primary.status();
-  ResilienceOptions options;
-  options.clock = &holder->clock;
-  options.timers = holder->timers;
-  absl::StatusOr<std::unique_ptr<ResilientStore>> store =
-      ResilientStore::Create(std::shared_ptr<Store>(*std::move(primary)), options);
-  if (!store.ok()) return store.status();
-  holder->store = *std::move(store);
-  StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(holder, holder->store.get());
-  out.advance = [holder](int64_t micros) {
-    holder->clock.AdvanceMicros(micros);
-    holder->timers->AdvanceMicros(micros);
-  };
-  out.source = DecisionSource::kMemory;
-  return out;
+  return ResilientOver(
+      [](Clock* clock) -> absl::StatusOr<std::shared_ptr<Store>> {
+        absl::StatusOr<std::unique_ptr<MemoryStore>> primary =
+            MemoryStore::Create({.clock = clock});
+        if (!primary.ok()) return primary.status();
+        return std::shared_ptr<Store>(*std::move(primary));
+      },
+      DecisionSource::kMemory);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,

@@ -19,15 +19,14 @@
 #include "src/algorithm/sliding_window.h"
 #include "src/store/redis/client.h"
 #include "src/store/redis/lua_scripts.h"
-#include "src/store/redis/redis_url.h"
 #include "src/store/sync/round.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_test.h"
 
 namespace tollgate {
 namespace {
 
 using redis::RedisReply;
-using testing::RedisServer;
 
 constexpr char kMe[] = "me";
 
@@ -48,10 +47,10 @@ struct Row {
 };
 
 std::string Describe(const Row& row) {
-  std::string out = absl::StrCat(row.sliding ? "sliding" : "fixed", " limit ", row.limit, " N ",
-                                 row.instances, " elapsed ", row.elapsed_micros, "/",
-                                 row.window_micros, " counted ", row.counted, " previous ",
-                                 row.previous, " delta ", row.delta, " grants {");
+  std::string out =
+      absl::StrCat(row.sliding ? "sliding" : "fixed", " limit ", row.limit, " N ", row.instances,
+                   " elapsed ", row.elapsed_micros, "/", row.window_micros, " counted ",
+                   row.counted, " previous ", row.previous, " delta ", row.delta, " grants {");
   for (const auto& [id, grant] : row.grants) absl::StrAppend(&out, id, ":", grant, " ");
   absl::StrAppend(&out, "} carried {");
   for (const auto& [id, grant] : row.carried) absl::StrAppend(&out, id, ":", grant, " ");
@@ -63,8 +62,7 @@ int64_t ExpectedGrant(const Row& row) {
   double used = static_cast<double>(row.counted + row.delta);
   if (row.sliding) {
     used = algorithm::SlidingWindowEstimate(row.previous, row.counted + row.delta,
-                                            row.elapsed_micros,
-                                            {row.limit, row.window_micros});
+                                            row.elapsed_micros, {row.limit, row.window_micros});
   }
   int64_t held = 0;
   int64_t seen = 0;
@@ -80,29 +78,17 @@ int64_t ExpectedGrant(const Row& row) {
       ++seen;
     }
   }
-  return algorithm::SyncGrant({.limit = row.limit,
-                               .used = used,
-                               .held_by_others = held,
-                               .others_without_grant = std::max<int64_t>(0, row.instances - 1 - seen),
-                               .instances = row.instances,
-                               .weights = algorithm::EqualWeights(row.instances)});
+  return algorithm::SyncGrant(
+      {.limit = row.limit,
+       .used = used,
+       .held_by_others = held,
+       .others_without_grant = std::max<int64_t>(0, row.instances - 1 - seen),
+       .instances = row.instances,
+       .weights = algorithm::EqualWeights(row.instances)});
 }
 
-class SyncScriptTest : public ::testing::Test {
+class SyncScriptTest : public testing::RedisTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    redis::ClientOptions options;
-    options.connections = 1;
-    options.connection.url = *redis::ParseRedisUrl(server_->url());
-    absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-        redis::RedisClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
   void Redis(const std::vector<std::string>& args) {
     absl::StatusOr<RedisReply> reply = client_->Command(args);
     ASSERT_TRUE(reply.ok()) << reply.status();
@@ -168,9 +154,6 @@ class SyncScriptTest : public ::testing::Test {
       EXPECT_EQ(parsed->counters.front().grant, -1);  // the previous window's counter: none
     }
   }
-
-  std::unique_ptr<RedisServer> server_;
-  std::unique_ptr<redis::RedisClient> client_;
 };
 
 TEST_F(SyncScriptTest, GrantTableMatchesTheShareModule) {
@@ -187,21 +170,50 @@ TEST_F(SyncScriptTest, GrantTableMatchesTheShareModule) {
       {.limit = 10, .instances = 3, .counted = 9, .grants = {{"b", 1}, {"c", 1}}},
       {.limit = 100, .instances = 2, .counted = 120, .delta = 3},
       // Sliding: the previous window weighs by what the window still overlaps.
-      {.sliding = true, .limit = 100, .instances = 2, .elapsed_micros = 5'000'000,
-       .counted = 10, .previous = 80, .delta = 5},
-      {.sliding = true, .limit = 100, .instances = 2, .elapsed_micros = 2'500'000,
-       .previous = 40, .delta = 1, .carried = {{"b", 10}}},
+      {.sliding = true,
+       .limit = 100,
+       .instances = 2,
+       .elapsed_micros = 5'000'000,
+       .counted = 10,
+       .previous = 80,
+       .delta = 5},
+      {.sliding = true,
+       .limit = 100,
+       .instances = 2,
+       .elapsed_micros = 2'500'000,
+       .previous = 40,
+       .delta = 1,
+       .carried = {{"b", 10}}},
       // A carried grant counts once, even if that instance synced this window too.
-      {.sliding = true, .limit = 1000, .instances = 3, .elapsed_micros = 9'000'000,
-       .counted = 100, .previous = 500, .grants = {{"b", 30}}, .carried = {{"b", 50}, {"c", 7}}},
+      {.sliding = true,
+       .limit = 1000,
+       .instances = 3,
+       .elapsed_micros = 9'000'000,
+       .counted = 100,
+       .previous = 500,
+       .grants = {{"b", 30}},
+       .carried = {{"b", 50}, {"c", 7}}},
       // Weights that leave a hair under a whole number.
-      {.sliding = true, .limit = 100, .instances = 3, .window_micros = 3'000'000,
-       .elapsed_micros = 1'000'000, .previous = 33, .delta = 1},
-      {.sliding = true, .limit = 7, .instances = 1, .window_micros = 3,
-       .elapsed_micros = 1, .counted = 1, .previous = 3},
+      {.sliding = true,
+       .limit = 100,
+       .instances = 3,
+       .window_micros = 3'000'000,
+       .elapsed_micros = 1'000'000,
+       .previous = 33,
+       .delta = 1},
+      {.sliding = true,
+       .limit = 7,
+       .instances = 1,
+       .window_micros = 3,
+       .elapsed_micros = 1,
+       .counted = 1,
+       .previous = 3},
       {.sliding = true, .limit = 100, .instances = 2, .counted = 5, .previous = 90},
       // Large limits.
-      {.limit = 1'000'000'000'000, .instances = 7, .counted = 123'456'789, .delta = 99,
+      {.limit = 1'000'000'000'000,
+       .instances = 7,
+       .counted = 123'456'789,
+       .delta = 99,
        .grants = {{"b", 1'000'000}}},
   };
   std::mt19937_64 random(26);
@@ -217,7 +229,8 @@ TEST_F(SyncScriptTest, GrantTableMatchesTheShareModule) {
     row.delta = static_cast<int64_t>(random() % 20);
     const std::vector<std::string> ids = {kMe, "b", "c", "d", "e"};
     for (int64_t j = 0; j < row.instances && j < 5; ++j) {
-      if (random() % 2 == 0) row.grants[ids[j]] = static_cast<int64_t>(random() % (row.limit / 3 + 1));
+      if (random() % 2 == 0)
+        row.grants[ids[j]] = static_cast<int64_t>(random() % (row.limit / 3 + 1));
       if (row.sliding && random() % 3 == 0) {
         row.carried[ids[j]] = static_cast<int64_t>(random() % (row.limit / 3 + 1));
       }

@@ -57,21 +57,20 @@ struct RedisConnectionsOptions {
   // keeps its own I/O thread for every command). The periodic work of the stores created on
   // these connections (sync rounds, heartbeats) starts on one of the loops.
   // REQUIRES: the loops run for as long as the connections live, and are destroyed after
-  // them; the connections are created and destroyed on a thread that is none of them.
+  // them; the connections are created on a thread that is none of them.
   std::vector<boost::asio::io_context*> caller_loops = {};
 };
 
 // Connections to one Redis deployment. Thread-safe. Destroying it (when the last store that
-// holds it goes) closes every connection; that must not happen on one of its I/O threads or
-// loops.
+// holds it goes) closes every connection: at once, or, when that happens on one of its own
+// I/O threads or loops, soon after on a thread started for it.
 class RedisConnections {
  public:
   // Parses the URL and connects (AUTH, SELECT, the version check); a cluster's slot map is
   // read from the first seed that answers, Sentinel must name a primary. Errors:
   // InvalidArgument (URL, options), Unavailable (cannot connect), PermissionDenied (AUTH or
   // SELECT refused), FailedPrecondition (Redis older than 7.0).
-  static absl::StatusOr<std::shared_ptr<RedisConnections>> Connect(
-      RedisConnectionsOptions options);
+  static absl::StatusOr<std::shared_ptr<RedisConnections>> Connect(RedisConnectionsOptions options);
 
   explicit RedisConnections(std::unique_ptr<redis::Router> router);
   RedisConnections(const RedisConnections&) = delete;
@@ -85,7 +84,7 @@ class RedisConnections {
   redis::Router& router() const { return *router_; }
 
  private:
-  const std::unique_ptr<redis::Router> router_;
+  std::unique_ptr<redis::Router> router_;
 };
 
 }  // namespace tollgate

@@ -136,8 +136,10 @@ class SyncStore : public Store {
   // (Redis older than 7.0).
   static absl::StatusOr<std::unique_ptr<SyncStore>> Create(SyncStoreOptions options);
 
-  // Stops the rounds, then runs a last one so the other instances' counts include this one's
-  // deltas. REQUIRES: not on a thread the connections' replies need (one of their loops).
+  // Stops the rounds, then runs a last one (after the one in flight, if any) so the other
+  // instances' counts include this one's deltas, and waits for it. On one of the connections'
+  // threads (a loop of a service) it does not wait: the last round ends there after the store
+  // is gone, and lets go of the connections then.
   ~SyncStore() override = default;
 
   // CheckAsync answers inline. A token bucket limit, a limit with invalid numbers, or a

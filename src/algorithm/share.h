@@ -44,9 +44,8 @@ inline ShareWeights EqualWeights(int64_t instances) {
 // floor(max(0, left) * self / total): never negative, and the shares of instances whose
 // weights sum to the total never sum to more than max(0, left).
 inline int64_t Share(double left, ShareWeights weights) {
-  return FloorAtLeastZero(left * static_cast<double>(weights.self) /
-                              static_cast<double>(weights.total) +
-                          1e-9);
+  return FloorAtLeastZero(
+      left * static_cast<double>(weights.self) / static_cast<double>(weights.total) + 1e-9);
 }
 
 // Sync mode, before an instance holds a grant in a window (its first check of a key, a fixed

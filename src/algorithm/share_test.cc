@@ -57,7 +57,10 @@ TEST(ShareTest, SyncGrantsNeverTakeCountedPlusGrantedPastTheLimit) {
 
 TEST(ShareTest, SyncGrantIsOneNthOfWhatNobodyHolds) {
   // Two instances, a limit of 100: 60 counted, the other holds 20: half of the 20 left.
-  EXPECT_EQ(SyncGrant({.limit = 100, .used = 60, .held_by_others = 20, .instances = 2,
+  EXPECT_EQ(SyncGrant({.limit = 100,
+                       .used = 60,
+                       .held_by_others = 20,
+                       .instances = 2,
                        .weights = EqualWeights(2)}),
             10);
   // The other has not synced the window: it may still spend its first 50.

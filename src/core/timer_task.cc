@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -13,8 +14,9 @@
 namespace tollgate::internal {
 
 // Shared with the pending timer's callback and a run's `next`, which may outlive the task.
-// It does not own the timers (their queue holds it): they are used only while the task lives
-// (a `next` or a timer that comes after Stop touches nothing else).
+// It does not own the timers (their queue holds it): they are used only until Stop (a `next`
+// or a timer that comes after it touches nothing else), and the task that owns them lives
+// at least that long.
 struct TimerTask::State {
   State(Timers* timers, Run run) : timers(timers), run(std::move(run)) {}
 
@@ -24,7 +26,9 @@ struct TimerTask::State {
   absl::Mutex mu;
   bool started ABSL_GUARDED_BY(mu) = false;
   bool stopped ABSL_GUARDED_BY(mu) = false;
-  bool running ABSL_GUARDED_BY(mu) = false;
+  bool running ABSL_GUARDED_BY(mu) = false;  // from a run's start until its `next`
+  bool in_run ABSL_GUARDED_BY(mu) = false;   // while `run` executes, on `run_thread`
+  std::thread::id run_thread ABSL_GUARDED_BY(mu);
   // The pending timer: its cancel flag (owned with its callback) and when it falls due.
   std::shared_ptr<std::atomic<bool>> pending ABSL_GUARDED_BY(mu);
   int64_t pending_due_micros ABSL_GUARDED_BY(mu) = std::numeric_limits<int64_t>::max();
@@ -59,6 +63,15 @@ void TimerTask::Stop() {
   state_->stopped = true;
   if (state_->pending != nullptr) state_->pending->store(true, std::memory_order_release);
   state_->pending = nullptr;
+  if (state_->in_run && state_->run_thread != std::this_thread::get_id()) {
+    state_->mu.Await(absl::Condition(
+        +[](bool* in_run) { return !*in_run; }, &state_->in_run));
+  }
+}
+
+void TimerTask::StopAndWait() {
+  Stop();
+  absl::MutexLock lock(&state_->mu);
   state_->mu.Await(absl::Condition(
       +[](bool* running) { return !*running; }, &state_->running));
 }
@@ -81,6 +94,8 @@ void TimerTask::Fire(const std::shared_ptr<State>& state, const std::atomic<bool
     state->pending_due_micros = std::numeric_limits<int64_t>::max();
     if (state->running) return;
     state->running = true;
+    state->in_run = true;
+    state->run_thread = std::this_thread::get_id();
   }
   state->run([state](int64_t delay_micros) {
     absl::MutexLock lock(&state->mu);
@@ -92,6 +107,8 @@ void TimerTask::Fire(const std::shared_ptr<State>& state, const std::atomic<bool
       Schedule(state, delay_micros);
     }
   });
+  absl::MutexLock lock(&state->mu);
+  state->in_run = false;
 }
 
 }  // namespace tollgate::internal

@@ -41,16 +41,23 @@ class TimerTask {
   // decides (a timer that falls due during a run does not start another).
   void RunWithin(int64_t delay_micros);
 
-  // Once this returns no run starts, and a run in progress has called `next`. Idempotent.
+  // Once this returns no run starts, and no run is executing on another thread; a run that
+  // waits for a reply still ends later (its `next` then schedules nothing): what the run
+  // uses after it returns, it must own or hold weakly. Never waits for `next`, so it may be
+  // called anywhere, from a run and from the thread its reply needs included. Idempotent.
+  void Stop();
+
+  // Stop(), and then waits until a run in progress has called `next`: what the run uses may
+  // go once this returns. Idempotent.
   // REQUIRES: not called from a run before it called `next`, nor from a thread that must be
   // free for a run to call `next` (the Redis reply a run waits for).
-  void Stop();
+  void StopAndWait();
 
  private:
   struct State;
   // REQUIRES: state->mu held (the analysis cannot name it here).
-  static void Schedule(const std::shared_ptr<State>& state, int64_t delay_micros)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  static void Schedule(const std::shared_ptr<State>& state,
+                       int64_t delay_micros) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   static void Fire(const std::shared_ptr<State>& state, const std::atomic<bool>* cancel);
 
   const std::shared_ptr<Timers> timers_;

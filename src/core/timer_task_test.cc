@@ -50,10 +50,9 @@ TEST_F(TimerTaskTest, ARunInProgressIsNeverOverlapped) {
   task.RunWithin(1);  // nothing to bring forward while a run is in progress
   timers_->AdvanceMicros(1000);
   EXPECT_EQ(runs_.size(), 1u);
-  std::move(*held)(100);
+  std::move (*held)(100);
   timers_->AdvanceMicros(100);
   EXPECT_EQ(runs_, (std::vector<int64_t>{10, 2100}));
-  std::move(*held)(100);  // the second run ends too: Stop waits for it
 }
 
 TEST_F(TimerTaskTest, RunWithinBringsTheNextRunForward) {
@@ -70,8 +69,29 @@ TEST_F(TimerTaskTest, RunWithinBringsTheNextRunForward) {
   EXPECT_EQ(runs_, (std::vector<int64_t>{150}));
 }
 
-// Stop waits for the run in progress to end (here on another thread, as a Redis reply does).
-TEST_F(TimerTaskTest, StopWaitsForTheRunInProgress) {
+// A run in progress when the task stops still ends (here on another thread, as a Redis reply
+// does, after the task is gone), and nothing runs after it.
+TEST_F(TimerTaskTest, ARunInProgressOutlivesStopAndSchedulesNothing) {
+  std::optional<TimerTask::Next> held;
+  auto task = std::make_unique<TimerTask>(timers_, [&](TimerTask::Next next) {
+    runs_.push_back(timers_->NowMicros());
+    held = std::move(next);
+  });
+  task->Start(1);
+  timers_->AdvanceMicros(1);
+  ASSERT_EQ(runs_.size(), 1u);
+  task->Stop();
+  task.reset();
+  std::thread replier([&held] { std::move (*held)(10); });
+  replier.join();
+  timers_->AdvanceMicros(100);
+  EXPECT_EQ(runs_.size(), 1u);
+  EXPECT_EQ(timers_->pending(), 0);
+}
+
+// StopAndWait waits for the run in progress to end (here on another thread, as a Redis reply
+// does): what the run uses may go once it returns.
+TEST_F(TimerTaskTest, StopAndWaitWaitsForTheRunInProgress) {
   std::thread replier;
   bool ended = false;
   auto task = std::make_unique<TimerTask>(timers_, [&](TimerTask::Next next) {
@@ -83,10 +103,24 @@ TEST_F(TimerTaskTest, StopWaitsForTheRunInProgress) {
   });
   task->Start(1);
   timers_->AdvanceMicros(1);
-  task->Stop();
+  task->StopAndWait();
   EXPECT_TRUE(ended);
   replier.join();
   timers_->AdvanceMicros(100);
+  EXPECT_EQ(timers_->pending(), 0);
+}
+
+// A run may stop its own task (a store released in its round): Stop returns at once there.
+TEST_F(TimerTaskTest, ARunMayStopItsOwnTask) {
+  std::unique_ptr<TimerTask> task;
+  task = std::make_unique<TimerTask>(timers_, [&](TimerTask::Next next) {
+    runs_.push_back(timers_->NowMicros());
+    task->Stop();
+    std::move(next)(10);
+  });
+  task->Start(1);
+  timers_->AdvanceMicros(100);
+  EXPECT_EQ(runs_, (std::vector<int64_t>{1}));
   EXPECT_EQ(timers_->pending(), 0);
 }
 

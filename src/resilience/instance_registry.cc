@@ -48,7 +48,8 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   }
 
   ~RedisInstanceRegistry() override {
-    if (task_ != nullptr) task_->Stop();
+    // A probe in progress uses the registry until it is settled (answered or timed out).
+    if (task_ != nullptr) task_->StopAndWait();
     // Leave the set at once, so the others' share grows without waiting for the TTL.
     std::shared_ptr<RedisConnections> connections = CurrentConnections();
     if (connections != nullptr && options_.announce) {
@@ -63,14 +64,12 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   void Start() {
     const int64_t period_micros =
         std::min(options_.heartbeat_interval_ms, options_.probe_interval_ms) * 1000;
-    task_ = std::make_unique<internal::TimerTask>(
-        timers_, [this, period_micros](internal::TimerTask::Next next) {
-          Probe([next = std::move(next), period_micros]() mutable {
-            std::move(next)(period_micros);
-          });
-        });
+    task_ = std::make_unique<internal::TimerTask>(timers_, [this, period_micros](
+                                                               internal::TimerTask::Next next) {
+      Probe([next = std::move(next), period_micros]() mutable { std::move(next)(period_micros); });
+    });
     absl::Notification started;
-    absl::AnyInvocable<void() &&> first = [this, &started, period_micros] {
+    absl::AnyInvocable<void()&&> first = [this, &started, period_micros] {
       Probe([start = task_->Starter(period_micros), &started]() mutable {
         std::move(start)();
         started.Notify();
@@ -187,8 +186,8 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     // Right after Redis returns (restarted empty, every instance re-announcing within a
     // heartbeat), a smaller count is not believed until the instances had time to announce.
     const int64_t previous = count_.load(std::memory_order_relaxed);
-    if (count < previous && timers_->NowMicros() - reachable_since_micros_ <
-                                options_.instance_ttl_ms * 1000) {
+    if (count < previous &&
+        timers_->NowMicros() - reachable_since_micros_ < options_.instance_ttl_ms * 1000) {
       return;
     }
     count_.store(count, std::memory_order_relaxed);

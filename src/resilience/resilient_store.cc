@@ -460,10 +460,10 @@ class Core {
 
   // The limit the local fallback uses for `limit` with `instances` live instances.
   std::shared_ptr<const Limit> FallbackLimit(const Limit& limit, int64_t instances) {
-    const LimitNumbers numbers = limit.on_store_failure == FailureMode::kLocal && limit.local
-                                     ? *limit.local
-                                     : algorithm::FallbackNumbers(
-                                           limit.numbers, algorithm::EqualWeights(instances));
+    const LimitNumbers numbers =
+        limit.on_store_failure == FailureMode::kLocal && limit.local
+            ? *limit.local
+            : algorithm::FallbackNumbers(limit.numbers, algorithm::EqualWeights(instances));
     absl::MutexLock lock(&mutex_);
     std::shared_ptr<const Limit>& cached = fallback_limits_[limit.name];
     if (cached == nullptr || cached->numbers.algorithm != numbers.algorithm ||

@@ -126,6 +126,8 @@ class RedisClient {
 
   // Runs `task` soon on the client's I/O thread (destroyed unrun if the client stops first).
   void Post(absl::AnyInvocable<void() &&> task) { io_thread_.Post(std::move(task)); }
+  // Whether the calling thread is the client's I/O thread.
+  bool OnIoThread() const { return io_thread_.InThisThread(); }
 
  private:
   explicit RedisClient(const ClientOptions& options);

@@ -134,6 +134,7 @@ class ClusterRouter final : public Router {
   }
 
   void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
+  bool OnIoThread() const override { return io_thread_.InThisThread(); }
 
   int ReadyConnections() const override {
     absl::MutexLock lock(&mu_);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -45,7 +46,11 @@ absl::StatusOr<std::shared_ptr<RedisConnections>> RedisConnections::Connect(
 RedisConnections::RedisConnections(std::unique_ptr<redis::Router> router)
     : router_(std::move(router)) {}
 
-RedisConnections::~RedisConnections() = default;
+RedisConnections::~RedisConnections() {
+  // Released on one of its own I/O threads (by a store's last callback), the router cannot
+  // stop there (it joins that thread, and waits for its loops): a thread of its own does it.
+  if (router_->OnIoThread()) std::thread([router = std::move(router_)] {}).detach();
+}
 
 int RedisConnections::ReadyConnections() const { return router_->ReadyConnections(); }
 

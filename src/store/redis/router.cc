@@ -78,6 +78,13 @@ class StandaloneRouter final : public Router {
     client_->Send(formatted_command, std::move(done));
   }
 
+  bool OnIoThread() const override {
+    for (const LoopPool& loop_pool : loop_pools_) {
+      if (loop_pool.io->get_executor().running_in_this_thread()) return true;
+    }
+    return client_->OnIoThread();
+  }
+
   void Post(absl::AnyInvocable<void() &&> task) override {
     if (loop_pools_.empty()) {
       client_->Post(std::move(task));

@@ -76,6 +76,10 @@ class Router {
   // task still queued when the router or its loop stops is destroyed unrun.
   virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
 
+  // Whether the calling thread is one of the router's I/O threads (a caller loop, or its
+  // own): one that must not block on a reply, which may need it to be delivered.
+  virtual bool OnIoThread() const = 0;
+
   // Ready connections to the nodes commands go to (every primary, for a cluster).
   virtual int ReadyConnections() const = 0;
   virtual Topology topology() const = 0;

@@ -24,8 +24,8 @@ std::shared_ptr<const KeyInfo> Info(Algorithm algorithm, int64_t limit, int64_t 
 }
 
 DecideContext At(int64_t now, int64_t instances = 1) {
-  return DecideContext{.clock_micros = now, .now_micros = now, .instances = instances,
-                       .last_sync_micros = now};
+  return DecideContext{
+      .clock_micros = now, .now_micros = now, .instances = instances, .last_sync_micros = now};
 }
 
 int64_t Admit(Entry& entry, int64_t count, const DecideContext& context) {

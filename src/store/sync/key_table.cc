@@ -127,8 +127,7 @@ struct KeyTable::Pending {
 
 absl::StatusOr<std::unique_ptr<KeyTable>> KeyTable::Create(KeyTableOptions options) {
   if (options.clock == nullptr) return absl::InvalidArgumentError("KeyTable needs a clock");
-  if (options.max_keys < 1 || options.shards < 1 ||
-      (options.shards & (options.shards - 1)) != 0) {
+  if (options.max_keys < 1 || options.shards < 1 || (options.shards & (options.shards - 1)) != 0) {
     return absl::InvalidArgumentError("KeyTable: max_keys >= 1 and shards a power of 2");
   }
   absl::StatusOr<std::unique_ptr<MemoryStore>> overflow =

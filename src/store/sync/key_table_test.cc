@@ -36,8 +36,7 @@ class KeyTableTest : public ::testing::Test {
     return table.ok() ? *std::move(table) : nullptr;
   }
 
-  static int64_t Admit(KeyTable& table, const Limit& limit, const std::string& key,
-                       int64_t count) {
+  static int64_t Admit(KeyTable& table, const Limit& limit, const std::string& key, int64_t count) {
     int64_t admitted = 0;
     for (int64_t i = 0; i < count; ++i) {
       absl::StatusOr<std::vector<Decision>> d = table.Check({CheckItem{&limit, key, 1}});

@@ -78,8 +78,8 @@ absl::StatusOr<SlotReply> ParseReply(const redis::RedisReply& reply, const SlotC
 }
 
 bool Forgettable(const Entry& entry, int64_t clock_micros, int64_t now_micros) {
-  const bool cold = entry.last_check_micros <
-                    clock_micros - kColdIntervals * entry.info->sync_interval_micros;
+  const bool cold =
+      entry.last_check_micros < clock_micros - kColdIntervals * entry.info->sync_interval_micros;
   return cold && !entry.HasDeltas() && now_micros >= entry.ExpiresAtMicros();
 }
 
@@ -187,8 +187,8 @@ PendingBatches::Calls PendingBatches::Take(int64_t sequence, std::vector<Counter
       out.given_up.push_back(std::move(batches.front()));
       batches.pop_front();
     }
-    out.calls.push_back(SlotCall{slot, {std::make_move_iterator(batches.begin()),
-                                        std::make_move_iterator(batches.end())}});
+    out.calls.push_back(SlotCall{
+        slot, {std::make_move_iterator(batches.begin()), std::make_move_iterator(batches.end())}});
   }
   return out;
 }

@@ -47,7 +47,7 @@ struct CounterItem {
 
 // What Redis answers for one counter of a call's last batch.
 struct CounterReply {
-  int64_t total = 0;  // the counter, this call's delta included
+  int64_t total = 0;   // the counter, this call's delta included
   int64_t grant = -1;  // units this instance may admit before its next sync; -1: none asked
 };
 

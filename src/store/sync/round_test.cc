@@ -19,9 +19,9 @@
 namespace tollgate::sync {
 namespace {
 
+using redis::RedisReply;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using redis::RedisReply;
 
 constexpr int64_t kSecond = 1'000'000;
 constexpr int64_t kStart = 1'700'000'000LL * kSecond;  // a 10 s window start
@@ -79,7 +79,8 @@ class SyncRoundTest : public ::testing::Test {
     const SlotCall& call = calls.calls[0];
     absl::StatusOr<SlotReply> reply = ParseReply(ScriptReply(now(), counters), call);
     ASSERT_TRUE(reply.ok()) << reply.status();
-    for (size_t b = 0; b + 1 < call.batches.size(); ++b) table_->Apply(call.batches[b].items, nullptr);
+    for (size_t b = 0; b + 1 < call.batches.size(); ++b)
+      table_->Apply(call.batches[b].items, nullptr);
     table_->Apply(call.batches.back().items, &reply->counters);
   }
 
@@ -103,8 +104,8 @@ TEST_F(SyncRoundTest, TheScriptCallCarriesEveryCounterInSyncLuaLayout) {
   ASSERT_EQ(calls.calls.size(), 1u);
   const SlotCall& call = calls.calls[0];
   EXPECT_EQ(call.slot, redis::kAnySlot);  // one server: one call for every key
-  const CallContext context{.sequence_key = "tollgate:sync:i1", .instance_id = "i1",
-                            .instances = 2};
+  const CallContext context{
+      .sequence_key = "tollgate:sync:i1", .instance_id = "i1", .instances = 2};
   const std::vector<std::string> args = ScriptCommand("EVALSHA", "abc", context, call);
   const int64_t w = kStart / (10 * kSecond);
   // fixed: the current window only; sliding: the previous window's counter, then the current.
@@ -120,7 +121,8 @@ TEST_F(SyncRoundTest, TheScriptCallCarriesEveryCounterInSyncLuaLayout) {
   ASSERT_EQ(args.size(), 14u + 3 * 6);
   // Per item: delta, TTL, limit (0: no grant asked), sliding window, window index, demand.
   std::vector<std::vector<std::string>> fields;
-  for (size_t i = 14; i < args.size(); i += 6) fields.emplace_back(args.begin() + i, args.begin() + i + 6);
+  for (size_t i = 14; i < args.size(); i += 6)
+    fields.emplace_back(args.begin() + i, args.begin() + i + 6);
   std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a[2] < b[2]; });
   EXPECT_THAT(fields[0], ElementsAre("0", "9900", "0", "0", absl::StrCat(w - 1), "0"));
   EXPECT_THAT(fields[1], ElementsAre("3", "19900", "100", "0", absl::StrCat(w), "63"));
@@ -235,7 +237,7 @@ TEST_F(SyncRoundTest, ALateReplyReplacesACarriedSlidingGrant) {
   RoundAnswered({{0, -1}, {10, 30}});  // previous window's counter, then this one's
   PendingBatches::Calls late = pending_.Take(++sequence_, table_->TakeCounters(true), now());
   ASSERT_EQ(late.calls.size(), 1u);
-  clock_.AdvanceMicros(200'000);  // the boundary passes before the reply comes
+  clock_.AdvanceMicros(200'000);       // the boundary passes before the reply comes
   ASSERT_EQ(Admit(limit, "k", 4), 4);  // from the carried grant (30)
   std::vector<CounterReply> replies = {{0, -1}, {10, 12}};
   table_->Apply(late.calls[0].batches.back().items, &replies);

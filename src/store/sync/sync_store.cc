@@ -1,6 +1,8 @@
 // Copyright tollgate authors. SyncStore's wiring: the key table (key_table.h) answers every
 // check; rounds (round.h) are scheduled on the injected Timers and sent over the Redis
-// connections, asynchronously, one round at a time.
+// connections, asynchronously, one round at a time. Everything lives in a SyncCore that a
+// round in flight keeps alive, so the store may go on any thread, one of the connections'
+// loops included, without waiting there for a reply that needs it.
 #include "tollgate/sync_store.h"
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "src/core/timer_task.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_url.h"
@@ -39,10 +43,10 @@ std::string RandomInstanceId() {
   return absl::StrCat(absl::Hex(generator(), absl::kZeroPad16));
 }
 
-class SyncStoreImpl final : public SyncStore {
+class SyncCore : public std::enable_shared_from_this<SyncCore> {
  public:
-  SyncStoreImpl(SyncStoreOptions options, std::shared_ptr<RedisConnections> connections,
-                std::string script_sha, std::shared_ptr<Timers> timers)
+  SyncCore(SyncStoreOptions options, std::shared_ptr<RedisConnections> connections,
+           std::string script_sha, std::shared_ptr<Timers> timers)
       : options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
         connections_(std::move(connections)),
@@ -52,10 +56,23 @@ class SyncStoreImpl final : public SyncStore {
         instance_id_(RandomInstanceId()),
         sequence_key_(absl::StrCat(options_.key_prefix, "sync:", instance_id_)) {}
 
-  ~SyncStoreImpl() override {
+  // Stops the rounds and runs a last one, after the one in flight if any, so the other
+  // instances' counts include this one's deltas. Waits for it unless on one of the
+  // connections' I/O threads (where its reply may have to be handled).
+  void Close() {
     if (task_ != nullptr) task_->Stop();
-    // Hand the last deltas to Redis, so the other instances' counts include them.
-    if (table_ != nullptr) (void)SyncNow();
+    if (table_ == nullptr) return;
+    bool start = false;
+    {
+      absl::MutexLock lock(&round_mu_);
+      closing_ = true;
+      if (!round_running_) {
+        round_running_ = true;
+        start = true;
+      }
+    }
+    if (start) StartLastRound();
+    if (!router_.OnIoThread()) closed_.WaitForNotification();
   }
 
   absl::Status Init(int shards) {
@@ -69,7 +86,7 @@ class SyncStoreImpl final : public SyncStore {
         .on_shorter_interval =
             [this](int64_t interval_micros) {
               if (task_ != nullptr) task_->RunWithin(interval_micros);
-            },
+            },  // the table is the core's: `this` outlives it
     });
     if (!table.ok()) return table.status();
     table_ = *std::move(table);
@@ -82,7 +99,11 @@ class SyncStoreImpl final : public SyncStore {
   // REQUIRES: not on one of the connections' threads.
   void ScheduleRounds() {
     task_ = std::make_unique<internal::TimerTask>(
-        timers_, [this](internal::TimerTask::Next next) { OnTimer(std::move(next)); });
+        timers_, [weak = weak_from_this()](internal::TimerTask::Next next) {
+          std::shared_ptr<SyncCore> self = weak.lock();
+          if (self == nullptr) return;
+          self->OnTimer(std::move(next));
+        });
     auto scheduled = std::make_shared<absl::Notification>();
     router_.Post([start = task_->Starter(table_->shortest_interval_micros()), scheduled]() mutable {
       std::move(start)();
@@ -91,11 +112,10 @@ class SyncStoreImpl final : public SyncStore {
     scheduled->WaitForNotification();
   }
 
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
-    std::move(done)(table_->Check(items));
-  }
+  sync::KeyTable& table() { return *table_; }
+  redis::Router& router() const { return router_; }
 
-  absl::Status SyncNow() override {
+  absl::Status SyncNow() {
     {
       absl::MutexLock lock(&round_mu_);
       round_mu_.Await(absl::Condition(
@@ -113,7 +133,7 @@ class SyncStoreImpl final : public SyncStore {
     return status;
   }
 
-  SyncStoreStats stats() const override {
+  SyncStoreStats stats() const {
     SyncStoreStats stats;
     stats.syncs = syncs_.load(std::memory_order_relaxed);
     stats.sync_failures = sync_failures_.load(std::memory_order_relaxed);
@@ -163,28 +183,51 @@ class SyncStoreImpl final : public SyncStore {
     table_->SetClockOffset(redis_micros - (before + (after - before) / 2));
   }
 
-  // A scheduled round, unless one (SyncNow's) is running; either way the next is one tick
-  // (the shortest interval of any key) after this one ends.
+  // A scheduled round, unless one (SyncNow's, the last) is running or the store is closing;
+  // either way the next is one tick (the shortest interval of any key) after this one ends.
   void OnTimer(internal::TimerTask::Next next) {
     bool start = false;
     {
       absl::MutexLock lock(&round_mu_);
-      start = !round_running_;
-      round_running_ = true;
+      start = !round_running_ && !closing_;
+      round_running_ = round_running_ || start;
     }
     if (!start) {
       std::move(next)(table_->shortest_interval_micros());
       return;
     }
-    StartRound(/*force=*/false, [this, next = std::move(next)](const absl::Status&) mutable {
-      EndRound();
-      std::move(next)(table_->shortest_interval_micros());
-    });
+    StartRound(/*force=*/false,
+               [self = shared_from_this(), next = std::move(next)](const absl::Status&) mutable {
+                 self->EndRound();
+                 std::move(next)(self->table_->shortest_interval_micros());
+               });
   }
 
+  // Ends a round; once the store is closing, the last round runs instead (after the one that
+  // was in flight when it began to close).
   void EndRound() {
-    absl::MutexLock lock(&round_mu_);
-    round_running_ = false;
+    {
+      absl::MutexLock lock(&round_mu_);
+      if (!closing_ || last_round_started_) {
+        round_running_ = false;
+        return;
+      }
+    }
+    StartLastRound();
+  }
+
+  void StartLastRound() {
+    {
+      absl::MutexLock lock(&round_mu_);
+      last_round_started_ = true;
+    }
+    StartRound(/*force=*/true, [self = shared_from_this()](const absl::Status&) {
+      {
+        absl::MutexLock lock(&self->round_mu_);
+        self->round_running_ = false;
+      }
+      self->closed_.Notify();
+    });
   }
 
   // Takes the due counters, sends one call per slot with anything to send, and runs `done`
@@ -225,20 +268,19 @@ class SyncStoreImpl final : public SyncStore {
   // EVALSHA of the call, or EVAL after NOSCRIPT (Redis restarted or flushed its scripts).
   void SendCall(const std::shared_ptr<Round>& round, size_t i, bool eval) {
     const sync::SlotCall& call = round->calls[i];
-    const std::vector<std::string> args =
-        sync::ScriptCommand(eval ? "EVAL" : "EVALSHA", eval ? redis::kLuaSync : script_sha_,
-                            round->context, call);
+    const std::vector<std::string> args = sync::ScriptCommand(
+        eval ? "EVAL" : "EVALSHA", eval ? redis::kLuaSync : script_sha_, round->context, call);
     redis_commands_.fetch_add(1, std::memory_order_relaxed);
     router_.Send(
         call.slot, redis::FormatCommand(args),
-        [this, round, i, eval](absl::StatusOr<RedisReply> reply) {
+        [self = shared_from_this(), round, i, eval](absl::StatusOr<RedisReply> reply) {
           if (!eval && reply.ok() && reply->is_error() &&
               absl::StartsWith(reply->str, "NOSCRIPT")) {
-            SendCall(round, i, /*eval=*/true);
+            self->SendCall(round, i, /*eval=*/true);
             return;
           }
           round->replies[i] = std::move(reply);
-          if (round->outstanding.fetch_sub(1) == 1) FinishRound(*round);
+          if (round->outstanding.fetch_sub(1) == 1) self->FinishRound(*round);
         },
         /*follow_ask=*/false);
   }
@@ -293,9 +335,36 @@ class SyncStoreImpl final : public SyncStore {
 
   absl::Mutex round_mu_;
   bool round_running_ ABSL_GUARDED_BY(round_mu_) = false;  // one round at a time
+  bool closing_ ABSL_GUARDED_BY(round_mu_) = false;
+  bool last_round_started_ ABSL_GUARDED_BY(round_mu_) = false;
+  absl::Notification closed_;  // the last round is over
   absl::Mutex pending_mu_;
   int64_t sequence_ ABSL_GUARDED_BY(pending_mu_) = 0;
   sync::PendingBatches pending_ ABSL_GUARDED_BY(pending_mu_);
+};
+
+class SyncStoreImpl final : public SyncStore {
+ public:
+  explicit SyncStoreImpl(std::shared_ptr<SyncCore> core) : core_(std::move(core)) {}
+
+  ~SyncStoreImpl() override {
+    core_->Close();
+    // Off the connections' threads, the last round's callbacks let go of the core soon (no
+    // run starts after Close, which stops the rounds), so it and connections of its own close
+    // on this thread; on them, the last callback does it.
+    if (!core_->router().OnIoThread()) {
+      while (core_.use_count() > 1) absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+
+  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    std::move(done)(core_->table().Check(items));
+  }
+  absl::Status SyncNow() override { return core_->SyncNow(); }
+  SyncStoreStats stats() const override { return core_->stats(); }
+
+ private:
+  const std::shared_ptr<SyncCore> core_;
 };
 
 }  // namespace
@@ -347,11 +416,11 @@ absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions op
   std::shared_ptr<Timers> timers = options.timers != nullptr ? options.timers : ThreadTimers();
   options.timers = nullptr;
   const bool schedule = options.schedule_rounds;
-  auto store = std::make_unique<SyncStoreImpl>(std::move(options), std::move(connections),
-                                               loaded->str, std::move(timers));
-  if (absl::Status status = store->Init(shards); !status.ok()) return status;
-  if (schedule) store->ScheduleRounds();
-  return store;
+  auto core = std::make_shared<SyncCore>(std::move(options), std::move(connections), loaded->str,
+                                         std::move(timers));
+  if (absl::Status status = core->Init(shards); !status.ok()) return status;
+  if (schedule) core->ScheduleRounds();
+  return std::make_unique<SyncStoreImpl>(std::move(core));
 }
 
 }  // namespace tollgate
