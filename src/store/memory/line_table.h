@@ -7,17 +7,17 @@
 // one after the other (the control bytes' line, then the entry's). Here the probe starts at
 // the entry's own line, so a lookup usually waits for one miss, and a prefetch of that line,
 // issued before the hash is needed for anything else, is the right line. The price: a probe
-// compares each line it passes (a size byte first, so an unrelated line is rejected
-// cheaply), and the table keeps its load at most 70% so probe runs stay short.
+// compares each line it passes (Eq), and the table keeps its load at most 70% so probe runs
+// stay short.
 //
-// Kept (issue 24's rule: a home-made part stays only where a row a user would notice is at
-// least 2x better with it) because the 1M-key rows are: measured against an
-// absl::flat_hash_set of the same Record behind this interface (no prefetch, no huge pages)
-// with
-//   TOLLGATE_BENCH_QUICK=1 ROUNDS=4 bench/ab_rounds.sh LINE_TABLE/memory_bench \
-//     FLAT_HASH_SET/memory_bench --benchmark_min_time=0.3 \
+// Kept by issue 24's rule (a home-made part stays only where a benchmark row a user would
+// notice is at least 2x better with it): at commit 4ea60ab, an absl::flat_hash_set of the
+// same entries behind this interface (no prefetch, no huge pages) ran 1M-key CheckOne at
+// 0.44-0.53x and CheckEach at 0.25-0.29x of this table's speed, in alternating rounds of
+//   TOLLGATE_BENCH_QUICK=1 ROUNDS=4 bench/ab_rounds.sh LINE_TABLE/memory_bench
+//     FLAT_HASH_SET/memory_bench --benchmark_min_time=0.3
 //     --benchmark_filter='CheckOneDistinctKeys/0/.*threads:(1|2)$|CheckEachDistinctKeys/0/16/.*'
-// (BENCHMARKS.md, "Abseil's clock, mutex and hash", has the figures).
+// (one command, wrapped here; BENCHMARKS.md has the figures).
 //
 // Deletion shifts the entries after the deleted one back (no tombstones), so a lookup never
 // passes more lines than the run it is in. Growing and shrinking rehash every entry; the
@@ -45,7 +45,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 
-namespace tollgate::internal {
+namespace tollgate::memory {
 
 template <typename T, typename Hash, typename Eq>
 class LineTable {
@@ -186,6 +186,6 @@ class LineTable {
   alignas(64) size_t size_ = 0;
 };
 
-}  // namespace tollgate::internal
+}  // namespace tollgate::memory
 
 #endif  // TOLLGATE_SRC_STORE_MEMORY_LINE_TABLE_H_

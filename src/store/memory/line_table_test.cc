@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace tollgate::internal {
+namespace tollgate::memory {
 namespace {
 
 // An entry: a nonzero key and a count of live entries, so a test sees every entry the table
@@ -120,4 +120,4 @@ TEST(LineTableTest, KeepsItsLoadAtMostSeventyPercentAndShrinksAsEntriesLeave) {
 }
 
 }  // namespace
-}  // namespace tollgate::internal
+}  // namespace tollgate::memory

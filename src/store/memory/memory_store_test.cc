@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "src/algorithm/token_bucket.h"
+#include "src/store/memory/memory_store_impl.h"
 #include "tests/support/limits.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
@@ -24,11 +25,14 @@ namespace {
 
 constexpr int64_t kSecond = 1'000'000;
 
+using ::tollgate::memory::MemoryStoreImpl;
+using ::tollgate::memory::PreparedLimit;
 using ::tollgate::testing::TokenBucket;
 using ::tollgate::testing::Window;
 
-std::unique_ptr<MemoryStore> NewStore(Clock* clock, int shards = 64, int64_t max_keys = 1'000'000) {
-  auto store = MemoryStore::Create({.clock = clock, .shards = shards, .max_keys = max_keys});
+std::unique_ptr<MemoryStoreImpl> NewStore(Clock* clock, int shards = 64,
+                                          int64_t max_keys = 1'000'000) {
+  auto store = MemoryStoreImpl::Create({.clock = clock, .shards = shards, .max_keys = max_keys});
   EXPECT_TRUE(store.ok()) << store.status();
   return std::move(store).value();
 }
