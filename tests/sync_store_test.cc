@@ -377,7 +377,7 @@ TEST_F(SyncStoreTest, ALastRoundAfterTheOneInFlightSendsTheLastDeltas) {
   std::unique_ptr<SyncStore> store = *std::move(made);
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
   EXPECT_EQ(Admit(*store, limit, "k", 3), 3);
-  clock_.AdvanceMicros(kSecond);  // the key is due
+  clock_.AdvanceMicros(kSecond);   // the key is due
   timers->AdvanceMicros(kSecond);  // a scheduled round takes the 3 units
   in_round.WaitForNotification();
   EXPECT_EQ(Admit(*store, limit, "k", 2), 2);

@@ -43,8 +43,9 @@ TEST(ShareTest, SyncGrantsNeverTakeCountedPlusGrantedPastTheLimit) {
     in.held_by_others = static_cast<int64_t>(random() % (in.limit + 1));
     in.others_without_grant = static_cast<int64_t>(random() % in.instances);
     const int64_t grant = SyncGrant(in);
+    const int64_t first_share = in.limit / in.instances;  // floor(limit / N)
     const double held = static_cast<double>(in.held_by_others) +
-                        static_cast<double>(in.others_without_grant * (in.limit / in.instances));
+                        static_cast<double>(in.others_without_grant * first_share);
     ASSERT_GE(grant, 0);
     if (in.used + held <= static_cast<double>(in.limit)) {
       EXPECT_LE(in.used + held + static_cast<double>(grant), static_cast<double>(in.limit) + 1e-6)

@@ -112,7 +112,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
                                   options_.heartbeat_interval_ms * 1000);
     auto call = std::make_shared<ProbeCall>();
     call->answer = [this, heartbeat_due, now,
-                    done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+                    done = std::move(done)](const absl::StatusOr<RedisReply>& reply) mutable {
       absl::StatusOr<int64_t> count = heartbeat_due ? HeartbeatCount(reply) : PingAnswer(reply);
       SetReachable(count.status());
       if (count.ok() && heartbeat_due) {
