@@ -249,8 +249,13 @@ TEST_F(ResilienceTest, BudgetSpentWhileRedisWasPausedIsStillLimitedAfterResume) 
   std::unique_ptr<ResilientStore> store = MakeStore(redis_->url());
   ASSERT_NE(store, nullptr);
   const Limit bucket = Bucket("bucket", 10, FailureMode::kFailOpen);
-  // Before the outage the key spent 2 of 10 in Redis.
-  ASSERT_TRUE(CheckOne(*store, bucket, "user:spender", 2).decisions.ok());
+  // Before the outage the key spent 2 of 10 in Redis. The same limit with a deadline no
+  // loaded machine misses, so that these 2 are Redis's and not the fallback's.
+  Limit patient = bucket;
+  patient.timeout_micros = 5'000'000;
+  Timed before = CheckOne(*store, patient, "user:spender", 2);
+  ASSERT_TRUE(before.decisions.ok()) << before.decisions.status();
+  ASSERT_EQ((*before.decisions)[0].source, DecisionSource::kRedis);
 
   redis_->Pause();
   SpendBudgetDuringOutage(*store, bucket, "user:spender", 10);  // the local share is fresh

@@ -72,8 +72,9 @@ struct RedisStoreOptions {
   // soon after a lost connection or READONLY). Unused for redis://.
   int64_t refresh_interval_ms = 1000;
   // For a service that runs its own event loops (Boost.Asio io_contexts, each run by one
-  // thread): one set of `connections` per loop, used by every check issued on that loop's
-  // thread, whose callback then runs on that same thread, without a hop between threads.
+  // thread): one connection per loop, used by every check issued on that loop's thread
+  // (the checks of one turn of the loop leave in one write), whose callback then runs on
+  // that same thread, without a hop between threads.
   // Checks from any other thread use the store's own I/O thread. redis:// only (a cluster
   // or Sentinel keeps its own I/O thread for every check).
   // REQUIRES: the loops run for as long as the store lives, and are destroyed after it;

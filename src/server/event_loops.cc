@@ -52,10 +52,6 @@ EventLoops::~EventLoops() {
   Join();
 }
 
-net::io_context& EventLoops::Next() {
-  return loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()]->io;
-}
-
 int EventLoops::CurrentIndex() { return current_loop_index; }
 
 void EventLoops::Stop() {
@@ -114,23 +110,25 @@ std::string Listener::address() const { return FormatListenAddress(host_, port_)
 void Listener::Accept() {
   if (!acceptor_.is_open()) return;
   // The socket is made on its own loop; this handler runs on the listener's.
-  acceptor_.async_accept(loops_.Next(), [self = shared_from_this()](boost::system::error_code error,
-                                                                    tcp::socket socket) {
-    if (!self->acceptor_.is_open()) return;
-    if (error) {
-      spdlog::warn("accept on {} failed: {}", self->address(), error.message());
-      self->retry_timer_.expires_after(std::chrono::milliseconds(100));
-      self->retry_timer_.async_wait([self](boost::system::error_code wait_error) {
-        if (!wait_error) self->Accept();
+  net::io_context& loop =
+      loops_.loop(static_cast<int>(accepted_++ % static_cast<uint64_t>(loops_.size())));
+  acceptor_.async_accept(
+      loop, [self = shared_from_this()](boost::system::error_code error, tcp::socket socket) {
+        if (!self->acceptor_.is_open()) return;
+        if (error) {
+          spdlog::warn("accept on {} failed: {}", self->address(), error.message());
+          self->retry_timer_.expires_after(std::chrono::milliseconds(100));
+          self->retry_timer_.async_wait([self](boost::system::error_code wait_error) {
+            if (!wait_error) self->Accept();
+          });
+          return;
+        }
+        net::any_io_executor executor = socket.get_executor();
+        net::post(executor, [self, socket = std::move(socket)]() mutable {
+          if (!self->stopped_.load(std::memory_order_acquire)) self->on_accept_(std::move(socket));
+        });
+        self->Accept();
       });
-      return;
-    }
-    net::any_io_executor executor = socket.get_executor();
-    net::post(executor, [self, socket = std::move(socket)]() mutable {
-      if (!self->stopped_.load(std::memory_order_acquire)) self->on_accept_(std::move(socket));
-    });
-    self->Accept();
-  });
 }
 
 void Listener::Stop() {

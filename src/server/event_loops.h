@@ -45,8 +45,6 @@ class EventLoops {
 
   int size() const { return static_cast<int>(loops_.size()); }
   boost::asio::io_context& loop(int index) { return loops_[index]->io; }
-  // The loop for the next new connection, round-robin.
-  boost::asio::io_context& Next();
   // The index of the loop whose thread is calling, or -1 on any other thread.
   static int CurrentIndex();
 
@@ -65,12 +63,12 @@ class EventLoops {
   EventLoops() = default;
 
   std::vector<std::unique_ptr<Loop>> loops_;
-  std::atomic<uint64_t> next_{0};
 };
 
 // Accepts TCP connections on one address and hands each to `on_accept`, on the loop the
-// socket belongs to (EventLoops::Next(), round-robin). Accept errors (out of descriptors)
-// back off for 100 ms instead of spinning. Thread-safe.
+// socket belongs to: the loops in turn, counted per listener (so that the connections of
+// each server spread over every loop, whatever the other servers accept). Accept errors (out
+// of descriptors) back off for 100 ms instead of spinning. Thread-safe.
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
   // Runs on the socket's own loop thread.
@@ -108,6 +106,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   boost::asio::steady_timer retry_timer_;
   std::string host_;
   uint16_t port_ = 0;
+  uint64_t accepted_ = 0;  // on the listener's loop only
   std::atomic<bool> stopped_{false};
 };
 

@@ -187,6 +187,17 @@ void GrpcRequestHeaders::Add(std::string_view name, std::string_view value) {
   }
 }
 
+void GrpcRequestHeaders::Clear() {
+  method.clear();
+  path.clear();
+  content_type.clear();
+  te.clear();
+  grpc_encoding.clear();
+  grpc_timeout.clear();
+  has_grpc_timeout = false;
+  duplicate = false;
+}
+
 GrpcRequestCheck CheckGrpcRequestHeaders(const GrpcRequestHeaders& headers) {
   GrpcRequestCheck check;
   if (headers.method != "POST") {

@@ -94,6 +94,8 @@ struct GrpcRequestHeaders {
 
   // Records one header (lower-case name, as HTTP/2 requires); others are ignored.
   void Add(std::string_view name, std::string_view value);
+  // Back to no header, keeping the strings' capacity (for the next request).
+  void Clear();
 };
 
 // What a request's headers ask of the server, checked in the spec's order.

@@ -9,6 +9,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/write.hpp"
 #include "spdlog/spdlog.h"
+#include "src/net/handler_scope.h"
 
 namespace tollgate::server {
 
@@ -38,10 +39,32 @@ struct H2Session::Stream {
   const GrpcUnaryHandler* handler = nullptr;
   std::string body;
   std::shared_ptr<GrpcResponder::Call> call;
-  std::unique_ptr<net::steady_timer> deadline_timer;
-  // The response: the prefixed message, sent as DATA, then trailers (grpc-status 0).
+  // The response: the message's prefix and the message, sent as DATA, then trailers
+  // (grpc-status 0).
+  std::array<char, kGrpcMessagePrefixBytes> prefix{};
   std::string response;
-  size_t response_offset = 0;
+  size_t response_offset = 0;  // of prefix + response
+
+  // As new, keeping the strings' capacity when small (a closed stream is reused for the
+  // connection's next one): a spare holds at most kKeptBytes per string.
+  void Reset() {
+    constexpr size_t kKeptBytes = 1024;
+    id = 0;
+    state = State::kHeaders;
+    if (header_list_bytes > kKeptBytes) {
+      headers = GrpcRequestHeaders();
+    } else {
+      headers.Clear();
+    }
+    header_list_bytes = 0;
+    handler = nullptr;
+    if (body.capacity() > kKeptBytes) std::string().swap(body);
+    body.clear();
+    call.reset();
+    if (response.capacity() > kKeptBytes) std::string().swap(response);
+    response.clear();
+    response_offset = 0;
+  }
 };
 
 // nghttp2's callbacks, each forwarding to the session in `user_data`.
@@ -81,8 +104,15 @@ struct H2Callbacks {
   static int OnBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     H2Session& session = Of(user_data);
-    auto stream = std::make_unique<H2Session::Stream>();
+    std::unique_ptr<H2Session::Stream> stream;
+    if (session.spare_streams_.empty()) {
+      stream = std::make_unique<H2Session::Stream>();
+    } else {
+      stream = std::move(session.spare_streams_.back());
+      session.spare_streams_.pop_back();
+    }
     stream->id = frame->hd.stream_id;
+    session.found_stream_ = stream.get();
     session.streams_[stream->id] = std::move(stream);
     return 0;
   }
@@ -148,7 +178,12 @@ struct H2Callbacks {
     auto it = session.streams_.find(stream_id);
     if (it == session.streams_.end()) return 0;
     session.held_body_bytes_ -= it->second->body.size();
-    if (it->second->deadline_timer != nullptr) it->second->deadline_timer->cancel();
+    if (session.found_stream_ == it->second.get()) session.found_stream_ = nullptr;
+    // Kept for the connection's next streams, up to H2Session::kSpareStreams.
+    if (session.spare_streams_.size() < H2Session::kSpareStreams) {
+      it->second->Reset();
+      session.spare_streams_.push_back(std::move(it->second));
+    }
     session.streams_.erase(it);
     return 0;
   }
@@ -157,17 +192,26 @@ struct H2Callbacks {
                               size_t length, uint32_t* data_flags, nghttp2_data_source* source,
                               void*) {
     auto* stream = static_cast<H2Session::Stream*>(source->ptr);
-    const size_t left = stream->response.size() - stream->response_offset;
-    const size_t n = std::min(left, length);
-    std::memcpy(buffer, stream->response.data() + stream->response_offset, n);
-    stream->response_offset += n;
-    if (stream->response_offset == stream->response.size()) {
+    const size_t total = stream->prefix.size() + stream->response.size();
+    size_t n = 0;
+    while (n < length && stream->response_offset < total) {
+      const size_t offset = stream->response_offset;
+      const bool in_prefix = offset < stream->prefix.size();
+      const char* from = in_prefix ? stream->prefix.data() + offset
+                                   : stream->response.data() + (offset - stream->prefix.size());
+      const size_t part =
+          std::min(length - n, in_prefix ? stream->prefix.size() - offset : total - offset);
+      std::memcpy(buffer + n, from, part);
+      n += part;
+      stream->response_offset += part;
+    }
+    if (stream->response_offset == total) {
       *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
       const nghttp2_nv trailers[] = {Header("grpc-status", "0")};
       if (nghttp2_submit_trailer(nghttp2, stream_id, trailers, 1) != 0) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
       }
-      std::string().swap(stream->response);
+      stream->response.clear();
     }
     return static_cast<ssize_t>(n);
   }
@@ -220,15 +264,17 @@ H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::soc
       options_(shared_->options),
       socket_(std::move(socket)),
       loop_(static_cast<net::io_context&>(socket_.get_executor().context())),
-      tick_timer_(socket_.get_executor()) {
+      tick_timer_(socket_.get_executor()),
+      deadline_timer_(socket_.get_executor()) {
   nghttp2_session_server_new2(&session_, shared_->callbacks, this, shared_->session_options);
   last_read_ = last_write_progress_ = control_refilled_ = Clock::now();
   control_tokens_ = options_.control_burst;
 }
 
 H2Session::~H2Session() {
-  shared_->buffered_bytes.fetch_sub(static_cast<int64_t>(out_.size()), std::memory_order_relaxed);
+  shared_->buffered_bytes.fetch_sub(counted_bytes_, std::memory_order_relaxed);
   // Streams first: the callbacks nghttp2_session_del may run find no stream.
+  found_stream_ = nullptr;
   streams_.clear();
   nghttp2_session_del(session_);
   absl::MutexLock lock(&shared_->mu);
@@ -268,11 +314,10 @@ void H2Session::Read() {
   if (closed_ || reading_ || terminating_ || ReadPaused()) return;
   if (nghttp2_session_want_read(session_) == 0) return;
   reading_ = true;
-  socket_.async_read_some(
-      net::buffer(read_buffer_),
-      [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
-        self->OnRead(error, bytes);
-      });
+  socket_.ReadSome(net::buffer(read_buffer_),
+                   [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
+                     self->OnRead(error, bytes);
+                   });
 }
 
 void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
@@ -282,6 +327,9 @@ void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
     Close();
     return;
   }
+  // The store calls the requests of this read make (Redis commands) leave in one write
+  // when this handler returns.
+  ::tollgate::net::HandlerScope scope(loop_);
   last_read_ = Clock::now();
   ping_sent_.reset();  // anything received shows the peer is there
   in_recv_ = true;
@@ -303,23 +351,40 @@ void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
 void H2Session::Flush() {
   if (closed_ || writing_ || in_recv_) return;
   const size_t cap = options_.max_buffered_bytes_per_connection;
-  while (out_.size() < cap) {
-    const uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(session_, &data);
-    if (n < 0) {
+  for (;;) {
+    while (out_.size() < cap) {
+      const uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) {
+        Close();
+        return;
+      }
+      if (n == 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    }
+    if (out_.empty()) break;
+    last_write_progress_ = Clock::now();
+    // Usually all of it fits the socket's buffer: written here, no handler, no counting.
+    boost::system::error_code error;
+    const size_t written = socket_.WriteNow(net::buffer(out_), error);
+    if (error) {
       Close();
       return;
     }
-    if (n == 0) break;
-    out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-    shared_->buffered_bytes.fetch_add(n, std::memory_order_relaxed);
+    if (written < out_.size()) {
+      WriteRest(written);
+      return;
+    }
+    out_.clear();
   }
-  if (out_.empty()) {
-    CloseIfDone();
-    return;
-  }
+  CloseIfDone();
+}
+
+void H2Session::WriteRest(size_t written) {
+  out_.erase(0, written);
   writing_ = true;
-  last_write_progress_ = Clock::now();
+  counted_bytes_ = static_cast<int64_t>(out_.size());
+  shared_->buffered_bytes.fetch_add(counted_bytes_, std::memory_order_relaxed);
   net::async_write(socket_, net::buffer(out_),
                    [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
                      self->OnWritten(error, bytes);
@@ -328,8 +393,9 @@ void H2Session::Flush() {
 
 void H2Session::OnWritten(boost::system::error_code error, size_t bytes) {
   writing_ = false;
+  shared_->buffered_bytes.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+  counted_bytes_ = 0;
   if (closed_) return;
-  shared_->buffered_bytes.fetch_sub(static_cast<int64_t>(out_.size()), std::memory_order_relaxed);
   out_.clear();
   if (error) {
     Close();
@@ -379,9 +445,8 @@ void H2Session::Close() {
   socket_.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   tick_timer_.cancel();
-  for (auto& [id, stream] : streams_) {
-    if (stream->deadline_timer != nullptr) stream->deadline_timer->cancel();
-  }
+  deadline_timer_.cancel();
+  found_stream_ = nullptr;
   streams_.clear();
   held_body_bytes_ = 0;
   absl::MutexLock lock(&shared_->mu);
@@ -444,8 +509,12 @@ bool H2Session::TakeControlToken() {
 }
 
 H2Session::Stream* H2Session::FindStream(int32_t stream_id) {
+  // The callbacks of one frame (each header of a HEADERS block) ask for the same stream.
+  if (found_stream_ != nullptr && found_stream_->id == stream_id) return found_stream_;
   auto it = streams_.find(stream_id);
-  return it == streams_.end() ? nullptr : it->second.get();
+  if (it == streams_.end()) return nullptr;
+  found_stream_ = it->second.get();
+  return found_stream_;
 }
 
 void H2Session::OnRequestHeaders(Stream& stream) {
@@ -488,18 +557,10 @@ void H2Session::OnRequestHeaders(Stream& stream) {
     const auto timeout = std::chrono::duration_cast<Clock::duration>(*check.timeout);
     stream.call->deadline =
         timeout >= Clock::time_point::max() - now ? Clock::time_point::max() : now + timeout;
-    if (stream.call->deadline != Clock::time_point::max()) {
-      stream.deadline_timer = std::make_unique<net::steady_timer>(loop_);
-      stream.deadline_timer->expires_at(stream.call->deadline);
-      stream.deadline_timer->async_wait(
-          [weak = weak_from_this(), id = stream.id](boost::system::error_code error) {
-            if (error) return;
-            if (std::shared_ptr<H2Session> self = weak.lock()) self->OnDeadline(id);
-          });
-    }
+    if (stream.call->deadline < deadline_armed_) ArmDeadlines(stream.call->deadline);
   }
   // Headers on a stream the client already half-closed skip DATA: OnRequestEnd follows.
-  stream.headers = GrpcRequestHeaders();  // only the path was needed from here on
+  stream.headers.Clear();  // only the path was needed from here on
 }
 
 void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length) {
@@ -574,11 +635,33 @@ void H2Session::OnRequestEnd(Stream& stream) {
   }
 }
 
-void H2Session::OnDeadline(int32_t stream_id) {
-  Stream* stream = FindStream(stream_id);
-  if (stream == nullptr || stream->state == Stream::State::kAnswered) return;
-  AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
-  Flush();
+void H2Session::ArmDeadlines(Clock::time_point when) {
+  deadline_armed_ = when;
+  // Cancels a wait armed for later (its handler sees operation_aborted and does nothing).
+  deadline_timer_.expires_at(when);
+  deadline_timer_.async_wait([weak = weak_from_this()](boost::system::error_code error) {
+    if (error) return;
+    if (std::shared_ptr<H2Session> self = weak.lock()) self->OnDeadlines();
+  });
+}
+
+void H2Session::OnDeadlines() {
+  deadline_armed_ = Clock::time_point::max();
+  if (closed_) return;
+  const Clock::time_point now = Clock::now();
+  Clock::time_point next = Clock::time_point::max();
+  bool answered = false;
+  for (auto& [id, stream] : streams_) {
+    if (stream->call == nullptr || stream->state == Stream::State::kAnswered) continue;
+    if (stream->call->deadline <= now) {
+      AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
+      answered = true;
+    } else {
+      next = std::min(next, stream->call->deadline);
+    }
+  }
+  if (next != Clock::time_point::max()) ArmDeadlines(next);
+  if (answered) Flush();
 }
 
 void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
@@ -601,16 +684,17 @@ void H2Session::Deliver(int32_t stream_id, GrpcOutcome outcome) {
 void H2Session::FlushSoon() {
   if (flush_posted_ || closed_) return;
   flush_posted_ = true;
-  net::post(loop_, [self = shared_from_this()] {
+  ::tollgate::net::HandlerScope::Work flush = [self = shared_from_this()] {
     self->flush_posted_ = false;
     self->Flush();
-  });
+  };
+  if (::tollgate::net::HandlerScope::Defer(loop_, flush)) return;
+  net::post(loop_, [flush = std::move(flush)]() mutable { std::move(flush)(); });
 }
 
 void H2Session::AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,
                             bool accept_identity) {
   stream.state = Stream::State::kAnswered;
-  if (stream.deadline_timer != nullptr) stream.deadline_timer->cancel();
   held_body_bytes_ -= stream.body.size();
   std::string().swap(stream.body);
   const std::string status = GrpcStatusValue(code);
@@ -627,7 +711,6 @@ void H2Session::AnswerError(Stream& stream, GrpcStatusCode code, std::string_vie
 
 void H2Session::AnswerHttp(Stream& stream, int http_status) {
   stream.state = Stream::State::kAnswered;
-  if (stream.deadline_timer != nullptr) stream.deadline_timer->cancel();
   const std::string status = std::to_string(http_status);
   const nghttp2_nv headers[] = {Header(":status", status)};
   nghttp2_submit_response(session_, stream.id, headers, 1, nullptr);
@@ -635,9 +718,9 @@ void H2Session::AnswerHttp(Stream& stream, int http_status) {
 
 void H2Session::AnswerMessage(Stream& stream, std::string message) {
   stream.state = Stream::State::kAnswered;
-  if (stream.deadline_timer != nullptr) stream.deadline_timer->cancel();
-  stream.response = GrpcMessagePrefix(static_cast<uint32_t>(message.size()));
-  stream.response.append(message);
+  const std::string prefix = GrpcMessagePrefix(static_cast<uint32_t>(message.size()));
+  std::copy(prefix.begin(), prefix.end(), stream.prefix.begin());
+  stream.response = std::move(message);
   stream.response_offset = 0;
   const nghttp2_nv headers[] = {Header(":status", "200"),
                                 Header("content-type", "application/grpc")};

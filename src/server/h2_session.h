@@ -26,6 +26,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/steady_timer.hpp"
+#include "src/net/stream_socket.h"
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_wire.h"
 
@@ -98,9 +99,12 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   void OnRead(boost::system::error_code error, size_t bytes);
   void Flush();
   // Flush() once the running handler returns (answers delivered by one read of Redis replies
-  // go out in one write), at most one posted at a time.
+  // go out in one write: net::HandlerScope), else posted; at most one pending at a time.
   void FlushSoon();
   void OnWritten(boost::system::error_code error, size_t bytes);
+  // The output of a write that did not fit the socket: counted in the server's buffered
+  // bytes until it is written.
+  void WriteRest(size_t written);
   bool ReadPaused() const;
   void CloseIfDone();
   // Queues GOAWAY with `error_code` (nghttp2_error_code) and closes once it is written, or
@@ -114,7 +118,12 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   void OnRequestHeaders(Stream& stream);
   void OnRequestData(Stream& stream, const uint8_t* data, size_t length);
   void OnRequestEnd(Stream& stream);
-  void OnDeadline(int32_t stream_id);
+  // Deadlines (grpc-timeout): one timer per connection, armed for the earliest deadline of
+  // the calls not yet answered, and moved only to an earlier one (calls that share a timeout
+  // never move it); when it fires, the calls past their deadline are answered
+  // DEADLINE_EXCEEDED and it is armed for the next.
+  void ArmDeadlines(std::chrono::steady_clock::time_point when);
+  void OnDeadlines();
   void AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,
                    bool accept_identity = false);
   void AnswerHttp(Stream& stream, int http_status);
@@ -123,14 +132,25 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
 
   const std::shared_ptr<GrpcServerShared> shared_;
   const GrpcServerOptions& options_;
-  boost::asio::ip::tcp::socket socket_;
+  ::tollgate::net::StreamSocket socket_;
   boost::asio::io_context& loop_;
   boost::asio::steady_timer tick_timer_;
+  boost::asio::steady_timer deadline_timer_;
+  // When deadline_timer_ fires; max() when it is not armed.
+  std::chrono::steady_clock::time_point deadline_armed_ =
+      std::chrono::steady_clock::time_point::max();
   nghttp2_session* session_ = nullptr;
   absl::flat_hash_map<int32_t, std::unique_ptr<Stream>> streams_;
+  // The stream FindStream found last (nullptr once it closed).
+  Stream* found_stream_ = nullptr;
+  // Closed streams kept for reuse, at most kSpareStreams.
+  static constexpr size_t kSpareStreams = 32;
+  std::vector<std::unique_ptr<Stream>> spare_streams_;
 
   std::array<uint8_t, 16 * 1024> read_buffer_;
   std::string out_;  // being written (writing_) or about to be
+  // Bytes of out_ added to shared_->buffered_bytes (while an asynchronous write is out).
+  int64_t counted_bytes_ = 0;
   bool reading_ = false;
   bool writing_ = false;
   bool in_recv_ = false;  // inside nghttp2_session_mem_recv: no mem_send now

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/dispatch.hpp"
+#include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/write.hpp"
 #include "spdlog/spdlog.h"
@@ -74,7 +75,10 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 }  // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket socket, std::shared_ptr<HttpSessionContext> context)
-    : socket_(std::move(socket)), timer_(socket_.get_executor()), context_(std::move(context)) {}
+    : socket_(std::move(socket)),
+      loop_(static_cast<net::io_context&>(socket_.get_executor().context())),
+      timer_(socket_.get_executor()),
+      context_(std::move(context)) {}
 
 HttpSession::~HttpSession() {
   if (registry_id_ != 0) context_->registry.Remove(registry_id_);
@@ -118,40 +122,73 @@ void HttpSession::ReadHeader() {
   parser_.emplace();
   parser_->header_limit(context_->limits.max_header_bytes);
   parser_->body_limit(context_->limits.max_body_bytes);
+  head_done_ = false;
+  // The whole head must arrive by then, however it trickles in.
   SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
-  http::async_read_header(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code error, size_t) { self->OnReadHeader(error); });
+  Parse();
 }
 
-void HttpSession::OnReadHeader(beast::error_code error) {
-  if (error) return FailRead(error);
+void HttpSession::Parse() {
+  beast::error_code error;
+  while (buffer_.size() > 0 && !parser_->is_done()) {
+    const size_t used = parser_->put(buffer_.data(), error);
+    buffer_.consume(used);
+    if (error == http::error::need_more) {
+      error = {};
+      break;
+    }
+    if (error) return FailRead(error);
+    if (used == 0) break;  // nothing parsed and nothing asked: wait for more bytes
+  }
+  if (!parser_->is_header_done()) return ReadMore();
   busy_ = true;
   if (parser_->is_done()) return Dispatch();
-  // curl and others wait (about a second) for "100 Continue" before sending a large body.
-  const auto& head = parser_->get();
-  auto expect = head.find(http::field::expect);
-  if (expect != head.end() && beast::iequals(expect->value(), "100-continue")) {
-    net::async_write(socket_, net::buffer(kContinue.data(), kContinue.size()),
-                     [self = shared_from_this()](beast::error_code write_error, size_t) {
-                       if (write_error) return self->Close();
-                       self->ReadBody();
-                     });
-    return;
+  if (!head_done_) {
+    head_done_ = true;
+    // The body's own deadline, from the end of the head.
+    SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
+    // curl and others wait (about a second) for "100 Continue" before sending a large body.
+    const auto& head = parser_->get();
+    auto expect = head.find(http::field::expect);
+    if (expect != head.end() && beast::iequals(expect->value(), "100-continue")) {
+      write_buffer_.assign(kContinue.data(), kContinue.size());
+      return Send(0, &HttpSession::OnContinueWritten);
+    }
   }
-  ReadBody();
+  ReadMore();
 }
 
-void HttpSession::ReadBody() {
-  SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
-  http::async_read(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code error, size_t) { self->OnReadBody(error); });
+void HttpSession::OnContinueWritten(beast::error_code error) {
+  if (error) return Close();
+  ReadMore();
 }
 
-void HttpSession::OnReadBody(beast::error_code error) {
+void HttpSession::ReadMore() {
+  // Room for a whole request in the usual case, so that one read takes it and comes back
+  // short (the socket drained: the next read waits for the reactor's event).
+  constexpr size_t kReadBytes = 16 * 1024;
+  socket_.ReadSome(buffer_.prepare(kReadBytes),
+                   [self = shared_from_this()](beast::error_code error, size_t bytes) {
+                     self->OnRead(error, bytes);
+                   });
+}
+
+void HttpSession::OnRead(beast::error_code error, size_t bytes) {
+  if (error == net::error::eof) {
+    // As Beast's reads: a request cut off is partial_message, none at all end_of_stream.
+    if (parser_->got_some()) {
+      error = {};
+      parser_->put_eof(error);
+      if (!error) error = http::error::partial_message;
+    } else {
+      error = http::error::end_of_stream;
+    }
+  }
   if (error) return FailRead(error);
-  Dispatch();
+  buffer_.commit(bytes);
+  // No net::HandlerScope here: a read carries one request, and the store calls of the
+  // requests read in one turn of the loop leave together when they are posted.
+  Parse();
 }
 
 void HttpSession::FailRead(beast::error_code error) {
@@ -188,7 +225,11 @@ void HttpSession::Dispatch() {
   // The handler may answer inline (the in-memory store) or from a store thread: dispatch
   // runs inline on this loop's thread and posts from any other.
   context_->handler->Handle(parser_->get(), [self = shared_from_this()](HttpResponse response) {
-    net::dispatch(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
+    if (self->loop_.get_executor().running_in_this_thread()) {
+      self->Write(std::move(response));
+      return;
+    }
+    net::post(self->loop_, [self, response = std::move(response)]() mutable {
       self->Write(std::move(response));
     });
   });
@@ -199,15 +240,27 @@ void HttpSession::Write(HttpResponse response) {
   keep_alive_ = response.keep_alive();
   SerializeResponse(response, write_buffer_);
   SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
-  net::async_write(
-      socket_, net::buffer(write_buffer_),
-      [self = shared_from_this()](beast::error_code error, size_t) { self->OnWrite(error); });
+  Send(0, &HttpSession::OnWrite);
+}
+
+void HttpSession::Send(size_t offset, void (HttpSession::*next)(beast::error_code)) {
+  beast::error_code error;
+  offset += socket_.WriteNow(net::buffer(write_buffer_) + offset, error);
+  if (error || offset == write_buffer_.size()) return (this->*next)(error);
+  // The socket's buffer is full: the rest when it has room.
+  net::async_write(socket_, net::buffer(write_buffer_) + offset,
+                   [self = shared_from_this(), next](beast::error_code write_error, size_t) {
+                     ((*self).*next)(write_error);
+                   });
 }
 
 void HttpSession::OnWrite(beast::error_code error) {
   busy_ = false;
   if (error || !keep_alive_ || stopping_) return Close();
-  ReadHeader();
+  if (buffer_.size() == 0) return ReadHeader();
+  // A pipelined request is already buffered: answered from the loop, not from deeper in
+  // this stack (a client may pipeline many).
+  net::post(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
 }
 
 void HttpSession::Close() {

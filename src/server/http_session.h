@@ -18,6 +18,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "src/net/stream_socket.h"
 #include "src/server/http_handler.h"
 
 namespace tollgate::server {
@@ -77,16 +78,23 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void CloseWhenIdle();
 
  private:
+  // Starts the next request: a fresh parser, then Parse().
   void ReadHeader();
-  void OnReadHeader(boost::beast::error_code error);
-  void ReadBody();
-  void OnReadBody(boost::beast::error_code error);
+  // Feeds what is buffered to the parser; dispatches a complete request, answers a parse
+  // error, or reads more.
+  void Parse();
+  void ReadMore();
+  void OnRead(boost::beast::error_code error, size_t bytes);
   // Answers a read error that a client should hear about (malformed or too large), or
   // closes quietly.
   void FailRead(boost::beast::error_code error);
   void Dispatch();
   void Write(HttpResponse response);
+  // Writes write_buffer_ from `offset` on: what the socket takes now, the rest when it has
+  // room; then `next` (OnWrite, or Parse after "100 Continue").
+  void Send(size_t offset, void (HttpSession::*next)(boost::beast::error_code));
   void OnWrite(boost::beast::error_code error);
+  void OnContinueWritten(boost::beast::error_code error);
   void Close();
   // The phase in progress (reading a head or a body, writing a response) must end by
   // `deadline`, else the connection is closed. One timer per session, re-armed only when it
@@ -94,7 +102,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void SetDeadline(std::chrono::steady_clock::time_point deadline);
   void OnTimer(boost::beast::error_code error);
 
-  boost::asio::ip::tcp::socket socket_;
+  ::tollgate::net::StreamSocket socket_;
+  boost::asio::io_context& loop_;  // the socket's
   boost::asio::steady_timer timer_;
   const std::shared_ptr<HttpSessionContext> context_;
   uint64_t registry_id_ = 0;
@@ -102,6 +111,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   // The response being written; its capacity is kept for the next one.
   std::string write_buffer_;
+  // The head of the request being read is parsed (its body is being read).
+  bool head_done_ = false;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool timer_armed_ = false;
   bool timed_out_ = false;

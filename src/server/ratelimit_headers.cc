@@ -21,15 +21,48 @@ int64_t SaturatingCeil(double value) {
   return static_cast<int64_t>(std::ceil(value));
 }
 
-// The first index of each distinct limit, `top`'s first, then in request order.
-std::vector<size_t> DistinctLimits(absl::Span<const Limit* const> limits, size_t top) {
-  std::vector<size_t> order = {top};
+// Calls `each(i)` for the first index of each distinct limit, `top`'s first, then in
+// request order.
+template <typename Each>
+void ForEachDistinctLimit(absl::Span<const Limit* const> limits, size_t top, Each each) {
+  each(top);
   for (size_t i = 0; i < limits.size(); ++i) {
     bool seen = limits[i] == limits[top];
     for (size_t j = 0; j < i && !seen; ++j) seen = limits[j] == limits[i];
-    if (!seen) order.push_back(i);
+    if (!seen) each(i);
   }
-  return order;
+}
+
+// StructuredFieldString(text), appended to `out`.
+void AppendStructuredFieldString(std::string& out, std::string_view text) {
+  out.push_back('"');
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20 || byte > 0x7e) {
+      out.push_back('?');
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
+
+void AppendPolicyItem(std::string& out, const LimitNumbers& numbers) {
+  absl::StrAppend(&out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+}
+
+void AppendPolicyListItem(std::string& out, std::string_view name, const LimitNumbers& numbers) {
+  AppendStructuredFieldString(out, name);
+  absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+}
+
+void AppendServiceLimitItem(std::string& out, std::string_view name, const Decision& decision) {
+  AppendStructuredFieldString(out, name);
+  absl::StrAppend(&out, ";r=", std::max<int64_t>(decision.remaining, 0),
+                  ";t=", CeilSeconds(decision.reset_after_micros));
 }
 
 }  // namespace
@@ -60,19 +93,7 @@ int64_t CeilSeconds(int64_t micros) { return micros <= 0 ? 0 : (micros - 1) / 1'
 std::string StructuredFieldString(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
-  out.push_back('"');
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (byte < 0x20 || byte > 0x7e) {
-      out.push_back('?');
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
+  AppendStructuredFieldString(out, text);
   return out;
 }
 
@@ -98,7 +119,9 @@ int64_t PolicyWindowSeconds(const LimitNumbers& numbers) {
 }
 
 std::string PolicyItem(const LimitNumbers& numbers) {
-  return absl::StrCat(numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+  std::string out;
+  AppendPolicyItem(out, numbers);
+  return out;
 }
 
 std::string RateLimitField(const Decision& decision) {
@@ -108,13 +131,15 @@ std::string RateLimitField(const Decision& decision) {
 }
 
 std::string PolicyListItem(std::string_view name, const LimitNumbers& numbers) {
-  return absl::StrCat(StructuredFieldString(name), ";q=", numbers.MaxCost(),
-                      ";w=", PolicyWindowSeconds(numbers));
+  std::string out;
+  AppendPolicyListItem(out, name, numbers);
+  return out;
 }
 
 std::string ServiceLimitItem(std::string_view name, const Decision& decision) {
-  return absl::StrCat(StructuredFieldString(name), ";r=", std::max<int64_t>(decision.remaining, 0),
-                      ";t=", CeilSeconds(decision.reset_after_micros));
+  std::string out;
+  AppendServiceLimitItem(out, name, decision);
+  return out;
 }
 
 RateLimitFields RateLimitHeaderFields(RateLimitHeaderFormat format,
@@ -122,19 +147,19 @@ RateLimitFields RateLimitHeaderFields(RateLimitHeaderFormat format,
                                       absl::Span<const Decision> decisions, size_t top) {
   RateLimitFields fields;
   if (format == RateLimitHeaderFormat::kNone) return fields;
-  const std::vector<size_t> distinct = DistinctLimits(limits, top);
-  std::vector<std::string> policies;
-  policies.reserve(distinct.size());
+  // Each item is appended in place: a request's fields cost their two strings.
+  auto separate = [](std::string& out) {
+    if (!out.empty()) out += ", ";
+  };
   if (format == RateLimitHeaderFormat::kDraft07) {
-    for (size_t i : distinct)
-      policies.push_back(PolicyItem(DecidingNumbers(*limits[i], decisions[i])));
-    fields.policy = absl::StrJoin(policies, ", ");
+    ForEachDistinctLimit(limits, top, [&](size_t i) {
+      separate(fields.policy);
+      AppendPolicyItem(fields.policy, DecidingNumbers(*limits[i], decisions[i]));
+    });
     fields.rate_limit = RateLimitField(decisions[top]);
     return fields;
   }
-  std::vector<std::string> items;
-  items.reserve(distinct.size());
-  for (size_t first : distinct) {
+  ForEachDistinctLimit(limits, top, [&](size_t first) {
     // The item of this limit with the least left speaks for it (`top` for its own limit).
     size_t speaking = first;
     if (first != top) {
@@ -145,11 +170,11 @@ RateLimitFields RateLimitHeaderFields(RateLimitHeaderFormat format,
       }
     }
     const Limit& limit = *limits[speaking];
-    policies.push_back(PolicyListItem(limit.name, DecidingNumbers(limit, decisions[speaking])));
-    items.push_back(ServiceLimitItem(limit.name, decisions[speaking]));
-  }
-  fields.policy = absl::StrJoin(policies, ", ");
-  fields.rate_limit = absl::StrJoin(items, ", ");
+    separate(fields.policy);
+    AppendPolicyListItem(fields.policy, limit.name, DecidingNumbers(limit, decisions[speaking]));
+    separate(fields.rate_limit);
+    AppendServiceLimitItem(fields.rate_limit, limit.name, decisions[speaking]);
+  });
   return fields;
 }
 

@@ -16,9 +16,9 @@ namespace {
 using HealthCheckRequest = grpc::health::v1::HealthCheckRequest;
 using HealthCheckResponse = grpc::health::v1::HealthCheckResponse;
 
-// One ShouldRateLimit call: request and response on an arena whose first block is part of
-// this object, so parsing an Envoy request and building its answer take one allocation.
-struct RlsCall {
+// One ShouldRateLimit request, parsed on an arena whose first block is part of this object:
+// parsing an Envoy request takes one allocation.
+struct RlsRequest {
   static google::protobuf::ArenaOptions Options(char* block, size_t size) {
     google::protobuf::ArenaOptions options;
     options.initial_block = block;
@@ -26,40 +26,33 @@ struct RlsCall {
     return options;
   }
 
-  explicit RlsCall(GrpcResponder responder_in)
+  RlsRequest()
       : arena(Options(block, sizeof(block))),
-        request(google::protobuf::Arena::CreateMessage<RateLimitRequest>(&arena)),
-        response(google::protobuf::Arena::CreateMessage<RateLimitResponse>(&arena)),
-        responder(std::move(responder_in)) {}
+        message(google::protobuf::Arena::CreateMessage<RateLimitRequest>(&arena)) {}
 
-  // A one-descriptor request and its answer (with the RateLimit-* headers) need about 1 KiB;
-  // a larger call gets further blocks from the heap.
-  alignas(std::max_align_t) char block[2048];
+  // A request of a few descriptors fits; a larger one gets further blocks from the heap.
+  alignas(std::max_align_t) char block[1024];
   google::protobuf::Arena arena;
-  RateLimitRequest* request;
-  RateLimitResponse* response;
-  GrpcResponder responder;
+  RateLimitRequest* message;
 };
 
 void ShouldRateLimit(RlsService& service, std::string_view bytes, GrpcResponder responder) {
-  auto call = std::make_unique<RlsCall>(std::move(responder));
-  if (!call->request->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    std::move(call->responder)
-        .Finish(absl::InvalidArgumentError("the message is not a RateLimitRequest"));
+  // The request is only read until ShouldRateLimitBytes returns (the plan copies what it
+  // keeps), so it lives on this frame.
+  RlsRequest request;
+  if (!request.message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    std::move(responder).Finish(
+        absl::InvalidArgumentError("the message is not a RateLimitRequest"));
     return;
   }
-  RlsCall* raw = call.get();
-  // `call` lives until `done` has run (the request and response it holds with it).
-  service.ShouldRateLimit(*raw->request, raw->response,
-                          [call = std::move(call)](absl::Status status) mutable {
-                            if (!status.ok()) {
-                              std::move(call->responder).Finish(status);
-                              return;
-                            }
-                            std::string out;
-                            call->response->SerializeToString(&out);
-                            std::move(call->responder).Finish(std::move(out));
-                          });
+  service.ShouldRateLimitBytes(*request.message, [responder = std::move(responder)](
+                                                     absl::StatusOr<std::string> response) mutable {
+    if (!response.ok()) {
+      std::move(responder).Finish(response.status());
+      return;
+    }
+    std::move(responder).Finish(*std::move(response));
+  });
 }
 
 void HealthCheck(const GrpcHealth& health, std::string_view bytes, GrpcResponder responder) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -84,12 +85,6 @@ void AppendEscaped(std::string& out, std::string_view text) {
         out += c;
     }
   }
-}
-
-// Whole seconds, rounded up, as envoyproxy/ratelimit sends (Envoy's X-RateLimit-Reset reads
-// only .seconds()).
-void SetDuration(int64_t micros, google::protobuf::Duration* duration) {
-  duration->set_seconds(CeilSeconds(std::max<int64_t>(micros, 0)));
 }
 
 uint32_t ClampUint32(int64_t value) {
@@ -312,16 +307,44 @@ std::vector<CheckItem> TakeCheckItems(RlsPlan& plan) {
   return items;
 }
 
-void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
-                             RateLimitResponse* response) {
+namespace {
+
+// One descriptor's status in the answer, as plain values.
+struct StatusAnswer {
+  RateLimitResponse::Code code = RateLimitResponse::OK;
+  bool has_current_limit = false;
+  uint32_t requests_per_unit = 0;
+  RateLimitResponse::RateLimit::Unit unit = RateLimitResponse::RateLimit::UNKNOWN;
+  std::string_view name;  // the rule's, lives as long as the matcher
+  uint32_t limit_remaining = 0;
+  bool has_duration = false;
+  int64_t reset_seconds = 0;
+};
+
+// The answer to a plan, decided once for both ways of writing it.
+struct Answer {
+  RateLimitResponse::Code overall_code = RateLimitResponse::OK;
+  absl::InlinedVector<StatusAnswer, 4> statuses;
+  // The status with the least remaining among those with a current limit (the first of
+  // equals): it gives the RateLimit-* headers. -1 for none.
+  int least_remaining = -1;
+  // A fail_closed limit refused because the store is unreachable (dynamic metadata).
+  const Limit* unavailable_limit = nullptr;
+};
+
+// Whole seconds, rounded up, as envoyproxy/ratelimit sends (Envoy's X-RateLimit-Reset reads
+// only .seconds()).
+int64_t DurationSeconds(int64_t micros) { return CeilSeconds(std::max<int64_t>(micros, 0)); }
+
+Answer Decide(const RlsPlan& plan, int64_t now_micros) {
+  Answer answer;
   bool over_limit = false;  // a descriptor not in quota mode is over its limit
   int quota_descriptors = 0;
   int quota_over_limit = 0;
-  const DescriptorStatus* least_remaining = nullptr;
-  const Limit* unavailable_limit = nullptr;
-  for (const PlannedDescriptor& item : plan.descriptors) {
-    DescriptorStatus* status = response->add_statuses();
-    status->set_code(RateLimitResponse::OK);
+  answer.statuses.resize(plan.descriptors.size());
+  for (size_t i = 0; i < plan.descriptors.size(); ++i) {
+    const PlannedDescriptor& item = plan.descriptors[i];
+    StatusAnswer& status = answer.statuses[i];
     switch (item.plan) {
       case DescriptorPlan::kNoRule:
       case DescriptorPlan::kReplaced:
@@ -329,58 +352,156 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
         quota_descriptors += item.quota ? 1 : 0;
         continue;
       case DescriptorPlan::kUnlimited:
-        status->set_limit_remaining(UINT32_MAX);
+        status.limit_remaining = UINT32_MAX;
         continue;
       case DescriptorPlan::kBlocked: {
         const int64_t window_micros =
             EnvoyUnitSeconds(item.unit) * int64_t{item.unit_multiplier} * 1'000'000;
-        SetDuration(window_micros - (now_micros % window_micros + window_micros) % window_micros,
-                    status->mutable_duration_until_reset());
-        if (!item.rule_shadow) status->set_code(RateLimitResponse::OVER_LIMIT);
+        status.has_duration = true;
+        status.reset_seconds = DurationSeconds(
+            window_micros - (now_micros % window_micros + window_micros) % window_micros);
+        if (!item.rule_shadow) status.code = RateLimitResponse::OVER_LIMIT;
         break;
       }
       case DescriptorPlan::kCounted:
         if (!item.decision.has_value()) continue;  // store failed: fail open
+        status.has_duration = true;
         if (item.decision->reason == DenyReason::kStoreUnavailable) {
           // Refused because the store is unreachable and the limit fails closed: the wait
           // is the outage's (when the store may answer again), not the window's.
-          SetDuration(item.decision->retry_after_micros, status->mutable_duration_until_reset());
-          if (!item.rule_shadow && unavailable_limit == nullptr) {
-            unavailable_limit = item.limit;
+          status.reset_seconds = DurationSeconds(item.decision->retry_after_micros);
+          if (!item.rule_shadow && answer.unavailable_limit == nullptr) {
+            answer.unavailable_limit = item.limit;
           }
         } else {
-          SetDuration(item.decision->reset_after_micros, status->mutable_duration_until_reset());
+          status.reset_seconds = DurationSeconds(item.decision->reset_after_micros);
         }
         if (!item.decision->allowed && !item.rule_shadow) {
           // As envoyproxy/ratelimit: an over-limit descriptor has nothing left for this
           // request, whatever a smaller one could still take.
-          status->set_code(RateLimitResponse::OVER_LIMIT);
-          status->set_limit_remaining(0);
+          status.code = RateLimitResponse::OVER_LIMIT;
+          status.limit_remaining = 0;
         } else {
-          status->set_limit_remaining(ClampUint32(item.decision->remaining));
+          status.limit_remaining = ClampUint32(item.decision->remaining);
         }
         break;
     }
-    RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
-    limit->set_requests_per_unit(item.requests_per_unit);
-    limit->set_unit(WireUnit(item.unit));
-    if (item.rule != nullptr) limit->set_name(item.rule->rate_limit.name);
-    const bool refused = status->code() == RateLimitResponse::OVER_LIMIT;
+    status.has_current_limit = true;
+    status.requests_per_unit = item.requests_per_unit;
+    status.unit = WireUnit(item.unit);
+    if (item.rule != nullptr) status.name = item.rule->rate_limit.name;
+    const bool refused = status.code == RateLimitResponse::OVER_LIMIT;
     if (item.quota) {
       ++quota_descriptors;
       quota_over_limit += refused ? 1 : 0;
     } else {
       over_limit |= refused;
     }
-    if (least_remaining == nullptr ||
-        status->limit_remaining() < least_remaining->limit_remaining()) {
-      least_remaining = status;
+    if (answer.least_remaining < 0 ||
+        status.limit_remaining < answer.statuses[answer.least_remaining].limit_remaining) {
+      answer.least_remaining = static_cast<int>(i);
     }
   }
   // As envoyproxy/ratelimit: quota-mode descriptors refuse the request only all together.
   over_limit |= quota_descriptors > 0 && quota_over_limit == quota_descriptors;
-  response->set_overall_code(over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT
-                                                               : RateLimitResponse::OK);
+  answer.overall_code =
+      over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT : RateLimitResponse::OK;
+  return answer;
+}
+
+// The RateLimit-* headers of the status that speaks for the request: (name, value).
+template <typename Each>
+void ForEachHeader(const Answer& answer, Each each) {
+  if (answer.least_remaining < 0) return;
+  const StatusAnswer& status = answer.statuses[answer.least_remaining];
+  auto view = [](const absl::AlphaNum& number) {
+    return std::string_view(number.data(), number.size());
+  };
+  each(kLimitHeader, view(absl::AlphaNum(status.requests_per_unit)));
+  each(kRemainingHeader, view(absl::AlphaNum(status.limit_remaining)));
+  each(kResetHeader, view(absl::AlphaNum(status.reset_seconds)));
+}
+
+// Protocol Buffers' wire format, for AppendRateLimitResponseBytes: varints and
+// length-delimited fields of field numbers below 16 (one-byte tags).
+size_t VarintSize(uint64_t value) {
+  size_t size = 1;
+  for (; value >= 0x80; value >>= 7) ++size;
+  return size;
+}
+void PutVarint(std::string& out, uint64_t value) {
+  for (; value >= 0x80; value >>= 7) out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+  out.push_back(static_cast<char>(value));
+}
+constexpr int kVarint = 0;
+constexpr int kLengthDelimited = 2;
+void PutTag(std::string& out, int field, int wire_type) {
+  out.push_back(static_cast<char>((field << 3) | wire_type));
+}
+// A proto3 scalar: absent when 0.
+size_t VarintFieldSize(uint64_t value) { return value == 0 ? 0 : 1 + VarintSize(value); }
+void PutVarintField(std::string& out, int field, uint64_t value) {
+  if (value == 0) return;
+  PutTag(out, field, kVarint);
+  PutVarint(out, value);
+}
+size_t LengthDelimitedSize(size_t length) { return 1 + VarintSize(length) + length; }
+void PutLengthDelimited(std::string& out, int field, size_t length) {
+  PutTag(out, field, kLengthDelimited);
+  PutVarint(out, length);
+}
+// A proto3 string: absent when empty.
+void PutStringField(std::string& out, int field, std::string_view value) {
+  if (value.empty()) return;
+  PutLengthDelimited(out, field, value.size());
+  out.append(value.data(), value.size());
+}
+
+// RateLimitResponse.DescriptorStatus, its RateLimit and Duration (rls.proto).
+void PutStatus(std::string& out, const StatusAnswer& status) {
+  const size_t limit_size = VarintFieldSize(status.requests_per_unit) +
+                            VarintFieldSize(static_cast<uint64_t>(status.unit)) +
+                            (status.name.empty() ? 0 : LengthDelimitedSize(status.name.size()));
+  const size_t duration_size = VarintFieldSize(static_cast<uint64_t>(status.reset_seconds));
+  const size_t size = VarintFieldSize(static_cast<uint64_t>(status.code)) +
+                      (status.has_current_limit ? LengthDelimitedSize(limit_size) : 0) +
+                      VarintFieldSize(status.limit_remaining) +
+                      (status.has_duration ? LengthDelimitedSize(duration_size) : 0);
+  PutLengthDelimited(out, 2, size);  // RateLimitResponse.statuses
+  PutVarintField(out, 1, static_cast<uint64_t>(status.code));
+  if (status.has_current_limit) {
+    PutLengthDelimited(out, 2, limit_size);
+    PutVarintField(out, 1, status.requests_per_unit);
+    PutVarintField(out, 2, static_cast<uint64_t>(status.unit));
+    PutStringField(out, 3, status.name);
+  }
+  PutVarintField(out, 3, status.limit_remaining);
+  if (status.has_duration) {
+    PutLengthDelimited(out, 4, duration_size);
+    PutVarintField(out, 1, static_cast<uint64_t>(status.reset_seconds));
+  }
+}
+
+}  // namespace
+
+void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
+                             RateLimitResponse* response) {
+  const Answer answer = Decide(plan, now_micros);
+  for (const StatusAnswer& decided : answer.statuses) {
+    DescriptorStatus* status = response->add_statuses();
+    status->set_code(decided.code);
+    if (decided.has_current_limit) {
+      RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
+      limit->set_requests_per_unit(decided.requests_per_unit);
+      limit->set_unit(decided.unit);
+      limit->set_name(std::string(decided.name));
+    }
+    status->set_limit_remaining(decided.limit_remaining);
+    if (decided.has_duration) {
+      status->mutable_duration_until_reset()->set_seconds(decided.reset_seconds);
+    }
+  }
+  response->set_overall_code(answer.overall_code);
   if (plan.dynamic_metadata.has_value()) {
     google::protobuf::Struct* metadata = response->mutable_dynamic_metadata();
     *metadata = *plan.dynamic_metadata;
@@ -389,7 +510,7 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
       const PlannedDescriptor& item = plan.descriptors[i];
       if (item.rule == nullptr || item.rule->metadata_json.empty() ||
           item.plan == DescriptorPlan::kUnlimited || item.plan == DescriptorPlan::kReplaced ||
-          response->statuses(static_cast<int>(i)).code() != RateLimitResponse::OK) {
+          answer.statuses[i].code != RateLimitResponse::OK) {
         continue;
       }
       google::protobuf::Struct rule_metadata;
@@ -403,23 +524,40 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
       *(*metadata->mutable_fields())["metadata"].mutable_struct_value() = std::move(passed);
     }
   }
-  if (unavailable_limit != nullptr) {
+  if (answer.unavailable_limit != nullptr) {
     // The reason travels in the response's dynamic metadata (Envoy adds it to the request's
     // metadata, for logs); POST /json answers 503 for it.
     auto& fields = *response->mutable_dynamic_metadata()->mutable_fields();
     fields[std::string(kReasonMetadataKey)].set_string_value(std::string(kStoreUnavailableReason));
-    fields[std::string(kLimitMetadataKey)].set_string_value(unavailable_limit->name);
+    fields[std::string(kLimitMetadataKey)].set_string_value(answer.unavailable_limit->name);
   }
-  if (headers && least_remaining != nullptr) {
-    auto add = [&](std::string_view name, int64_t value) {
+  if (headers) {
+    ForEachHeader(answer, [response](std::string_view name, std::string_view value) {
       auto* header = response->add_response_headers_to_add();
       header->set_key(std::string(name));
-      header->set_value(absl::StrCat(value));
-    };
-    add(kLimitHeader, least_remaining->current_limit().requests_per_unit());
-    add(kRemainingHeader, least_remaining->limit_remaining());
-    add(kResetHeader, least_remaining->duration_until_reset().seconds());
+      header->set_value(std::string(value));
+    });
   }
+}
+
+bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
+                                  std::string* out) {
+  if (plan.dynamic_metadata.has_value()) return false;
+  const Answer answer = Decide(plan, now_micros);
+  if (answer.unavailable_limit != nullptr) return false;  // dynamic metadata
+  PutVarintField(*out, 1, static_cast<uint64_t>(answer.overall_code));
+  for (const StatusAnswer& status : answer.statuses) PutStatus(*out, status);
+  if (headers) {
+    // RateLimitResponse.response_headers_to_add: HeaderValue {key = 1, value = 2}.
+    ForEachHeader(answer, [out](std::string_view name, std::string_view value) {
+      const size_t size = (name.empty() ? 0 : LengthDelimitedSize(name.size())) +
+                          (value.empty() ? 0 : LengthDelimitedSize(value.size()));
+      PutLengthDelimited(*out, 3, size);
+      PutStringField(*out, 1, name);
+      PutStringField(*out, 2, value);
+    });
+  }
+  return true;
 }
 
 bool RefusedForStoreUnavailable(const RateLimitResponse& response) {

@@ -189,6 +189,13 @@ std::vector<CheckItem> TakeCheckItems(RlsPlan& plan);
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
                              RateLimitResponse* response);
 
+// The same answer serialized (Protocol Buffers' wire format), appended to `*out` without
+// building the message: what gRPC sends. Returns false, appending nothing, when the answer
+// carries dynamic metadata (plan.dynamic_metadata, or a limit refused because the store is
+// unreachable): then RenderRateLimitResponse and serialize.
+bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
+                                  std::string* out);
+
 // The dynamic_metadata of a response refused because the store is unreachable.
 inline constexpr std::string_view kReasonMetadataKey = "reason";
 inline constexpr std::string_view kLimitMetadataKey = "limit";

@@ -32,6 +32,36 @@ int64_t SteadyMicros() {
 
 }  // namespace
 
+// Where an answer goes: the message (RlsCallback) or its serialized bytes (RlsBytesCallback).
+struct RlsService::Reply {
+  RlsCallback message_done;
+  RlsBytesCallback bytes_done;
+
+  void Fail(absl::Status status) && {
+    if (bytes_done) {
+      std::move(bytes_done)(std::move(status));
+    } else {
+      std::move(message_done)(std::move(status));
+    }
+  }
+
+  void Answer(const RlsPlan& plan, int64_t now_micros, bool headers) && {
+    if (bytes_done) {
+      std::string bytes;
+      if (!AppendRateLimitResponseBytes(plan, now_micros, headers, &bytes)) {
+        RateLimitResponse response;
+        RenderRateLimitResponse(plan, now_micros, headers, &response);
+        response.SerializeToString(&bytes);
+      }
+      std::move(bytes_done)(std::move(bytes));
+      return;
+    }
+    RateLimitResponse response;
+    RenderRateLimitResponse(plan, now_micros, headers, &response);
+    std::move(message_done)(std::move(response));
+  }
+};
+
 // One request whose counted descriptors are being checked: what the store's answer goes to.
 struct RlsService::Call {
   // Holds the limiter, the matcher and the limits the plan points into.
@@ -41,9 +71,7 @@ struct RlsService::Call {
   Metrics* metrics = nullptr;
   bool headers = true;
   int64_t start_micros = 0;  // when metrics are set
-  // Where the answer goes; owned by the caller.
-  RateLimitResponse* response = nullptr;
-  absl::AnyInvocable<void(absl::Status) &&> done;
+  Reply reply;
 
   // Takes the store's decisions (one per plan.counted, or the store's error), renders the
   // answer and calls `done`.
@@ -69,11 +97,10 @@ struct RlsService::Call {
         }
       }
     }
-    RenderRateLimitResponse(plan, clock->NowMicros(), headers, response);
     if (metrics != nullptr) {
       metrics->ObserveCheckDuration(CheckApi::kEnvoy, SteadyMicros() - start_micros);
     }
-    std::move(done)(absl::OkStatus());
+    std::move(reply).Answer(plan, clock->NowMicros(), headers);
   }
 };
 
@@ -112,21 +139,18 @@ absl::Status RlsService::UpdateDomains(std::vector<EnvoyDomainConfig> domains) {
 }
 
 void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback done) {
-  auto response = std::make_unique<RateLimitResponse>();
-  RateLimitResponse* out = response.get();
-  ShouldRateLimit(
-      request, out,
-      [response = std::move(response), done = std::move(done)](absl::Status status) mutable {
-        if (!status.ok()) {
-          std::move(done)(std::move(status));
-          return;
-        }
-        std::move(done)(std::move(*response));
-      });
+  Reply reply;
+  reply.message_done = std::move(done);
+  Answer(request, std::move(reply));
 }
 
-void RlsService::ShouldRateLimit(const RateLimitRequest& request, RateLimitResponse* response,
-                                 absl::AnyInvocable<void(absl::Status) &&> done) {
+void RlsService::ShouldRateLimitBytes(const RateLimitRequest& request, RlsBytesCallback done) {
+  Reply reply;
+  reply.bytes_done = std::move(done);
+  Answer(request, std::move(reply));
+}
+
+void RlsService::Answer(const RateLimitRequest& request, Reply reply) {
   Metrics* const metrics = options_.metrics;
   const int64_t start_micros = metrics != nullptr ? SteadyMicros() : 0;
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
@@ -137,16 +161,14 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RateLimitRespo
                      .dynamic_metadata = options_.response_dynamic_metadata,
                      .max_descriptors = options_.max_descriptors});
   if (!plan.ok()) {
-    std::move(done)(plan.status());
+    std::move(reply).Fail(plan.status());
     return;
   }
   if (plan->counted.empty()) {
-    RenderRateLimitResponse(*plan, service_->clock().NowMicros(), options_.response_headers,
-                            response);
     if (metrics != nullptr) {
       metrics->ObserveCheckDuration(CheckApi::kEnvoy, SteadyMicros() - start_micros);
     }
-    std::move(done)(absl::OkStatus());
+    std::move(reply).Answer(*plan, service_->clock().NowMicros(), options_.response_headers);
     return;
   }
   auto call = std::make_unique<Call>();
@@ -156,8 +178,7 @@ void RlsService::ShouldRateLimit(const RateLimitRequest& request, RateLimitRespo
   call->metrics = metrics;
   call->headers = options_.response_headers;
   call->start_micros = start_micros;
-  call->response = response;
-  call->done = std::move(done);
+  call->reply = std::move(reply);
   Limiter& limiter = *snapshot->limiter;
   if (call->plan.counted.size() == 1) {
     // One counted descriptor: the single-item path (inline for the memory store).

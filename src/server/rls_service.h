@@ -74,6 +74,8 @@ struct RlsServiceOptions {
 };
 
 using RlsCallback = absl::AnyInvocable<void(absl::StatusOr<RateLimitResponse>) &&>;
+// The response serialized (Protocol Buffers' wire format), or the error.
+using RlsBytesCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>) &&>;
 
 // Thread-safe.
 class RlsService {
@@ -86,17 +88,15 @@ class RlsService {
   RlsService& operator=(const RlsService&) = delete;
   ~RlsService();
 
-  // Answers `request`; `done` runs exactly once, possibly before this returns or on a store
-  // thread. An error status is InvalidArgument (empty domain or descriptors, more than
-  // `max_descriptors` descriptors, an entry with an empty key, a descriptor too long to be a
-  // key); Envoy then applies its own failure_mode_deny.
+  // Answers `request` (which need only live until this returns); `done` runs exactly once,
+  // possibly before this returns or on a store thread. An error status is InvalidArgument (empty
+  // domain or descriptors, more than `max_descriptors` descriptors, an entry with an empty key, a
+  // descriptor too long to be a key); Envoy then applies its own failure_mode_deny.
   void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done);
 
-  // As above, but the answer is written into `*response` (which may live on a protobuf
-  // arena; nothing is copied between arenas) and `done` gets OK, or the error with
-  // `*response` unspecified. REQUIRES: `*response` is empty and outlives `done`.
-  void ShouldRateLimit(const RateLimitRequest& request, RateLimitResponse* response,
-                       absl::AnyInvocable<void(absl::Status) &&> done);
+  // As above, but `done` gets the response serialized, as gRPC sends it; an answer without
+  // dynamic metadata is written without building the message (AppendRateLimitResponseBytes).
+  void ShouldRateLimitBytes(const RateLimitRequest& request, RlsBytesCallback done);
 
   // Blocking form, for tests and the /json endpoint.
   absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
@@ -107,7 +107,10 @@ class RlsService {
 
  private:
   struct Call;
+  struct Reply;
   RlsService(RlsServiceOptions options, std::unique_ptr<CheckService> owned, CheckService* service);
+  // Plans, checks and answers `request` into `reply`.
+  void Answer(const RateLimitRequest& request, Reply reply);
 
   const RlsServiceOptions options_;
   const std::unique_ptr<CheckService> owned_;  // when no check_service was given

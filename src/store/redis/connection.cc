@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/net/handler_scope.h"
 #include "src/store/redis/tls.h"
 
 namespace tollgate::redis {
@@ -37,19 +38,8 @@ std::pair<int, int> ParseVersion(absl::string_view info, std::string* text) {
   return {-1, -1};
 }
 
-// While a read handler runs on an I/O thread, the connections of that io_context that its
-// callbacks sent commands on: they are flushed when the handler returns rather than by a
-// posted Flush, which would run only after every other ready handler (the other
-// connections' replies). Sending each connection's next commands as soon as one batch of
-// replies is processed keeps Redis busy with one connection's commands while this thread
-// processes another's replies, instead of both sides taking turns.
-struct DeferredFlushes {
-  const asio::io_context* io = nullptr;
-  // The connection whose replies are being processed.
-  RedisConnection* reading = nullptr;
-  std::vector<RedisConnection*> connections;
-};
-thread_local DeferredFlushes* t_deferred_flushes = nullptr;
+// The connection whose replies this thread is handing to their callbacks.
+thread_local RedisConnection* t_reading = nullptr;
 
 }  // namespace
 
@@ -175,7 +165,9 @@ void RedisConnection::StartTls() {
 template <typename Handler>
 void RedisConnection::AsyncReadSome(Handler handler) {
   if (tls_ == nullptr) {
-    socket_.async_read_some(asio::buffer(read_buffer_), std::move(handler));
+    // A read that drains the socket makes the next one wait for the reactor's event rather
+    // than ask the kernel first (src/net/stream_socket.h).
+    socket_.ReadSome(asio::buffer(read_buffer_), std::move(handler));
     return;
   }
   auto tls = tls_;
@@ -187,15 +179,52 @@ void RedisConnection::AsyncReadSome(Handler handler) {
 
 template <typename Handler>
 void RedisConnection::AsyncWrite(Handler handler) {
+  const asio::const_buffer rest = asio::buffer(write_buffer_) + write_offset_;
   if (tls_ == nullptr) {
-    asio::async_write(socket_, asio::buffer(write_buffer_), std::move(handler));
+    asio::async_write(socket_, rest, std::move(handler));
     return;
   }
   auto tls = tls_;
   asio::async_write(
-      *tls, asio::buffer(write_buffer_),
+      *tls, rest,
       [tls, handler = std::move(handler)](const boost::system::error_code& error,
                                           size_t bytes) mutable { handler(error, bytes); });
+}
+
+void RedisConnection::Write() {
+  writing_ = true;
+  write_offset_ = 0;
+  if (tls_ == nullptr) {
+    // Most batches fit the socket's buffer: written here, without a handler's round trip
+    // through the loop.
+    boost::system::error_code error;
+    write_offset_ = socket_.WriteNow(asio::buffer(write_buffer_), error);
+    if (error || write_offset_ == write_buffer_.size()) {
+      // Commands queued meanwhile have a Flush of their own scheduled (flush_posted_).
+      OnWritten(generation_, error, /*flush_again=*/false);
+      return;
+    }
+  }
+  const uint64_t generation = generation_;
+  AsyncWrite([this, generation](const boost::system::error_code& error, size_t) {
+    OnWritten(generation, error, /*flush_again=*/true);
+  });
+}
+
+void RedisConnection::OnWritten(uint64_t generation, const boost::system::error_code& error,
+                                bool flush_again) {
+  if (generation != generation_) return;
+  writing_ = false;
+  write_buffer_.clear();
+  write_offset_ = 0;
+  if (error) {
+    Fail(absl::UnavailableError(
+             absl::StrCat("write to Redis at ", address_, " failed: ", error.message())),
+         true);
+    return;
+  }
+  // A Flush that ran while this write was out left its commands queued.
+  if (flush_again) Flush();
 }
 
 void RedisConnection::OnConnected() {
@@ -273,10 +302,7 @@ void RedisConnection::QueueLocked(std::string_view command, ReplyCallback done, 
   flush_posted_ = true;
 }
 
-RedisConnection* RedisConnection::ReadingOnThisThread() {
-  const DeferredFlushes* deferred = t_deferred_flushes;
-  return deferred == nullptr ? nullptr : deferred->reading;
-}
+RedisConnection* RedisConnection::ReadingOnThisThread() { return t_reading; }
 
 bool RedisConnection::TrySend(std::string_view command, ReplyCallback& done) {
   bool post_flush = false;
@@ -295,12 +321,12 @@ void RedisConnection::Send(std::string_view command, ReplyCallback done) {
 }
 
 void RedisConnection::ScheduleFlush() {
-  DeferredFlushes* deferred = t_deferred_flushes;
-  if (deferred != nullptr && deferred->io == &io_) {
-    deferred->connections.push_back(this);
-    return;
-  }
-  asio::post(io_, [this] { Flush(); });
+  // Inside a handler on this loop (a read of replies, or of a client's requests), the
+  // commands it queues leave in one write when it returns; elsewhere after the handlers
+  // ready now.
+  net::HandlerScope::Work flush = [this] { Flush(); };
+  if (net::HandlerScope::Defer(io_, flush)) return;
+  asio::post(io_, [flush = std::move(flush)]() mutable { std::move(flush)(); });
 }
 
 void RedisConnection::SendInternal(std::string_view command, ReplyCallback done) {
@@ -328,20 +354,7 @@ void RedisConnection::Flush() {
   for (ReplyCallback& done : flushing_) in_flight_.push_back(std::move(done));
   flushing_.clear();
   ArmWatchdog();
-  writing_ = true;
-  const uint64_t generation = generation_;
-  AsyncWrite([this, generation](const boost::system::error_code& error, size_t) {
-    if (generation != generation_) return;
-    writing_ = false;
-    write_buffer_.clear();
-    if (error) {
-      Fail(absl::UnavailableError(
-               absl::StrCat("write to Redis at ", address_, " failed: ", error.message())),
-           true);
-      return;
-    }
-    Flush();
-  });
+  Write();
 }
 
 void RedisConnection::Read() {
@@ -356,14 +369,15 @@ void RedisConnection::Read() {
     }
     last_progress_ = std::chrono::steady_clock::now();
     reader_->Feed(std::string_view(read_buffer_.data(), bytes));
-    // Commands the callbacks send on this io_context go out when they are all done.
-    DeferredFlushes deferred{&io_, this, {}};
-    DeferredFlushes* const outer = t_deferred_flushes;
-    t_deferred_flushes = &deferred;
+    // What the callbacks send on this loop (commands, answers to clients) goes out once they
+    // are all done: a write per connection, while Redis works on this connection's next
+    // commands. Connections are never destroyed while their io_context runs (see the
+    // destructor).
+    net::HandlerScope scope(io_);
+    RedisConnection* const outer = t_reading;
+    t_reading = this;
     const bool keep_reading = ReadReplies(generation);
-    t_deferred_flushes = outer;
-    // Connections are never destroyed while their io_context runs (see the destructor).
-    for (RedisConnection* connection : deferred.connections) connection->Flush();
+    t_reading = outer;
     if (keep_reading) Read();
   });
 }

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "src/net/stream_socket.h"
 #include "src/store/redis/redis_url.h"
 #include "src/store/redis/resp.h"
 
@@ -105,13 +106,16 @@ class RedisConnection {
   void AsyncReadSome(Handler handler);
   template <typename Handler>
   void AsyncWrite(Handler handler);
+  // Writes write_buffer_: at once as far as the socket takes it, the rest when it has room.
+  void Write();
+  void OnWritten(uint64_t generation, const boost::system::error_code& error, bool flush_again);
   void Handshake();
   void SendInternal(std::string_view command, ReplyCallback done);
   // Appends to the queue and posts a Flush unless one is posted already.
   void QueueLocked(std::string_view command, ReplyCallback done, bool* post_flush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Flush() on this I/O thread soon: when the running read handler returns (see
-  // DeferredFlushes in connection.cc), else posted.
+  // Flush() on this I/O thread soon: when the running handler returns (net::HandlerScope),
+  // else posted.
   void ScheduleFlush();
   void Flush();
   // Hands every complete reply read so far to its callback. False when the connection
@@ -139,7 +143,7 @@ class RedisConnection {
 
   // Only touched on the io thread.
   boost::asio::ip::tcp::resolver resolver_;
-  boost::asio::ip::tcp::socket socket_;
+  net::StreamSocket socket_;
   // Over socket_ when TLS is on; replaced on every (re)connect.
   std::shared_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   boost::asio::steady_timer connect_timer_;
@@ -148,6 +152,7 @@ class RedisConnection {
   uint64_t generation_ = 0;  // bumps on every (re)connect; stale handlers compare it
   std::deque<ReplyCallback> in_flight_;
   std::string write_buffer_;
+  size_t write_offset_ = 0;              // bytes of write_buffer_ written
   std::vector<ReplyCallback> flushing_;  // Flush's scratch, kept for its capacity
   bool writing_ = false;
   std::array<char, 16384> read_buffer_{};

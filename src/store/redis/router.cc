@@ -129,11 +129,15 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Connect(const RedisTarget& targe
   client_options.connection.url = target.node;
   absl::StatusOr<std::unique_ptr<RedisClient>> client = RedisClient::Connect(client_options);
   if (!client.ok()) return client.status();
+  // One connection per loop: a loop is one thread, and the commands it sends in one turn
+  // leave in one write on one connection (more connections would only split that write).
+  ClientOptions loop_options = client_options;
+  loop_options.connections = 1;
   std::vector<LoopPool> loop_pools;
   for (boost::asio::io_context* io : options.caller_loops) {
     LoopPool& loop_pool = loop_pools.emplace_back();
     loop_pool.io = io;
-    loop_pool.pool = std::make_unique<ConnectionPool>(*io, client_options);
+    loop_pool.pool = std::make_unique<ConnectionPool>(*io, loop_options);
     loop_pool.pool->Start();  // each connection's attempt runs on its loop
   }
   // The router owns the pools from here, so a failure below still shuts them down.

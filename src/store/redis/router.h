@@ -28,7 +28,7 @@ struct RouterOptions {
   // READONLY reply (at most once per `min_refresh_interval`).
   std::chrono::milliseconds refresh_interval{1000};
   std::chrono::milliseconds min_refresh_interval{50};
-  // Standalone only: a ConnectionPool per loop, for commands sent on that loop's thread
+  // Standalone only: one connection per loop, for commands sent on that loop's thread
   // (RedisStoreOptions::caller_loops).
   std::vector<boost::asio::io_context*> caller_loops;
 };
