@@ -36,7 +36,7 @@ struct RedisConnectionsOptions {
   // Any URL RedisStoreOptions::url takes: redis://, rediss:// (TLS), redis-cluster://,
   // redis-sentinel:// (and their TLS forms); see tollgate/redis_store.h.
   std::string url = "redis://127.0.0.1:6379";
-  // Connections per node (and per loop of `caller_loops`), used round-robin; commands of
+  // Connections per node (one per loop of `caller_loops`), used round-robin; commands of
   // concurrent callers are pipelined on them, so a few suffice.
   int connections = 2;
   // Time allowed for TCP connect, AUTH, SELECT and the version check.
@@ -51,8 +51,8 @@ struct RedisConnectionsOptions {
   // asked for the primary (both also soon after a redirect or a lost connection).
   int64_t refresh_interval_ms = 1000;
   // For a service that runs its own event loops (Boost.Asio io_contexts, each run by one
-  // thread): one set of `connections` per loop, used by every command issued on that loop's
-  // thread, whose reply is then handled on that same thread. Commands from any other thread
+  // thread): one connection per loop, used by every command issued on that loop's thread,
+  // whose reply is then handled on that same thread. Commands from any other thread
   // use the connections' own I/O thread. redis:// and rediss:// only (a cluster or Sentinel
   // keeps its own I/O thread for every command). The periodic work of the stores created on
   // these connections (sync rounds, heartbeats) starts on one of the loops.
