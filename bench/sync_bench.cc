@@ -5,7 +5,7 @@
 //   build/bench/sync_bench --benchmark_counters_tabular=true
 //
 // BM_SyncHotKey: one key, a limit too large to refuse, N = 1: the cost of a local decision
-// (no Redis on the request path; the sync thread runs every 100 ms meanwhile).
+// (no Redis on the request path; rounds sync every 100 ms meanwhile).
 //
 // BM_SyncOvershoot: 8 SyncStore instances on one Redis, simulated time (so each point is
 // exact and repeatable): a fixed or sliding window of 1,000 per second, 20,000 requests per
@@ -193,7 +193,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
       options.clock = &clock;
       options.instance_count = [] { return kInstances; };
       options.use_redis_time = false;
-      options.start_sync_thread = false;
+      options.schedule_rounds = false;
       // Simulated time: a slow reply on a loaded machine must not fail a sync (the modeled
       // round trip is the hook's).
       options.sync_timeout_ms = 60'000;

@@ -1,27 +1,92 @@
-// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) and
-// the metered work's (tests/metered_conformance.h), run against RedisStore on a real
-// redis-server. Redis keeps its own time (TIME), so the factory leaves `advance` empty and
-// the suite skips the cases that need it.
+// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) against
+// the stores that need a real redis-server: RedisStore (which keeps Redis' own time, so the
+// factory leaves `advance` empty and the suite skips the cases that need it), SyncStore (one
+// instance, on a simulated clock, syncing whenever the suite moves time), and ResilientStore
+// answering from its fail_open fallback because its Redis was killed; and the metered work's
+// suite (tests/metered_conformance.h) against RedisStore.
 #include "tests/metered_conformance.h"
+#include "tests/store_conformance.h"
 #include "tests/support/redis_server.h"
+#include "tollgate/redis_store.h"
+#include "tollgate/sync_store.h"
 
 namespace tollgate {
 namespace {
 
-absl::StatusOr<StoreUnderTest> MakeRedisStore() {
-  // One redis-server for the whole binary (the suite's keys are unique per case), killed by
-  // its destructor at exit.
+// One redis-server for the whole binary (the suite's keys are unique per case), killed by its
+// destructor at exit.
+absl::StatusOr<std::string> SharedRedisUrl() {
   static absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
       testing::RedisServer::Start();
   if (!server.ok()) return server.status();
-  return RedisUnderTest((*server)->url());
+  return (*server)->url();
 }
 
-INSTANTIATE_TEST_SUITE_P(RedisStores, StoreConformanceTest,
-                         ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}),
-                         [](const ::testing::TestParamInfo<StoreFactory>& info) {
-                           return info.param.name;
-                         });
+absl::StatusOr<StoreUnderTest> MakeRedisStore() {
+  absl::StatusOr<std::string> url = SharedRedisUrl();
+  if (!url.ok()) return url.status();
+  return RedisUnderTest(*url);
+}
+
+absl::StatusOr<StoreUnderTest> MakeSyncStore() {
+  absl::StatusOr<std::string> url = SharedRedisUrl();
+  if (!url.ok()) return url.status();
+  struct Holder {
+    SimulatedClock clock;
+    std::unique_ptr<SyncStore> store;
+  };
+  auto holder = std::make_shared<Holder>();
+  SyncStoreOptions options;
+  options.redis_url = *url;
+  options.clock = &holder->clock;
+  options.use_redis_time = false;
+  options.schedule_rounds = false;
+  absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
+  if (!store.ok()) return store.status();
+  holder->store = *std::move(store);
+  StoreUnderTest out;
+  out.store = std::shared_ptr<Store>(holder, holder->store.get());
+  out.advance = [holder](int64_t micros) {
+    holder->clock.AdvanceMicros(micros);
+    const absl::Status synced = holder->store->SyncNow();
+    EXPECT_TRUE(synced.ok()) << synced;
+  };
+  out.source = DecisionSource::kSync;
+  out.algorithms = {Algorithm::kFixedWindow, Algorithm::kSlidingWindow};
+  return out;
+}
+
+absl::StatusOr<StoreUnderTest> MakeResilientFallback() {
+  return ResilientOver(
+      [](Clock* clock) -> absl::StatusOr<std::shared_ptr<Store>> {
+        // A server of its own, killed once the store is made: every check fails at once and
+        // the fallback answers. The primary owns the server (destroyed after the store).
+        struct Primary {
+          std::unique_ptr<testing::RedisServer> server;
+          std::unique_ptr<RedisStore> store;
+        };
+        auto primary = std::make_shared<Primary>();
+        absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+            testing::RedisServer::Start();
+        if (!server.ok()) return server.status();
+        primary->server = *std::move(server);
+        RedisStoreOptions options;
+        options.url = primary->server->url();
+        options.clock = clock;
+        absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+        if (!store.ok()) return store.status();
+        primary->store = *std::move(store);
+        primary->server->Kill();
+        return std::shared_ptr<Store>(primary, primary->store.get());
+      },
+      DecisionSource::kFallback);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RedisStores, StoreConformanceTest,
+    ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}, StoreFactory{"Sync", &MakeSyncStore},
+                      StoreFactory{"ResilientFallback", &MakeResilientFallback}),
+    [](const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(RedisStores, MeteredConformanceTest,
                          ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {

@@ -320,6 +320,21 @@ TEST_F(ResilienceTest, AddedConsumptionCountsOnlyWhileItsWindowIsCurrent) {
   EXPECT_LE((*debt.decisions)[0].retry_after_micros, 11'000'000);
 }
 
+// AddAsync reads `at_micros` on the clock the store is given (the one that stamped them), not
+// on the host's: a consumption stamped "now" by a clock a day behind is current.
+TEST_F(ResilienceTest, AddedConsumptionIsAgedOnTheStoresClock) {
+  SimulatedClock clock(SystemClock().NowMicros() - 24LL * 3600 * 1'000'000);
+  RedisStoreOptions options;
+  options.url = redis_->url();
+  options.connections = 1;
+  options.clock = &clock;
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10);
+  ASSERT_TRUE(Add(**store, fixed, "k", 4, clock.NowMicros()).ok());
+  EXPECT_EQ(Remaining(**store, fixed, "k"), 6);
+}
+
 // Issue 29 item 8: a check that missed its deadline but whose reply landed later is settled
 // by that reply, not charged twice. Redis is slowed past the deadline (a proxy delaying every
 // chunk 30 ms, the deadline 20 ms) while 4 instances check one key of a fixed window: every

@@ -1,11 +1,17 @@
 // Copyright tollgate authors. One suite every Store implementation must pass.
 //
-// Included by one test file per store, which adds a factory and INSTANTIATE_TEST_SUITE_P
-// (tests/store_conformance_test.cc: memory; tests/redis_conformance_test.cc: Redis). A store
-// whose time the test cannot control (Redis uses its own TIME) leaves `advance` empty; the
-// cases that need it are skipped, and every other case holds without controlling time: the
-// limits refill so slowly (or their windows are so long) that nothing refills while a case
-// runs.
+// Included by one test file per group of stores, which adds factories and
+// INSTANTIATE_TEST_SUITE_P (tests/store_conformance_test.cc: memory, and the resilient store
+// over it, without Redis; tests/redis_conformance_test.cc: Redis, the sync store, and the
+// resilient store answering from its fallback while Redis is down). A store whose time the
+// test cannot control (Redis uses its own TIME) leaves `advance` empty; the cases that need it
+// are skipped, and every other case holds without controlling time: the limits refill so
+// slowly (or their windows are so long) that nothing refills while a case runs.
+//
+// Where a store's contract differs, its factory says so and the cases follow: the sync store
+// decides fixed and sliding windows only (`algorithms`), so its cases use those; and its
+// decisions are local between syncs, so its `advance` runs a sync after moving the clock (a
+// decision after a wait is what it would be after the store's next round).
 #ifndef TOLLGATE_TESTS_STORE_CONFORMANCE_H_
 #define TOLLGATE_TESTS_STORE_CONFORMANCE_H_
 
@@ -27,7 +33,9 @@
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 #include "tollgate/redis_store.h"
+#include "tollgate/resilience.h"
 #include "tollgate/store.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -46,6 +54,9 @@ struct StoreUnderTest {
   // Whether the store keeps reservations and leases (tests/metered_conformance.h); every
   // store takes charges.
   bool reservations_and_leases = true;
+  // The algorithms the store decides, the first of them the one cases use where any will do.
+  std::vector<Algorithm> algorithms = {Algorithm::kTokenBucket, Algorithm::kFixedWindow,
+                                       Algorithm::kSlidingWindow};
 };
 
 // A RedisStore on the Redis (or Cluster) at `url`, as a store under test: it keeps its own
@@ -66,14 +77,45 @@ struct StoreFactory {
   std::function<absl::StatusOr<StoreUnderTest>()> make;
 };
 
+// A ResilientStore over the primary `make_primary` makes on the given clock (a primary may
+// own what it needs, such as its redis-server), on a simulated clock and simulated timers
+// that `advance` moves together.
+absl::StatusOr<StoreUnderTest> ResilientOver(
+    const std::function<absl::StatusOr<std::shared_ptr<Store>>(Clock*)>& make_primary,
+    DecisionSource source) {
+  // Destroyed in reverse: the store (and its primary) before the timers and the clock.
+  struct Holder {
+    SimulatedClock clock;
+    std::shared_ptr<SimulatedTimers> timers = std::make_shared<SimulatedTimers>();
+    std::unique_ptr<ResilientStore> store;
+  };
+  auto holder = std::make_shared<Holder>();
+  absl::StatusOr<std::shared_ptr<Store>> primary = make_primary(&holder->clock);
+  if (!primary.ok()) return primary.status();
+  ResilienceOptions options;
+  options.clock = &holder->clock;
+  options.timers = holder->timers;
+  absl::StatusOr<std::unique_ptr<ResilientStore>> store =
+      ResilientStore::Create(*std::move(primary), options);
+  if (!store.ok()) return store.status();
+  holder->store = *std::move(store);
+  StoreUnderTest out;
+  out.store = std::shared_ptr<Store>(holder, holder->store.get());
+  out.advance = [holder](int64_t micros) {
+    holder->clock.AdvanceMicros(micros);
+    holder->timers->AdvanceMicros(micros);
+  };
+  out.source = source;
+  return out;
+}
+
 using ::tollgate::testing::TokenBucket;
 using ::tollgate::testing::Window;
 
-// Limits of each algorithm with `max` units that do not come back while a case runs.
-std::vector<Limit> SlowLimits(int64_t max) {
-  return {TokenBucket("conformance_bucket", max, 1e-6),
-          Window("conformance_fixed", Algorithm::kFixedWindow, max, kYear),
-          Window("conformance_sliding", Algorithm::kSlidingWindow, max, kYear)};
+// A limit of `algorithm` with `max` units that do not come back while a case runs.
+Limit SlowLimit(Algorithm algorithm, std::string name, int64_t max) {
+  if (algorithm == Algorithm::kTokenBucket) return TokenBucket(std::move(name), max, 1e-6);
+  return Window(std::move(name), algorithm, max, kYear);
 }
 
 class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
@@ -89,6 +131,20 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
   }
 
   Store& store() { return *under_test_.store; }
+
+  // Slow limits of each algorithm the store decides.
+  std::vector<Limit> SlowLimits(int64_t max) const {
+    std::vector<Limit> limits;
+    for (Algorithm algorithm : under_test_.algorithms) {
+      limits.push_back(SlowLimit(
+          algorithm, absl::StrCat("conformance_", std::string(AlgorithmName(algorithm))), max));
+    }
+    return limits;
+  }
+  // A slow limit of the first algorithm the store decides.
+  Limit AnySlowLimit(std::string name, int64_t max) const {
+    return SlowLimit(under_test_.algorithms.front(), std::move(name), max);
+  }
   std::string Key(std::string_view name) const { return prefix_ + std::string(name); }
 
   Decision CheckOne(const Limit& limit, std::string_view key, int64_t cost = 1) {
@@ -188,7 +244,7 @@ TEST_P(StoreConformanceTest, CostAboveTheLimitIsRefusedForGood) {
 }
 
 TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
-  const std::vector<Limit> limits = {TokenBucket("conformance_a", 5, 1e-6),
+  const std::vector<Limit> limits = {AnySlowLimit("conformance_a", 5),
                                      Window("conformance_b", Algorithm::kFixedWindow, 1, kYear),
                                      Window("conformance_c", Algorithm::kSlidingWindow, 3, kYear)};
   auto batch = [&](int64_t cost) {
@@ -229,7 +285,7 @@ TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
 }
 
 TEST_P(StoreConformanceTest, SameKeyTwiceInOneBatch) {
-  const Limit limit = TokenBucket("conformance_twice", 3, 1e-6);
+  const Limit limit = AnySlowLimit("conformance_twice", 3);
   absl::StatusOr<std::vector<Decision>> refused =
       store().Check({CheckItem{&limit, Key("k"), 2}, CheckItem{&limit, Key("k"), 2}});
   ASSERT_TRUE(refused.ok()) << refused.status();
@@ -288,7 +344,7 @@ TEST_P(StoreConformanceTest, ARefusedBatchReportsWhatIsReallyLeft) {
     EXPECT_TRUE((*refused)[i].allowed) << limits[i].name;
     EXPECT_EQ((*refused)[i].remaining, 5) << limits[i].name;
   }
-  EXPECT_FALSE((*refused)[3].allowed);
+  EXPECT_FALSE((*refused)[limits.size()].allowed);
   for (const Limit& limit : limits) EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 5);
 }
 
@@ -392,17 +448,27 @@ TEST_P(StoreConformanceTest, ConcurrentSingleItemChecksNeverOverAdmit) {
   }
 }
 
+// A refused check passes once its retry_after has passed, and not before. (A sliding
+// window's retry_after is rounded up to the next microsecond, so it may pass 1 µs early.)
 TEST_P(StoreConformanceTest, RefillsAfterRetryAfter) {
   if (!under_test_.advance) GTEST_SKIP() << "the store keeps its own time";
-  const Limit limit = TokenBucket("conformance_refill", 2, 1);
-  ASSERT_TRUE(CheckOne(limit, "k", 2).allowed);
-  Decision refused = CheckOne(limit, "k");
-  ASSERT_FALSE(refused.allowed);
-  EXPECT_EQ(refused.retry_after_micros, kSecond);
-  under_test_.advance(refused.retry_after_micros - 1);
-  EXPECT_FALSE(CheckOne(limit, "k").allowed);
-  under_test_.advance(1);
-  EXPECT_TRUE(CheckOne(limit, "k").allowed);
+  for (Algorithm algorithm : under_test_.algorithms) {
+    const std::string name =
+        absl::StrCat("conformance_refill_", std::string(AlgorithmName(algorithm)));
+    const Limit limit = algorithm == Algorithm::kTokenBucket ? TokenBucket(name, 2, 1)
+                                                             : Window(name, algorithm, 2, kSecond);
+    ASSERT_TRUE(CheckOne(limit, "k", 2).allowed) << limit.name;
+    Decision refused = CheckOne(limit, "k");
+    ASSERT_FALSE(refused.allowed) << limit.name;
+    if (algorithm == Algorithm::kTokenBucket) {
+      EXPECT_EQ(refused.retry_after_micros, kSecond);
+    }
+    const int64_t early = algorithm == Algorithm::kSlidingWindow ? 2 : 1;
+    under_test_.advance(refused.retry_after_micros - early);
+    EXPECT_FALSE(CheckOne(limit, "k").allowed) << limit.name;
+    under_test_.advance(early);
+    EXPECT_TRUE(CheckOne(limit, "k").allowed) << limit.name;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) and the
-// metered work's (tests/metered_conformance.h: charges) against MemoryStore, on a simulated
-// clock.
+// Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) against
+// the stores that need no Redis, on a simulated clock: MemoryStore, and ResilientStore over a
+// MemoryStore (answered by it, with deadlines on simulated timers); and the metered work's
+// (tests/metered_conformance.h: charges) against MemoryStore.
 #include "tests/store_conformance.h"
 
 #include <memory>
@@ -31,8 +32,20 @@ absl::StatusOr<StoreUnderTest> MakeMemoryStore() {
   return out;
 }
 
+absl::StatusOr<StoreUnderTest> MakeResilientStore() {
+  return ResilientOver(
+      [](Clock* clock) -> absl::StatusOr<std::shared_ptr<Store>> {
+        absl::StatusOr<std::unique_ptr<MemoryStore>> primary =
+            MemoryStore::Create({.clock = clock});
+        if (!primary.ok()) return primary.status();
+        return std::shared_ptr<Store>(*std::move(primary));
+      },
+      DecisionSource::kMemory);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
-                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore}),
+                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore},
+                                           StoreFactory{"Resilient", &MakeResilientStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {
                            return info.param.name;
                          });

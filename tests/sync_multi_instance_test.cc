@@ -16,32 +16,18 @@
 #include "gtest/gtest.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/store/redis/client.h"
-#include "src/store/redis/redis_url.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_test.h"
 #include "tollgate/clock.h"
 #include "tollgate/sync_store.h"
 
 namespace tollgate {
 namespace {
 
-using testing::RedisServer;
-
 constexpr int64_t kSecond = 1'000'000;
 
-class SyncMultiInstanceTest : public ::testing::Test {
+class SyncMultiInstanceTest : public testing::RedisTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    redis::ClientOptions options;
-    options.connections = 1;
-    options.connection.url = *redis::ParseRedisUrl(server_->url());
-    auto client = redis::RedisClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
   std::unique_ptr<SyncStore> NewStore(int64_t instances) {
     SyncStoreOptions options;
     options.redis_url = server_->url();
@@ -102,9 +88,6 @@ class SyncMultiInstanceTest : public ::testing::Test {
     std::atomic<bool> stop_{false};
     std::thread thread_;
   };
-
-  std::unique_ptr<RedisServer> server_;
-  std::unique_ptr<redis::RedisClient> client_;
 };
 
 // 8 instances behind a skewed balancer (instance 0 gets half the traffic), 1,000 per second
@@ -366,7 +349,7 @@ TEST_F(SyncMultiInstanceTest, DeltasSurviveAnOutageShorterThanTheWindow) {
   limit.numbers.window_micros = 60 * kSecond;
   limit.sync_interval_micros = 50'000;
 
-  // Waits on the sync thread with a generous deadline: a loaded machine may be slow, and
+  // Waits for the scheduled rounds with a generous deadline: a loaded machine may be slow, and
   // nothing here asserts on speed.
   auto wait_until = [](auto done) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -12,13 +12,16 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/algorithm/fixed_window.h"
 #include "src/store/redis/client.h"
 #include "src/store/redis/redis_url.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_test.h"
 #include "tollgate/clock.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
@@ -42,27 +45,14 @@ Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_
   return limit;
 }
 
-class SyncStoreTest : public ::testing::Test {
+class SyncStoreTest : public testing::RedisTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    redis::ClientOptions options;
-    options.connections = 1;
-    options.connection.url = *redis::ParseRedisUrl(server_->url());
-    absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-        redis::RedisClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
   std::unique_ptr<SyncStore> NewStore(int64_t instances, SyncStoreOptions options = {}) {
     options.redis_url = server_->url();
     options.clock = &clock_;
     options.instance_count = [instances] { return instances; };
     options.use_redis_time = false;
-    options.start_sync_thread = false;
+    options.schedule_rounds = false;
     absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
@@ -115,8 +105,6 @@ class SyncStoreTest : public ::testing::Test {
   }
 
   SimulatedClock clock_{kStart};
-  std::unique_ptr<RedisServer> server_;
-  std::unique_ptr<redis::RedisClient> client_;
 };
 
 TEST_F(SyncStoreTest, SpendsOnlyWhatItIsGrantedBetweenSyncs) {
@@ -346,13 +334,9 @@ TEST_F(SyncStoreTest, DeltasOfAFailedSyncAreSentOnceWhenRedisReturns) {
   EXPECT_EQ(store->stats().dropped_units, 0);
 }
 
-// Used to flake on a loaded machine, for wall-clock reasons: it read the counter back on the
-// test's own connection, which the restart had dropped and which came back only on its own
-// reconnect backoff (up to 1 s), so an early read failed and counted 0; it retried SyncNow()
-// 100 times 20 ms apart while the store's connection backed off the same way; and with a
-// 1 s window the counter's TTL was about 2 s of Redis' real time, which a slow machine could
-// outlast before the read. Now reads and syncs wait with a deadline, the store's backoff has
-// a low ceiling, and the window is a minute.
+// The restart drops the test's connection and the store's, which come back on their own
+// reconnect backoff: reads and syncs wait for Redis with a deadline, not a count of attempts,
+// and the window is a minute, so the counter's TTL outlasts a slow machine's read.
 TEST_F(SyncStoreTest, DeltasOfWindowsOverBeforeRedisReturnsAreDropped) {
   SyncStoreOptions options;
   options.reconnect_max_ms = 50;
@@ -370,6 +354,40 @@ TEST_F(SyncStoreTest, DeltasOfWindowsOverBeforeRedisReturnsAreDropped) {
   EXPECT_EQ(RedisCount(limit, "k"), 3);
 }
 
+// A store destroyed while a scheduled round waits for its reply runs a last round after it,
+// so units checked after the one in flight took its deltas reach Redis too.
+TEST_F(SyncStoreTest, ALastRoundAfterTheOneInFlightSendsTheLastDeltas) {
+  auto timers = std::make_shared<SimulatedTimers>();
+  absl::Notification in_round;
+  absl::Notification release;
+  std::atomic<int> replies{0};
+  SyncStoreOptions options;
+  options.redis_url = server_->url();
+  options.clock = &clock_;
+  options.instance_count = [] { return int64_t{1}; };
+  options.use_redis_time = false;
+  options.timers = timers;
+  options.before_reply_applied = [&] {
+    if (replies.fetch_add(1) > 0) return;
+    in_round.Notify();
+    release.WaitForNotification();
+  };
+  absl::StatusOr<std::unique_ptr<SyncStore>> made = SyncStore::Create(std::move(options));
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<SyncStore> store = *std::move(made);
+  const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
+  EXPECT_EQ(Admit(*store, limit, "k", 3), 3);
+  clock_.AdvanceMicros(kSecond);   // the key is due
+  timers->AdvanceMicros(kSecond);  // a scheduled round takes the 3 units
+  in_round.WaitForNotification();
+  EXPECT_EQ(Admit(*store, limit, "k", 2), 2);
+  std::thread closer([&store] { store.reset(); });
+  release.Notify();
+  closer.join();
+  EXPECT_EQ(replies.load(), 2);
+  EXPECT_EQ(RedisCount(limit, "k"), 5);
+}
+
 TEST(SyncStoreClockTest, CountsIntoRedisTimeWindowsWhateverTheLocalClock) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
@@ -378,7 +396,7 @@ TEST(SyncStoreClockTest, CountsIntoRedisTimeWindowsWhateverTheLocalClock) {
   SyncStoreOptions options;
   options.redis_url = (*server)->url();
   options.clock = &skewed;
-  options.start_sync_thread = false;
+  options.schedule_rounds = false;
   absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = Window("api", Algorithm::kFixedWindow, 100, 3600 * kSecond);

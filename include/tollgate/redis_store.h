@@ -5,6 +5,10 @@
 //   for (const std::string& warning : (*store)->warnings()) { /* log it */ }
 //   auto limiter = tollgate::Limiter::Create({.limits = ..., .store = std::move(*store)});
 //
+// Or on connections shared with the process's SyncStore and InstanceRegistry:
+//   auto redis = tollgate::RedisConnections::Connect({.url = "redis://127.0.0.1:6379"});
+//   auto store = tollgate::RedisStore::Create({.redis = *redis});
+//
 // Every check is one EVALSHA of one Lua script that decides every item of the call with
 // Redis' own clock (TIME) and writes only when all pass, so any number of processes
 // sharing a Redis never over-admit. Key layout (see docs/redis.md):
@@ -27,6 +31,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tollgate/clock.h"
+#include "tollgate/redis_connections.h"
 #include "tollgate/store.h"
 
 namespace boost::asio {
@@ -74,6 +80,14 @@ struct RedisStoreOptions {
   // REQUIRES: the loops run for as long as the store lives, and are destroyed after it;
   // the store is created and destroyed on a thread that is none of them.
   std::vector<boost::asio::io_context*> caller_loops;
+  // Connections shared with the process's other stores (tollgate/redis_connections.h). When
+  // set, the store uses them and every option above but `key_prefix` is theirs to say
+  // (RedisConnectionsOptions); when null, the store makes connections of its own from them.
+  std::shared_ptr<RedisConnections> redis = nullptr;
+  // The clock AddAsync reads its items' `at_micros` against: it sends their age, since
+  // Redis decides at its own TIME. Give it the clock that stamped them (a ResilientStore's
+  // ResilienceOptions::clock). nullptr: SystemClock(). REQUIRES: outlives the store.
+  Clock* clock = nullptr;
 };
 
 // A Store keeping every limit's state in Redis. Thread-safe.
@@ -93,10 +107,10 @@ struct RedisStoreOptions {
 // Unavailable until a replica is promoted and the slot map is read again.
 class RedisStore : public Store {
  public:
-  // Parses the URL, connects every connection (AUTH, SELECT, INFO server), loads the
-  // script, and reads `maxmemory-policy`. A cluster's slot map is read from the first
-  // seed that answers; Sentinel must name a primary. Errors: InvalidArgument (URL, options),
-  // Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
+  // Parses the URL, connects every connection (AUTH, SELECT, INFO server) unless given
+  // shared ones, loads the script, and reads `maxmemory-policy`. A cluster's slot map is read from
+  // the first seed that answers; Sentinel must name a primary. Errors: InvalidArgument (URL,
+  // options), Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
   // FailedPrecondition (Redis older than 7.0).
   static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisStoreOptions options);
 

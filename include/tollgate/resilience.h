@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "tollgate/clock.h"
+#include "tollgate/redis_connections.h"
 #include "tollgate/store.h"
 #include "tollgate/timers.h"
 
@@ -149,8 +150,15 @@ class ResilientStore : public Store {
 };
 
 struct InstanceRegistryOptions {
-  // The Redis the limits live in: any URL RedisStoreOptions::url takes.
+  // The Redis the limits live in: any URL RedisStoreOptions::url takes, for connections of
+  // the registry's own (with the probe's timeouts below). Unused with `redis`.
   std::string redis_url = "redis://127.0.0.1:6379";
+  // Connections shared with the process's stores (tollgate/redis_connections.h); probes then
+  // use their connections, and fail after probe_timeout_ms without a reply all the same.
+  std::shared_ptr<RedisConnections> redis = nullptr;
+  // Where probes are scheduled and timed (as SyncStoreOptions::timers): LoopTimers in a
+  // service, SimulatedTimers in tests; nullptr: ThreadTimers() of the registry's own.
+  std::shared_ptr<Timers> timers = nullptr;
   // The sorted set of live instances (member: instance id, score: last heartbeat, Redis
   // TIME in microseconds).
   std::string key = "tollgate:instances";
@@ -163,7 +171,8 @@ struct InstanceRegistryOptions {
   // How often Redis is probed (the heartbeat when one is due, else PING), and how long a
   // probe may wait for its reply: Redis is known unreachable within about
   // probe_interval_ms + probe_timeout_ms of failing, and reachable again within about
-  // probe_interval_ms of answering.
+  // probe_interval_ms of answering (plus, after a restart, the connections' reconnect
+  // backoff: reconnect_max_ms of shared ones, probe_interval_ms of the registry's own).
   int64_t probe_interval_ms = 250;
   int64_t probe_timeout_ms = 250;
   // false: only probe, never join the set (an instance whose N is fixed by configuration).
@@ -177,12 +186,14 @@ struct InstanceRegistryOptions {
 // `instance_ttl_ms`, sets the key's TTL, and returns the count. While Redis is unreachable
 // the last known count is kept. Adding or removing an instance changes everyone's count
 // within about `instance_ttl_ms`. It is also the instance's own probe of Redis, independent
-// of request traffic: StoreReachable() says whether the last probe was answered. Thread-safe.
+// of request traffic: StoreReachable() says whether the last probe was answered. Probes run
+// on injected Timers (InstanceRegistryOptions::timers). Thread-safe.
 class InstanceRegistry {
  public:
-  // Starts the heartbeat thread. The first heartbeat runs before this returns; when Redis
+  // Starts probing on the timers. The first heartbeat runs before this returns; when Redis
   // cannot be reached it is not an error (the count starts at 1 and is learned later).
-  // InvalidArgument for a bad URL or intervals.
+  // InvalidArgument for a bad URL or intervals. REQUIRES: not on one of the connections'
+  // threads (nor is it destroyed there).
   static absl::StatusOr<std::unique_ptr<InstanceRegistry>> Start(InstanceRegistryOptions options);
 
   virtual ~InstanceRegistry() = default;

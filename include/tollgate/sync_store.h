@@ -5,6 +5,10 @@
 //                                             }});
 //   // Route the limits with `mode: sync` to *store; the others to the exact RedisStore.
 //
+// Or on the connections the process's RedisStore and InstanceRegistry share
+// (tollgate/redis_connections.h), with rounds on a service's own timers:
+//   auto store = tollgate::SyncStore::Create({.redis = connections, .timers = loop_timers, ...});
+//
 // For limits with `mode: sync` (fixed_window and sliding_window only), every decision is
 // made in this process, without a Redis call. Each instance keeps, per (limit, key,
 // window), the last known global count read from Redis (its "view"), the units it admitted
@@ -14,30 +18,30 @@
 //
 // A sync (one Lua script, atomic in Redis) adds the delta to the window's counter, releases
 // this instance's old grant, and grants it 1/N of what is left once the counter and every
-// other instance's outstanding grant are subtracted. An instance that has not synced the
-// window yet is assumed to hold floor(limit / N), which is what it may spend before its
-// first sync of a window (for a sliding window: 1/N of what the estimate left in its view).
-// A sliding window's grant carries over the window boundary (its estimate does not jump
-// there), and the others hold what is left of it until this instance syncs the new window.
-// So counted + granted never exceeds the limit, and N instances can never spend more than
-// the remaining between syncs. The only excess (docs/sync.md) comes from units admitted
-// while the instance's own sync is in flight beyond the grant it brings back, a wrong N
-// (fewer than the live instances), clocks that disagree on the window, or a sync whose
-// reply was lost (docs/sync.md, "Real Redis, real time: 8 instances, skewed load", for what
-// was measured).
+// other instance's outstanding grant are subtracted (the rule of src/algorithm/share.h). An
+// instance that has not synced the window yet is assumed to hold floor(limit / N), which is
+// what it may spend before its first sync of a window (for a sliding window: 1/N of what the
+// estimate left in its view). A sliding window's grant carries over the window boundary (its
+// estimate does not jump there), and the others hold what is left of it until this instance
+// syncs the new window. So counted + granted never exceeds the limit, and N instances can
+// never spend more than the remaining between syncs. The only excess (docs/sync.md) comes
+// from units admitted while the instance's own sync is in flight beyond the grant it brings
+// back, a wrong N (fewer than the live instances), clocks that disagree on the window, or a
+// sync whose reply was lost.
 //
-// A sync thread sends, every `Limit::sync_interval_micros` per key, the deltas of every
-// key that has one or was checked recently, and reads back totals and grants: one EVALSHA
-// for all keys together (INCRBY and PEXPIRE ... NX in the same atomic step). The counters
-// use the exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`
-// (grants in `<counter>:grants`), so exact and sync instances of one limit count the same
-// thing. Window indexes come from the injected clock plus an offset learned from Redis
-// TIME at every sync, so instances with skewed clocks still count into the same windows.
+// Rounds run on `SyncStoreOptions::timers`, every `Limit::sync_interval_micros` per key: each
+// sends the deltas of every key that has one or was checked recently, and reads back totals
+// and grants, in one EVALSHA for all keys together (INCRBY and PEXPIRE ... NX in the same
+// atomic step). The counters use the exact RedisStore's layout, `<key_prefix><limit
+// name>:{<key>}:<window index>` (grants in `<counter>:grants`), so exact and sync instances
+// of one limit count the same thing. Window indexes come from the injected clock plus an
+// offset learned from Redis TIME at every sync, so instances with skewed clocks still count
+// into the same windows.
 //
 // Cold keys (no delta and no check for 2 intervals) stop being synced and are forgotten
 // once their window no longer matters. At `max_keys` tracked keys, a new key is decided by a
-// local in-memory limiter at this instance's share (floor(limit / N) per window), never
-// synced (counted in SyncStoreStats::overflow_decisions).
+// local in-memory limiter at this instance's first share (floor(limit / N) per window),
+// never synced (counted in SyncStoreStats::overflow_decisions).
 //
 // When Redis is unreachable, deltas are kept and sent by the next successful sync for
 // windows still current (the current and the just-ended one); decisions continue within
@@ -58,18 +62,30 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tollgate/clock.h"
+#include "tollgate/redis_connections.h"
 #include "tollgate/store.h"
+#include "tollgate/timers.h"
 
 namespace tollgate {
 
 struct SyncStoreOptions {
-  // redis:// or rediss:// (TLS), as for RedisStore (not a cluster or sentinel URL).
+  // redis:// or rediss:// (TLS), as for RedisStore (not a cluster or sentinel URL), for
+  // connections of the store's own. Unused with `redis`.
   std::string redis_url = "redis://127.0.0.1:6379";
+  // Connections shared with the process's other stores (one server, not a cluster or
+  // Sentinel). When set, `redis_url` and the connection options below are theirs to say.
+  std::shared_ptr<RedisConnections> redis = nullptr;
   // Prepended to every key; use the exact RedisStore's prefix to share its counters.
   std::string key_prefix = "tollgate:";
   // Time source for windows and intervals. nullptr means SystemClock().
   // REQUIRES: outlives the store.
   Clock* clock = nullptr;
+  // Where sync rounds are scheduled: a service passes LoopTimers over its event loops (with
+  // connections over the same loops, every round then runs on one loop); tests pass
+  // SimulatedTimers (rounds happen as the test advances them). nullptr: ThreadTimers() of
+  // the store's own. A round's bookkeeping runs on the timers' thread, in time proportional
+  // to the tracked keys; its Redis call never blocks it.
+  std::shared_ptr<Timers> timers = nullptr;
   // N, the number of live instances sharing the limits (e.g. InstanceRegistry::Count),
   // read once per sync round. nullptr means 1. Values below 1 count as 1.
   std::function<int64_t()> instance_count;
@@ -77,7 +93,9 @@ struct SyncStoreOptions {
   int64_t max_keys = 100'000;
   // Independent shards of the key table, each with its own lock. Rounded up to a power of 2.
   int shards = 64;
-  // A sync with no reply for this long fails; its deltas are sent again by the next one.
+  // Connections of the store's own: a sync with no reply for this long fails (its deltas are
+  // sent again by the next one), and the connect and reconnect timings. On shared
+  // connections, their reply_timeout_ms bounds a sync.
   int64_t sync_timeout_ms = 1000;
   int64_t connect_timeout_ms = 1000;
   // Reconnect backoff after Redis drops: doubles from min to max after each failed attempt.
@@ -87,13 +105,13 @@ struct SyncStoreOptions {
   // Learn the offset between `clock` and Redis TIME at every sync and apply it to window
   // indexes. Off only for tests that drive a SimulatedClock.
   bool use_redis_time = true;
-  // Run the background sync thread. Off only for tests that call SyncNow() themselves.
-  bool start_sync_thread = true;
-  // For benchmarks that model the round trip in simulated time: runs on the syncing thread
-  // each time a sync round's Redis call returns (with a reply or an error; the destructor's
-  // last round too), before the reply is applied, so the checks it makes (on this store too)
-  // are those a real round trip lets through on the old grant. It may call Check(), never
-  // SyncNow(). Empty in production.
+  // Schedule rounds on `timers`. Off only for tests and benchmarks that call SyncNow()
+  // themselves.
+  bool schedule_rounds = true;
+  // For benchmarks that model the round trip in simulated time: runs on the thread that
+  // receives a sync round's reply (or error; the destructor's last round too), before the
+  // reply is applied, so the checks it makes (on this store too) are those a real round trip
+  // lets through on the old grant. It may call Check(), never SyncNow(). Empty in production.
   std::function<void()> before_reply_applied;
 };
 
@@ -101,7 +119,7 @@ struct SyncStoreOptions {
 struct SyncStoreStats {
   int64_t syncs = 0;                // sync rounds that reached Redis and were applied
   int64_t sync_failures = 0;        // sync rounds that failed (deltas kept)
-  int64_t redis_commands = 0;       // commands sent to Redis by the sync thread
+  int64_t redis_commands = 0;       // commands sent to Redis by sync rounds
   int64_t keys_tracked = 0;         // (limit, key) entries in memory now
   int64_t keys_synced = 0;          // key syncs sent (one per key per round)
   int64_t overflow_decisions = 0;   // decisions for keys beyond max_keys (local share only)
@@ -112,17 +130,25 @@ struct SyncStoreStats {
 // A Store for `mode: sync` limits. Decisions carry DecisionSource::kSync. Thread-safe.
 class SyncStore : public Store {
  public:
-  // Parses the URL, connects, loads the sync script and learns the clock offset.
-  // Errors: InvalidArgument (URL, options), Unavailable (cannot connect), PermissionDenied
-  // (AUTH), FailedPrecondition (Redis older than 7.0).
+  // Connects (unless given shared connections), loads the sync script and learns the clock
+  // offset. Errors: InvalidArgument (URL, options, shared connections to a cluster or through
+  // Sentinel), Unavailable (cannot connect), PermissionDenied (AUTH), FailedPrecondition
+  // (Redis older than 7.0).
   static absl::StatusOr<std::unique_ptr<SyncStore>> Create(SyncStoreOptions options);
+
+  // Stops the rounds, then runs a last one (after the one in flight, if any) so the other
+  // instances' counts include this one's deltas, and waits for it. On one of the connections'
+  // threads (a loop of a service) it does not wait: the last round ends there after the store
+  // is gone, and lets go of the connections then.
+  ~SyncStore() override = default;
 
   // CheckAsync answers inline. A token bucket limit, a limit with invalid numbers, or a
   // sync interval below 10 ms is InvalidArgument naming the limit.
 
   // Runs one sync round now for every key with a delta or checked recently, whatever its
-  // interval, and returns when it is done: OK, or why Redis could not be reached. The sync
-  // thread does the same on its own schedule; the destructor runs a last round.
+  // interval, and returns when it is done: OK, or why Redis could not be reached. Scheduled
+  // rounds do the same on their own (one round at a time: this waits for one in progress).
+  // REQUIRES: not on a thread the connections' replies need (one of their loops).
   virtual absl::Status SyncNow() = 0;
 
   virtual SyncStoreStats stats() const = 0;

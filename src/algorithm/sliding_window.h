@@ -67,6 +67,16 @@ inline double PerWindow(const WindowParams& params) {
   return 1 / static_cast<double>(params.window_micros);
 }
 
+// The estimate SlidingWindowCheck compares with the limit: previous * weight + current,
+// `elapsed_micros` into the current window (clamped to the window).
+inline double SlidingWindowEstimate(int64_t previous, int64_t current, int64_t elapsed_micros,
+                                    const WindowParams& params) {
+  const int64_t elapsed = elapsed_micros < 0                      ? 0
+                          : elapsed_micros > params.window_micros ? params.window_micros
+                                                                  : elapsed_micros;
+  return internal::Estimate(previous, current, elapsed, params.window_micros, PerWindow(params));
+}
+
 // REQUIRES: cost >= 0; per_window == PerWindow(params). A cost of 0 (a peek) consumes
 // nothing; it is allowed unless the estimate is past the limit (in debt, after a charge), and
 // its retry_after_micros says when a cost of 1 would pass (0: now). Inline, as the token

@@ -324,6 +324,12 @@ int RunServe(const ServeOptions& given) {
   // after the store has shut its connections on them down.
   http->reset();
   grpc->reset();
+  // Connections still closing on the loops hold the check service, and so the stores, for a
+  // moment: the stores are destroyed here, while the loops still run, once they let go.
+  const auto let_go = std::chrono::steady_clock::now() + kDrainTimeout;
+  while (check_service.use_count() > 1 && std::chrono::steady_clock::now() < let_go) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   spdlog::info("stopped");
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "src/server/grpc_server.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/memory_store.h"
+#include "tollgate/redis_connections.h"
 #include "tollgate/resilience.h"
 #include "tollgate/store.h"
 
@@ -72,8 +73,11 @@ struct ServeOptions {
 
 // The store and what keeps it running.
 struct ServeStore {
-  // With --redis: the live instance count (heartbeats into Redis). Declared first, so
-  // destroyed last: the stores read it.
+  // With --redis: the one set of Redis connections the stores and the registry share (on the
+  // service's loops). Declared first, so this reference goes last.
+  std::shared_ptr<RedisConnections> redis;
+  // With --redis: the live instance count (heartbeats into Redis). Declared before the
+  // stores, so destroyed after them: they read it.
   // Shared: the stores' instance counts hold it, however long the stores live.
   std::shared_ptr<InstanceRegistry> registry;
   std::shared_ptr<Store> store;

@@ -15,12 +15,18 @@
 #include "src/server/resilience_log.h"
 #include "src/store/redis/redis_url.h"
 #include "tollgate/memory_store.h"
+#include "tollgate/redis_connections.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 #include "tollgate/sync_store.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::cli {
 namespace {
+
+// How often the registry probes Redis (InstanceRegistryOptions' default), and the ceiling of
+// the shared connections' reconnect backoff.
+constexpr int64_t kProbeIntervalMs = 250;
 
 // The instances that share a fail_open limit's outage budget are those enforcing the same
 // limits: N is learned per group, the group named by the limits this config defines (its
@@ -71,26 +77,38 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
     }
   }
 
-  RedisStoreOptions redis_options;
-  redis_options.url = options.redis_url;
-  redis_options.caller_loops = loops;
-  absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
+  // One set of connections for the exact store, the sync store and the registry, on the
+  // service's loops; the periodic work (sync rounds, heartbeats) and every check's deadline
+  // run on the same loops' timers. Reconnecting every 250 ms at most keeps readiness, which
+  // follows the registry's probe, within about a probe interval of Redis' return.
+  RedisConnectionsOptions connections;
+  connections.url = options.redis_url;
+  connections.reconnect_max_ms = kProbeIntervalMs;
+  connections.caller_loops = loops;
+  absl::StatusOr<std::shared_ptr<RedisConnections>> redis = RedisConnections::Connect(connections);
   if (!redis.ok()) return redis.status();
-  for (const std::string& warning : (*redis)->warnings()) spdlog::warn("redis: {}", warning);
+  result.redis = *redis;
+  std::shared_ptr<Timers> timers = LoopTimers(std::move(loops));
+  RedisStoreOptions exact_options;
+  exact_options.redis = result.redis;
+  absl::StatusOr<std::unique_ptr<RedisStore>> exact = RedisStore::Create(exact_options);
+  if (!exact.ok()) return exact.status();
+  for (const std::string& warning : (*exact)->warnings()) spdlog::warn("redis: {}", warning);
 
   // One line per state change of Redis, the breaker, the fallback and N (rate-limited).
   auto log = std::make_shared<server::ResilienceLog>();
   ResilienceEventCallback on_event = [log](const ResilienceEvent& event) { log->Log(event); };
   ResilienceOptions resilience;
-  // A check's deadline runs on the loop that sent it, beside its Redis connection.
-  resilience.timers = LoopTimers(std::move(loops));
+  resilience.timers = timers;
   resilience.on_event = on_event;
   resilience.fallback_max_keys = max_keys;
   // The registry is also the instance's own probe of Redis, which /readyz follows; with a
   // fixed N it only probes and does not join the set.
   InstanceRegistryOptions registry_options;
-  registry_options.redis_url = options.redis_url;
+  registry_options.redis = result.redis;
+  registry_options.timers = timers;
   registry_options.key = absl::StrCat(registry_options.key, ":", InstanceGroup(config));
+  registry_options.probe_interval_ms = kProbeIntervalMs;
   registry_options.announce = options.instances <= 0;
   registry_options.on_event = on_event;
   absl::StatusOr<std::unique_ptr<InstanceRegistry>> registry =
@@ -110,7 +128,8 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   // so it is not wrapped in the ResilientStore.
   if (sync_supported) {
     SyncStoreOptions sync_options;
-    sync_options.redis_url = options.redis_url;
+    sync_options.redis = result.redis;
+    sync_options.timers = timers;
     sync_options.instance_count = resilience.instance_count;
     absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));
     if (!sync.ok()) return sync.status();
@@ -118,7 +137,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   }
 
   absl::StatusOr<std::unique_ptr<ResilientStore>> store =
-      ResilientStore::Create(std::shared_ptr<Store>(*std::move(redis)), std::move(resilience));
+      ResilientStore::Create(std::shared_ptr<Store>(*std::move(exact)), std::move(resilience));
   if (!store.ok()) return store.status();
   result.resilient = store->get();
   result.store = std::shared_ptr<Store>(*std::move(store));

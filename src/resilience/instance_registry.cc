@@ -3,16 +3,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "absl/synchronization/notification.h"
+#include "src/core/timer_task.h"
+#include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_url.h"
 #include "src/store/redis/router.h"
 #include "src/store/redis/slot.h"
@@ -21,17 +24,7 @@
 namespace tollgate {
 namespace {
 
-// KEYS[1] = the set; ARGV[1] = instance id, ARGV[2] = instance TTL in microseconds.
-// Time comes from Redis, so instances' clocks do not matter.
-constexpr char kHeartbeatScript[] = R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local ttl = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], now, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - ttl)
-redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) * 2)
-return redis.call('ZCARD', KEYS[1])
-)lua";
+using redis::RedisReply;
 
 std::string DefaultInstanceId() {
   char host[256] = {0};
@@ -42,29 +35,52 @@ std::string DefaultInstanceId() {
 
 class RedisInstanceRegistry final : public InstanceRegistry {
  public:
-  RedisInstanceRegistry(InstanceRegistryOptions options, redis::RedisTarget target)
+  // `connections`: shared ones; null to make its own (on the first probe, and again after
+  // each that could not connect).
+  RedisInstanceRegistry(InstanceRegistryOptions options,
+                        std::shared_ptr<RedisConnections> connections,
+                        std::shared_ptr<Timers> timers)
       : options_(std::move(options)),
-        target_(std::move(target)),
-        slot_(redis::KeySlot(options_.key)) {
+        timers_(std::move(timers)),
+        slot_(redis::KeySlot(options_.key)),
+        connections_(std::move(connections)) {
     if (options_.instance_id.empty()) options_.instance_id = DefaultInstanceId();
   }
 
   ~RedisInstanceRegistry() override {
-    {
-      absl::MutexLock lock(&mutex_);
-      stopping_ = true;
-      wake_.Signal();
-    }
-    if (thread_.joinable()) thread_.join();
+    // A probe in progress uses the registry until it is settled (answered or timed out).
+    if (task_ != nullptr) task_->StopAndWait();
     // Leave the set at once, so the others' share grows without waiting for the TTL.
-    if (client_ != nullptr && options_.announce) {
-      (void)client_->Command({"ZREM", options_.key, options_.instance_id}, slot_);
+    std::shared_ptr<RedisConnections> connections = CurrentConnections();
+    if (connections != nullptr && options_.announce) {
+      (void)connections->router().Command({"ZREM", options_.key, options_.instance_id}, slot_);
     }
   }
 
-  void StartThread() {
-    Probe();
-    thread_ = std::thread([this] { Loop(); });
+  // The first probe, before this returns; then one every period, on the timers. With shared
+  // connections all of it runs on one of their threads (a loop of a service), so that every
+  // probe, its reply and its deadline stay there.
+  // REQUIRES: not on one of the connections' threads.
+  void Start() {
+    const int64_t period_micros =
+        std::min(options_.heartbeat_interval_ms, options_.probe_interval_ms) * 1000;
+    task_ = std::make_unique<internal::TimerTask>(timers_, [this, period_micros](
+                                                               internal::TimerTask::Next next) {
+      Probe([next = std::move(next), period_micros]() mutable { std::move(next)(period_micros); });
+    });
+    absl::Notification started;
+    absl::AnyInvocable<void()&&> first = [this, &started, period_micros] {
+      Probe([start = task_->Starter(period_micros), &started]() mutable {
+        std::move(start)();
+        started.Notify();
+      });
+    };
+    if (std::shared_ptr<RedisConnections> connections = CurrentConnections()) {
+      connections->router().Post(std::move(first));
+    } else {
+      std::move(first)();
+    }
+    started.WaitForNotification();
   }
 
   int64_t Count() const override { return count_.load(std::memory_order_relaxed); }
@@ -72,73 +88,106 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   const std::string& instance_id() const override { return options_.instance_id; }
 
  private:
-  void Loop() {
-    const int64_t period_ms = std::min(options_.heartbeat_interval_ms, options_.probe_interval_ms);
-    absl::MutexLock lock(&mutex_);
-    while (!stopping_) {
-      wake_.WaitWithTimeout(&mutex_, absl::Milliseconds(period_ms));
-      if (stopping_) break;
-      mutex_.Unlock();
-      Probe();
-      mutex_.Lock();
-    }
-  }
+  // What one probe shares with its reply and its deadline, whichever comes first; the other
+  // finds it answered and touches nothing else (the registry may be gone by then).
+  struct ProbeCall {
+    std::atomic<bool> answered{false};
+    absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&> answer;
+  };
 
-  // One probe: the heartbeat when one is due (or the last probe failed), else PING. On any
-  // failure the last known count stays.
-  void Probe() {
-    const auto now = std::chrono::steady_clock::now();
+  // One probe: the heartbeat when one is due (or the last probe failed), else PING; it fails
+  // when no reply comes within probe_timeout_ms. On any failure the last known count stays.
+  // `done` runs once it is settled, on the thread that settled it.
+  void Probe(absl::AnyInvocable<void() &&> done) {
+    absl::StatusOr<std::shared_ptr<RedisConnections>> connections = Connections();
+    if (!connections.ok()) {
+      SetReachable(connections.status());
+      std::move(done)();
+      return;
+    }
+    const int64_t now = timers_->NowMicros();
     const bool heartbeat_due =
-        options_.announce &&
-        (!reachable_.load(std::memory_order_relaxed) ||
-         now - last_heartbeat_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms));
-    absl::StatusOr<int64_t> count = heartbeat_due ? Heartbeat() : Ping();
-    SetReachable(count.status());
-    if (count.ok() && heartbeat_due) {
-      last_heartbeat_ = now;
-      UpdateCount(*count);
+        options_.announce && (!reachable_.load(std::memory_order_relaxed) ||
+                              now - last_heartbeat_micros_.load(std::memory_order_relaxed) >=
+                                  options_.heartbeat_interval_ms * 1000);
+    auto call = std::make_shared<ProbeCall>();
+    call->answer = [this, heartbeat_due, now,
+                    done = std::move(done)](const absl::StatusOr<RedisReply>& reply) mutable {
+      absl::StatusOr<int64_t> count = heartbeat_due ? HeartbeatCount(reply) : PingAnswer(reply);
+      SetReachable(count.status());
+      if (count.ok() && heartbeat_due) {
+        last_heartbeat_micros_.store(now, std::memory_order_relaxed);
+        UpdateCount(*count);
+      }
+      std::move(done)();
+    };
+    timers_->RunAfter(options_.probe_timeout_ms * 1000, &call->answered, [call] {
+      if (call->answered.exchange(true)) return;
+      std::move(call->answer)(absl::DeadlineExceededError("no reply within probe_timeout_ms"));
+    });
+    std::vector<std::string> command = {"PING"};
+    if (heartbeat_due) {
+      command = {"EVAL",
+                 std::string(redis::kLuaHeartbeat),
+                 "1",
+                 options_.key,
+                 options_.instance_id,
+                 absl::StrCat(options_.instance_ttl_ms * 1000)};
     }
+    (*connections)
+        ->router()
+        .Send(slot_, redis::FormatCommand(command), [call](absl::StatusOr<RedisReply> reply) {
+          if (call->answered.exchange(true)) return;
+          std::move(call->answer)(std::move(reply));
+        });
   }
 
-  absl::Status Connect() {
-    if (client_ != nullptr) return absl::OkStatus();
-    // A router, so the one key goes to its slot's node in a cluster and to the current
-    // primary under Sentinel. Its own short timeouts: it is the readiness probe.
-    redis::RouterOptions router_options;
-    router_options.client.connection.connect_timeout =
-        std::chrono::milliseconds(options_.probe_timeout_ms);
-    router_options.client.connection.reply_timeout =
-        std::chrono::milliseconds(options_.probe_timeout_ms);
-    router_options.client.connection.reconnect_max =
-        std::chrono::milliseconds(std::max<int64_t>(20, options_.probe_interval_ms));
-    router_options.client.connections = 1;
-    absl::StatusOr<std::unique_ptr<redis::Router>> client =
-        redis::Router::Connect(target_, router_options);
-    if (!client.ok()) return client.status();
-    client_ = std::move(*client);
-    return absl::OkStatus();
+  std::shared_ptr<RedisConnections> CurrentConnections() {
+    absl::MutexLock lock(&connections_mu_);
+    return connections_;
   }
 
-  // The live count, or why Redis did not answer.
-  absl::StatusOr<int64_t> Heartbeat() {
-    if (absl::Status connected = Connect(); !connected.ok()) return connected;
-    absl::StatusOr<redis::RedisReply> reply =
-        client_->Command({"EVAL", kHeartbeatScript, "1", options_.key, options_.instance_id,
-                          absl::StrCat(options_.instance_ttl_ms * 1000)},
-                         slot_);
+  // The connections, made now if the registry makes its own and has none yet: a router, so
+  // the one key goes to its slot's node in a cluster and to the current primary under
+  // Sentinel, with the probe's short timeouts (it is the readiness probe). Blocks up to
+  // probe_timeout_ms when it connects.
+  absl::StatusOr<std::shared_ptr<RedisConnections>> Connections() {
+    if (std::shared_ptr<RedisConnections> connections = CurrentConnections()) return connections;
+    RedisConnectionsOptions own;
+    own.url = options_.redis_url;
+    own.connections = 1;
+    own.connect_timeout_ms = options_.probe_timeout_ms;
+    own.reply_timeout_ms = options_.probe_timeout_ms;
+    own.reconnect_max_ms = std::max<int64_t>(20, options_.probe_interval_ms);
+    absl::StatusOr<std::shared_ptr<RedisConnections>> made = RedisConnections::Connect(own);
+    if (!made.ok()) return made.status();
+    absl::MutexLock lock(&connections_mu_);
+    connections_ = *made;
+    return made;
+  }
+
+  static absl::StatusOr<int64_t> HeartbeatCount(const absl::StatusOr<RedisReply>& reply) {
     if (!reply.ok()) return reply.status();
-    if (reply->type != redis::RedisReply::Type::kInteger || reply->integer < 1) {
+    if (reply->type != RedisReply::Type::kInteger || reply->integer < 1) {
       return absl::UnavailableError(absl::StrCat("heartbeat: unexpected reply ", reply->str));
     }
     return reply->integer;
+  }
+
+  static absl::StatusOr<int64_t> PingAnswer(const absl::StatusOr<RedisReply>& reply) {
+    if (!reply.ok()) return reply.status();
+    if (reply->type == RedisReply::Type::kError) {
+      return absl::UnavailableError(absl::StrCat("PING: ", reply->str));
+    }
+    return 0;
   }
 
   void UpdateCount(int64_t count) {
     // Right after Redis returns (restarted empty, every instance re-announcing within a
     // heartbeat), a smaller count is not believed until the instances had time to announce.
     const int64_t previous = count_.load(std::memory_order_relaxed);
-    if (count < previous && std::chrono::steady_clock::now() - reachable_since_ <
-                                std::chrono::milliseconds(options_.instance_ttl_ms)) {
+    if (count < previous &&
+        timers_->NowMicros() - reachable_since_micros_ < options_.instance_ttl_ms * 1000) {
       return;
     }
     count_.store(count, std::memory_order_relaxed);
@@ -151,23 +200,13 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     }
   }
 
-  absl::StatusOr<int64_t> Ping() {
-    if (absl::Status connected = Connect(); !connected.ok()) return connected;
-    absl::StatusOr<redis::RedisReply> reply = client_->Command({"PING"}, slot_);
-    if (!reply.ok()) return reply.status();
-    if (reply->type == redis::RedisReply::Type::kError) {
-      return absl::UnavailableError(absl::StrCat("PING: ", reply->str));
-    }
-    return 0;
-  }
-
   void SetReachable(const absl::Status& status) {
     const bool reachable = status.ok();
     const bool changed = reachable_.exchange(reachable, std::memory_order_relaxed) != reachable;
     const bool first = !std::exchange(first_probe_done_, true);
     // The first probe reports only a failure: "reachable" is what a start assumes.
     if (first ? reachable : !changed) return;
-    if (reachable) reachable_since_ = std::chrono::steady_clock::now();
+    if (reachable) reachable_since_micros_ = timers_->NowMicros();
     if (!options_.on_event) return;
     ResilienceEvent event;
     event.kind = reachable ? ResilienceEvent::Kind::kStoreReachable
@@ -177,28 +216,25 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   }
 
   InstanceRegistryOptions options_;
-  const redis::RedisTarget target_;
-  const int slot_;                         // the hash slot of options_.key
-  std::unique_ptr<redis::Router> client_;  // used by the heartbeat thread only
+  const std::shared_ptr<Timers> timers_;
+  const int slot_;  // the hash slot of options_.key
+  absl::Mutex connections_mu_;
+  std::shared_ptr<RedisConnections> connections_ ABSL_GUARDED_BY(connections_mu_);
   std::atomic<int64_t> count_{1};
   std::atomic<bool> reachable_{false};
-  // Used by the probing thread only (the first probe runs in Start, before it exists).
+  std::atomic<int64_t> last_heartbeat_micros_{0};  // the timers' time
+  // Used by one probe at a time (the first runs in Start, before the task exists).
   bool first_probe_done_ = false;
-  std::chrono::steady_clock::time_point last_heartbeat_;
-  // When Redis last became reachable again after a failed probe (the epoch if never).
-  std::chrono::steady_clock::time_point reachable_since_;
-  absl::Mutex mutex_;
-  absl::CondVar wake_;
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
-  std::thread thread_;
+  // When Redis last became reachable again after a failed probe (the timers' time).
+  int64_t reachable_since_micros_ = std::numeric_limits<int64_t>::min() / 2;
+  // Set once by Start.
+  std::unique_ptr<internal::TimerTask> task_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<InstanceRegistry>> InstanceRegistry::Start(
     InstanceRegistryOptions options) {
-  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.redis_url);
-  if (!target.ok()) return target.status();
   if (options.heartbeat_interval_ms < 10) {
     return absl::InvalidArgumentError("heartbeat_interval_ms must be >= 10");
   }
@@ -208,8 +244,15 @@ absl::StatusOr<std::unique_ptr<InstanceRegistry>> InstanceRegistry::Start(
   if (options.instance_ttl_ms <= options.heartbeat_interval_ms) {
     return absl::InvalidArgumentError("instance_ttl_ms must be longer than the heartbeat");
   }
-  auto registry = std::make_unique<RedisInstanceRegistry>(std::move(options), std::move(*target));
-  registry->StartThread();
+  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.redis_url);
+  if (options.redis == nullptr && !target.ok()) return target.status();
+  std::shared_ptr<RedisConnections> connections = std::move(options.redis);
+  options.redis = nullptr;  // the registry holds them once
+  std::shared_ptr<Timers> timers = options.timers != nullptr ? options.timers : ThreadTimers();
+  options.timers = nullptr;
+  auto registry = std::make_unique<RedisInstanceRegistry>(
+      std::move(options), std::move(connections), std::move(timers));
+  registry->Start();
   return std::unique_ptr<InstanceRegistry>(std::move(registry));
 }
 

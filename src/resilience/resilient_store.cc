@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "src/algorithm/share.h"
 #include "src/algorithm/token_bucket_replay.h"
 #include "src/core/batch.h"
 #include "src/resilience/circuit_breaker.h"
@@ -57,16 +58,6 @@ std::string_view ResilienceEventName(ResilienceEvent::Kind kind) {
 
 namespace resilience {
 namespace {
-
-// This instance's share of a limit: numbers / N, never below 1.
-LimitNumbers Share(const LimitNumbers& numbers, int64_t instances) {
-  LimitNumbers share = numbers;
-  if (instances <= 1) return share;
-  share.capacity = std::max<int64_t>(1, numbers.capacity / instances);
-  share.refill_per_second = numbers.refill_per_second / static_cast<double>(instances);
-  share.limit = std::max<int64_t>(1, numbers.limit / instances);
-  return share;
-}
 
 bool SameNumbers(const LimitNumbers& a, const LimitNumbers& b) {
   return a.algorithm == b.algorithm && a.capacity == b.capacity &&
@@ -530,9 +521,10 @@ class Core {
 
   // The limit the local fallback uses for `limit` with `instances` live instances.
   std::shared_ptr<const Limit> FallbackLimit(const Limit& limit, int64_t instances) {
-    const LimitNumbers numbers = limit.on_store_failure == FailureMode::kLocal && limit.local
-                                     ? *limit.local
-                                     : Share(limit.numbers, instances);
+    const LimitNumbers numbers =
+        limit.on_store_failure == FailureMode::kLocal && limit.local
+            ? *limit.local
+            : algorithm::FallbackNumbers(limit.numbers, algorithm::EqualWeights(instances));
     absl::MutexLock lock(&mutex_);
     std::shared_ptr<const Limit>& cached = fallback_limits_[limit.name];
     if (cached == nullptr || cached->numbers.algorithm != numbers.algorithm ||

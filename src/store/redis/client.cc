@@ -99,6 +99,10 @@ void IoThread::Stop(absl::AnyInvocable<void() &&> before_stop) {
   thread_.join();
 }
 
+void IoThread::Post(absl::AnyInvocable<void() &&> task) {
+  boost::asio::post(io_, [task = std::move(task)]() mutable { std::move(task)(); });
+}
+
 IoThread::~IoThread() {
   Stop([] {});
 }

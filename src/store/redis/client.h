@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/store/redis/connection.h"
@@ -85,6 +86,8 @@ class IoThread {
   ~IoThread();
 
   boost::asio::io_context& io() { return io_; }
+  // Runs `task` soon on the I/O thread (destroyed unrun if it stops first).
+  void Post(absl::AnyInvocable<void() &&> task);
   bool InThisThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
@@ -120,6 +123,11 @@ class RedisClient {
 
   // Connections currently ready.
   int ReadyConnections() const { return pool_->ReadyConnections(); }
+
+  // Runs `task` soon on the client's I/O thread (destroyed unrun if the client stops first).
+  void Post(absl::AnyInvocable<void() &&> task) { io_thread_.Post(std::move(task)); }
+  // Whether the calling thread is the client's I/O thread.
+  bool OnIoThread() const { return io_thread_.InThisThread(); }
 
  private:
   explicit RedisClient(const ClientOptions& options);

@@ -133,6 +133,9 @@ class ClusterRouter final : public Router {
     Dispatch(call, slots_[slot].load(std::memory_order_acquire), false);
   }
 
+  void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
+  bool OnIoThread() const override { return io_thread_.InThisThread(); }
+
   int ReadyConnections() const override {
     absl::MutexLock lock(&mu_);
     int ready = 0;

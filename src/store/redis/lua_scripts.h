@@ -13,6 +13,11 @@ extern const std::string_view kLuaCheck;
 extern const std::string_view kLuaAdd;
 // lua/refund.lua: gives back what one check.lua call consumed (cluster, several nodes).
 extern const std::string_view kLuaRefund;
+// lua/sync.lua: one sync round of one instance (sync mode): counts, and grants by the rule of
+// src/algorithm/share.h.
+extern const std::string_view kLuaSync;
+// lua/heartbeat.lua: one instance's heartbeat; returns the number of live instances.
+extern const std::string_view kLuaHeartbeat;
 
 }  // namespace tollgate::redis
 

@@ -10,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "src/core/batch.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
@@ -20,6 +22,9 @@
 namespace tollgate {
 namespace redis {
 namespace {
+
+// The in-flight count of the store one of whose calls' callbacks runs on this thread.
+thread_local const std::atomic<int64_t>* t_answering = nullptr;
 
 // Bytes per item in the script's reply ('<Bddd': flags, remaining, reset_after,
 // retry_after), after the leading now_micros ('<d').
@@ -159,10 +164,10 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
   return std::move(writer).Finish();
 }
 
-// EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now).
+// EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now), the age
+// being `now_micros` minus the item's at_micros, both on the clock that stamped them.
 std::string AddCommand(std::string_view script, std::string_view prefix,
-                       const std::vector<CheckItem>& items) {
-  const int64_t now_micros = SystemClock().NowMicros();
+                       const std::vector<CheckItem>& items, int64_t now_micros) {
   const size_t n = items.size();
   CommandWriter writer(4 + n * (1 + kItemArgs), ExpectedBytes(script, prefix, items));
   writer.Add("EVAL");
@@ -306,12 +311,42 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
   return decisions;
 }
 
-RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<Router> router,
+RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
+                               std::shared_ptr<RedisConnections> connections,
                                std::string script_sha, std::vector<std::string> warnings)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       warnings_(std::move(warnings)),
-      router_(std::move(router)) {}
+      clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
+      connections_(std::move(connections)),
+      router_(connections_->router()) {}
+
+RedisStoreImpl::~RedisStoreImpl() {
+  // Nobody else holds them: closing them answers every call still out, now.
+  if (connections_.use_count() == 1) connections_.reset();
+  // A store released by one of its own calls' callbacks (the last owner let go in it) does
+  // not wait for that call: it is over but for the count.
+  const int64_t own = t_answering == calls_in_flight_.get() ? 1 : 0;
+  while (calls_in_flight_->load(std::memory_order_acquire) > own) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask) {
+  calls_in_flight_->fetch_add(1, std::memory_order_relaxed);
+  router_.Send(
+      slot, std::move(command),
+      [in_flight = calls_in_flight_,
+       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+        const std::atomic<int64_t>* outer = std::exchange(t_answering, in_flight.get());
+        std::move(done)(std::move(reply));
+        t_answering = outer;
+        // The store may be gone from here on (released in `done`, or by its destructor as
+        // soon as this count falls).
+        in_flight->fetch_sub(1, std::memory_order_release);
+      },
+      follow_ask);
+}
 
 void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
@@ -342,7 +377,7 @@ void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<in
     std::move(done)(absl::InvalidArgumentError("a check needs at least one item"));
     return;
   }
-  if (router_->topology() == Topology::kCluster && items.size() > 1) {
+  if (router_.topology() == Topology::kCluster && items.size() > 1) {
     std::vector<int> slots;
     slots.reserve(items.size());
     for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
@@ -368,7 +403,7 @@ void RedisStoreImpl::EvalCheckAsync(std::vector<CheckItem> items, std::optional<
 }
 
 void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
-  if (router_->topology() == Topology::kCluster) {
+  if (router_.topology() == Topology::kCluster) {
     call->slot = ItemSlot(options_.key_prefix, call->items[0]);
     call->follow_ask = OnlyDeclaredKeys(call->items);
   }
@@ -380,7 +415,7 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
 void RedisStoreImpl::SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command) {
   const int slot = call->slot;
   const bool follow_ask = call->follow_ask;
-  router_->Send(
+  Send(
       slot, std::move(command),
       [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
         OnScriptReply(std::move(call), std::move(reply));
@@ -546,7 +581,7 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
     const int slot = ItemSlot(store->options_.key_prefix, items[0]);
     // A refund that fails leaves its consumption in place: an over-refusal until the
     // window ends or the bucket refills, never an over-admission.
-    store->router_->Send(
+    store->Send(
         slot, RefundCommand(store->options_.key_prefix, items, group.decisions, group.now_micros),
         [check](const absl::StatusOr<RedisReply>&) {
           if (check->pending_refunds.fetch_sub(1) == 1) {
@@ -570,8 +605,8 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   std::vector<int> slots;
   slots.reserve(items.size());
   for (const CheckItem& item : items) {
-    slots.push_back(router_->topology() == Topology::kCluster ? ItemSlot(options_.key_prefix, item)
-                                                              : 0);
+    slots.push_back(router_.topology() == Topology::kCluster ? ItemSlot(options_.key_prefix, item)
+                                                             : 0);
   }
   struct Join {
     absl::Mutex mu;
@@ -589,9 +624,9 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
   for (const std::vector<size_t>& group : groups) {
     std::vector<CheckItem> group_items;
     for (size_t index : group) group_items.push_back(items[index]);
-    router_->Send(
+    Send(
         ItemSlot(options_.key_prefix, group_items[0]),
-        AddCommand(kLuaAdd, options_.key_prefix, group_items),
+        AddCommand(kLuaAdd, options_.key_prefix, group_items, clock_->NowMicros()),
         [join](absl::StatusOr<RedisReply> reply) {
           absl::Status status;
           if (!reply.ok()) {
@@ -622,45 +657,35 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
 }  // namespace redis
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions options) {
-  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.url);
-  if (!target.ok()) return target.status();
-  if (options.connections < 1 || options.connections > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RedisStoreOptions.connections must be in 1..64, got ", options.connections));
+  std::shared_ptr<RedisConnections> connections = std::move(options.redis);
+  options.redis = nullptr;  // the store holds them once, as `connections_`
+  if (connections == nullptr) {
+    absl::StatusOr<std::shared_ptr<RedisConnections>> made =
+        RedisConnections::Connect({.url = options.url,
+                                   .connections = options.connections,
+                                   .connect_timeout_ms = options.connect_timeout_ms,
+                                   .reply_timeout_ms = options.reply_timeout_ms,
+                                   .reconnect_min_ms = options.reconnect_min_ms,
+                                   .reconnect_max_ms = options.reconnect_max_ms,
+                                   .refresh_interval_ms = options.refresh_interval_ms,
+                                   .caller_loops = options.caller_loops});
+    if (!made.ok()) return made.status();
+    connections = *std::move(made);
   }
-  if (options.connect_timeout_ms < 1 || options.reply_timeout_ms < 1 ||
-      options.reconnect_min_ms < 1 || options.reconnect_max_ms < options.reconnect_min_ms) {
-    return absl::InvalidArgumentError(
-        "RedisStoreOptions: timeouts must be >= 1 ms and reconnect_max_ms >= reconnect_min_ms");
-  }
-  if (options.refresh_interval_ms < 1) {
-    return absl::InvalidArgumentError("RedisStoreOptions.refresh_interval_ms must be >= 1");
-  }
-  redis::RouterOptions router_options;
-  redis::ClientOptions& client_options = router_options.client;
-  client_options.connections = options.connections;
-  client_options.connection.connect_timeout = std::chrono::milliseconds(options.connect_timeout_ms);
-  client_options.connection.reply_timeout = std::chrono::milliseconds(options.reply_timeout_ms);
-  client_options.connection.reconnect_min = std::chrono::milliseconds(options.reconnect_min_ms);
-  client_options.connection.reconnect_max = std::chrono::milliseconds(options.reconnect_max_ms);
-  router_options.refresh_interval = std::chrono::milliseconds(options.refresh_interval_ms);
-  router_options.caller_loops = options.caller_loops;
-  absl::StatusOr<std::unique_ptr<redis::Router>> client =
-      redis::Router::Connect(*target, router_options);
-  if (!client.ok()) return client.status();
+  redis::Router& router = connections->router();
 
   // In a cluster this loads the script on one primary; the others get it from the EVAL
   // that follows their first NOSCRIPT.
   absl::StatusOr<redis::RedisReply> loaded =
-      (*client)->Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
+      router.Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
   if (!loaded.ok()) return loaded.status();
   if (loaded->type != redis::RedisReply::Type::kString) {
     return absl::InternalError(
         absl::StrCat("SCRIPT LOAD of the check script failed: ", redis::DebugString(*loaded)));
   }
   std::vector<std::string> warnings;
-  redis::CheckEviction(**client, &warnings);
-  return std::make_unique<redis::RedisStoreImpl>(std::move(options), *std::move(client),
+  redis::CheckEviction(router, &warnings);
+  return std::make_unique<redis::RedisStoreImpl>(std::move(options), std::move(connections),
                                                  loaded->str, std::move(warnings));
 }
 

@@ -2,6 +2,7 @@
 #ifndef TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_
 #define TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,8 +37,12 @@ int ItemSlot(std::string_view prefix, const CheckItem& item);
 
 class RedisStoreImpl final : public RedisStore {
  public:
-  RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<Router> router, std::string script_sha,
-                 std::vector<std::string> warnings);
+  RedisStoreImpl(RedisStoreOptions options, std::shared_ptr<RedisConnections> connections,
+                 std::string script_sha, std::vector<std::string> warnings);
+  // Connections of its own are closed, failing the calls still out at once; shared ones stay
+  // with the other stores, and the destructor waits for this store's calls to be answered
+  // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
+  ~RedisStoreImpl() override;
 
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
   // The same script call: check.lua applies every ItemOp (see its header).
@@ -63,7 +68,7 @@ class RedisStoreImpl final : public RedisStore {
                       ReplyCallback done);
 
   // Where commands go (one server, cluster slots, or Sentinel's primary).
-  Router& client() { return *router_; }
+  Router& client() { return router_; }
   const std::string& key_prefix() const { return options_.key_prefix; }
 
  private:
@@ -78,13 +83,19 @@ class RedisStoreImpl final : public RedisStore {
   void CheckSlotsAsync(std::vector<CheckItem> items, const std::vector<int>& slots,
                        std::optional<int64_t> now_micros, CheckCallback done);
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
+  // router_.Send, counted in calls_in_flight_ until `done` has returned.
+  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
 
   const RedisStoreOptions options_;
   const std::string script_sha_;
   const std::vector<std::string> warnings_;
-  // Last, so it is destroyed first: its destructor fails pending calls, whose callbacks
-  // may still read the members above.
-  const std::unique_ptr<Router> router_;
+  Clock* const clock_;  // options_.clock or SystemClock()
+  // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
+  // with the callbacks, which count down after they return.
+  const std::shared_ptr<std::atomic<int64_t>> calls_in_flight_ =
+      std::make_shared<std::atomic<int64_t>>(0);
+  std::shared_ptr<RedisConnections> connections_;
+  Router& router_;
 };
 
 }  // namespace tollgate::redis

@@ -1,6 +1,7 @@
 // Copyright tollgate authors.
 #include "src/store/redis/router.h"
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -76,6 +77,23 @@ class StandaloneRouter final : public Router {
     }
     client_->Send(formatted_command, std::move(done));
   }
+
+  bool OnIoThread() const override {
+    for (const LoopPool& loop_pool : loop_pools_) {
+      if (loop_pool.io->get_executor().running_in_this_thread()) return true;
+    }
+    return client_->OnIoThread();
+  }
+
+  void Post(absl::AnyInvocable<void() &&> task) override {
+    if (loop_pools_.empty()) {
+      client_->Post(std::move(task));
+      return;
+    }
+    const size_t loop = next_loop_.fetch_add(1, std::memory_order_relaxed) % loop_pools_.size();
+    boost::asio::post(*loop_pools_[loop].io,
+                      [task = std::move(task)]() mutable { std::move(task)(); });
+  }
   // Waits for every loop pool's first connection attempts. OK, or the first error.
   absl::Status AwaitLoopPools() {
     for (const LoopPool& loop_pool : loop_pools_) {
@@ -92,6 +110,7 @@ class StandaloneRouter final : public Router {
   const std::string address_;
   std::unique_ptr<RedisClient> client_;
   std::vector<LoopPool> loop_pools_;
+  std::atomic<size_t> next_loop_{0};
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "src/store/redis/client.h"
 #include "src/store/redis/redis_url.h"
@@ -68,6 +69,16 @@ class Router {
 
   // Blocking Send. REQUIRES: not on the I/O thread.
   absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args, int slot = kAnySlot);
+
+  // Runs `task` soon on one of the router's I/O threads: the caller loops in turn when it has
+  // them, else its own I/O thread. Periodic work (sync rounds, heartbeats) starts there, so
+  // that the commands it sends, their replies and its LoopTimers stay on that one thread. A
+  // task still queued when the router or its loop stops is destroyed unrun.
+  virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
+
+  // Whether the calling thread is one of the router's I/O threads (a caller loop, or its
+  // own): one that must not block on a reply, which may need it to be delivered.
+  virtual bool OnIoThread() const = 0;
 
   // Ready connections to the nodes commands go to (every primary, for a cluster).
   virtual int ReadyConnections() const = 0;

@@ -97,6 +97,9 @@ class SentinelRouter final : public Router {
                });
   }
 
+  void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
+  bool OnIoThread() const override { return io_thread_.InThisThread(); }
+
   int ReadyConnections() const override {
     return primary_.load(std::memory_order_acquire)->ReadyConnections();
   }

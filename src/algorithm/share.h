@@ -1,0 +1,110 @@
+// Copyright tollgate authors. One instance's share of a limit that N instances enforce together.
+//
+// Every rule that divides a limit among the live instances is here: the grants of sync mode
+// (mirrored, in the same atomic step that counts, by src/store/redis/lua/sync.lua), what a
+// sync instance may spend before it holds a grant, and the fail_open fallback's local limit.
+// Pure functions, no I/O, no clock. The one rule underneath is
+//
+//   Share(left, weights) = floor(max(0, left) * weights.self / weights.total)
+//
+// computed in doubles, in this order, with 1e-9 added before the floor, exactly as sync.lua
+// computes it (so a sliding window's `left` of 49.9999999999 is 49 neither here nor there);
+// exact for amounts below 2^53, as the scripts are. tests/sync_script_test.cc
+// (SyncScriptTest.GrantTableMatchesTheShareModule) checks that the script hands out the grants
+// SyncGrant computes, against a real redis-server.
+//
+// Weights: today every live instance weighs 1, so one instance's weights are {1, N}
+// (EqualWeights). Demand-weighted shares (issue 26) change the weights, not the callers.
+//
+// docs/sync.md ("What an instance knows") and docs/resilience.md ("Failure policies") state
+// the same rules for users.
+#ifndef TOLLGATE_SRC_ALGORITHM_SHARE_H_
+#define TOLLGATE_SRC_ALGORITHM_SHARE_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "src/algorithm/outcome.h"
+#include "tollgate/limit.h"
+
+namespace tollgate::algorithm {
+
+// One instance's weight and the sum of the weights of every live instance, its own included.
+// REQUIRES: 0 <= self <= total, total >= 1.
+struct ShareWeights {
+  int64_t self = 1;
+  int64_t total = 1;
+};
+
+// Every one of `instances` live instances weighs the same: {1, N} (N below 1 counts as 1).
+inline ShareWeights EqualWeights(int64_t instances) {
+  return ShareWeights{1, std::max<int64_t>(1, instances)};
+}
+
+// floor(max(0, left) * self / total): never negative, and the shares of instances whose
+// weights sum to the total never sum to more than max(0, left).
+inline int64_t Share(double left, ShareWeights weights) {
+  return FloorAtLeastZero(
+      left * static_cast<double>(weights.self) / static_cast<double>(weights.total) + 1e-9);
+}
+
+// Sync mode, before an instance holds a grant in a window (its first check of a key, a fixed
+// window's start, a key over SyncStoreOptions::max_keys): it may spend 1/N of what is `left`
+// as far as it knows (the limit less its view of the window's use). Every sync script holds
+// FirstShare(limit, N) back for each live instance without a grant, so that is never more
+// than what the others leave it: FirstShare(limit, N) * N <= limit.
+inline int64_t FirstShare(double left, int64_t instances) {
+  return Share(left, EqualWeights(instances));
+}
+
+// What one sync hands one instance, in the script's atomic step that has just counted its
+// units (src/store/redis/lua/sync.lua computes the same).
+struct SyncGrantInput {
+  int64_t limit = 0;
+  // The window's use once this sync's units are counted: the counter (fixed window), or
+  // previous * weight + counter (sliding window, weighed at Redis' time).
+  double used = 0;
+  // What the other instances that synced the window may still spend without syncing: the sum
+  // of their outstanding grants (for a sliding window, also the grants of the previous window
+  // that instances not yet synced in this one carry over).
+  int64_t held_by_others = 0;
+  // The other live instances with no grant at all, N - 1 less those counted above when that is
+  // positive: each may be spending its FirstShare(limit, N).
+  int64_t others_without_grant = 0;
+  int64_t instances = 1;  // N
+  ShareWeights weights;   // this instance's; EqualWeights(instances) today
+};
+
+// grant = Share(limit - used - held, weights), held = held_by_others + others_without_grant
+// * FirstShare(limit, N). Bound: used + held + grant <= limit whenever used + held <= limit,
+// and 0 otherwise; so across every sync of every instance, counted + granted never exceeds
+// the limit (each grant comes out of what the counter and the others' grants leave).
+inline int64_t SyncGrant(const SyncGrantInput& in) {
+  const int64_t held =
+      in.held_by_others + in.others_without_grant * FirstShare(in.limit, in.instances);
+  return Share(static_cast<double>(in.limit) - in.used - static_cast<double>(held), in.weights);
+}
+
+// fail_open while the store is unreachable: this instance's share of `amount` (a window's limit,
+// a bucket's capacity), never below 1. Bounds: >= 1, so an instance that has never seen a key
+// still admits something; with equal weights the N shares sum to at most max(amount, N).
+inline int64_t FallbackShare(int64_t amount, ShareWeights weights) {
+  return std::max<int64_t>(1, Share(static_cast<double>(amount), weights));
+}
+
+// The numbers of fail_open's local limiter for `numbers`: FallbackShare of the limit or the
+// capacity, and a token bucket's refill in proportion (weights.self / weights.total, not
+// rounded). An instance with the whole weight keeps the numbers as they are.
+inline LimitNumbers FallbackNumbers(const LimitNumbers& numbers, ShareWeights weights) {
+  if (weights.self >= weights.total) return numbers;
+  LimitNumbers share = numbers;
+  share.capacity = FallbackShare(numbers.capacity, weights);
+  share.refill_per_second = numbers.refill_per_second * static_cast<double>(weights.self) /
+                            static_cast<double>(weights.total);
+  share.limit = FallbackShare(numbers.limit, weights);
+  return share;
+}
+
+}  // namespace tollgate::algorithm
+
+#endif  // TOLLGATE_SRC_ALGORITHM_SHARE_H_
