@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -41,6 +43,15 @@ bool PingOnce(int port) {
   return ok;
 }
 
+// Whether redis-server's log at `path` says it could not bind a port: another process took
+// the free port between FreePort() and the server's bind.
+bool LogSaysPortInUse(const std::string& path) {
+  std::ifstream log(path);
+  std::stringstream text;
+  text << log.rdbuf();
+  return absl::StrContains(text.str(), "Address already in use");
+}
+
 }  // namespace
 
 absl::Status WaitForRedisPing(int port, int timeout_ms) {
@@ -54,11 +65,20 @@ absl::Status WaitForRedisPing(int port, int timeout_ms) {
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     std::vector<std::string> extra_args) {
-  std::unique_ptr<RedisServer> server(
-      new RedisServer(FreePort(), std::move(extra_args), MakeTempDir("tollgate-redis")));
-  absl::Status status = server->Launch();
-  if (!status.ok()) return status;
-  return server;
+  // A free port may be taken by another process (a client's ephemeral port, another test's
+  // server) before redis-server binds it: then try again on fresh ports, the cluster bus
+  // port among them.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    std::unique_ptr<RedisServer> server(
+        new RedisServer(FreePort(), extra_args, MakeTempDir("tollgate-redis")));
+    absl::Status status = server->Launch();
+    if (status.ok()) return server;
+    if (!absl::IsAlreadyExists(status) || attempt == kAttempts) return status;
+    for (size_t i = 0; i + 1 < extra_args.size(); ++i) {
+      if (extra_args[i] == "--cluster-port") extra_args[i + 1] = absl::StrCat(FreePort());
+    }
+  }
 }
 
 RedisServer::~RedisServer() { Kill(); }
@@ -81,11 +101,19 @@ absl::Status RedisServer::Launch() {
   absl::StatusOr<Subprocess> process = Subprocess::Start(argv, dir_ + "/redis.log");
   if (!process.ok()) return process.status();
   process_.emplace(*std::move(process));
-  absl::Status status = WaitForRedisPing(port_, 10'000);
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat(status.message(), " (see ", dir_, "/redis.log)"));
+  const std::string log = dir_ + "/redis.log";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (PingOnce(port_)) return absl::OkStatus();
+    if (LogSaysPortInUse(log)) {
+      Kill();
+      return absl::AlreadyExistsError(
+          absl::StrCat("a port of redis-server on ", port_, " is in use (see ", log, ")"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("no Redis answers PING on port ", port_, " (see ", log, ")"));
 }
 
 void RedisServer::Kill() {

@@ -18,7 +18,8 @@ namespace tollgate::testing {
 class RedisServer {
  public:
   // Starts the server and waits until it answers PING. `extra_args` go to redis-server
-  // after the defaults (e.g. {"--requirepass", "secret"}).
+  // after the defaults (e.g. {"--requirepass", "secret"}). When another process took the
+  // free port (or the `--cluster-port` in `extra_args`) first, starts again on fresh ones.
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
       std::vector<std::string> extra_args = {});
 
