@@ -4,8 +4,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -353,27 +351,6 @@ TEST_F(RedisClusterTest, InstanceRegistryCountsOnACluster) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ((*first)->Count(), 2);
-}
-
-// SyncStore needs one Redis: `serve` refuses a sync limit on a cluster URL at start, with
-// the limit's name, before connecting anywhere (nothing listens on port 1).
-TEST(RedisClusterServeTest, SyncLimitOnAClusterUrlIsRefusedAtStart) {
-  const std::string dir = ::tollgate::testing::MakeTempDir("tollgate-cluster-serve");
-  ::tollgate::testing::WriteFile(
-      dir + "/limits.yaml",
-      "limits:\n  partner_hot_key: {algorithm: fixed_window, limit: 1000, window: 1s, mode: sync, "
-      "sync_interval: 100ms}\n");
-  for (const std::string url : {"redis-cluster://127.0.0.1:1", "redis-sentinel://127.0.0.1:1/m"}) {
-    absl::StatusOr<::tollgate::testing::Subprocess> serve = ::tollgate::testing::Subprocess::Start(
-        {TOLLGATE_BINARY, "serve", "--config", dir + "/limits.yaml", "--redis", url, "--http",
-         "127.0.0.1:0", "--grpc", "127.0.0.1:0"},
-        dir + "/serve.log");
-    ASSERT_TRUE(serve.ok()) << serve.status();
-    EXPECT_EQ(serve->Wait(), 2) << url;
-    std::ifstream log(dir + "/serve.log");
-    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    EXPECT_NE(text.find("\"partner_hot_key\" has mode: sync"), std::string::npos) << text;
-  }
 }
 
 }  // namespace

@@ -32,11 +32,11 @@
 // Rounds run on `SyncStoreOptions::timers`, every `Limit::sync_interval_micros` per key: each
 // sends the deltas of every key that has one or was checked recently, and reads back totals
 // and grants, in one EVALSHA for all keys together (INCRBY and PEXPIRE ... NX in the same
-// atomic step). The counters use the exact RedisStore's layout, `<key_prefix><limit
-// name>:{<key>}:<window index>` (grants in `<counter>:grants`), so exact and sync instances
-// of one limit count the same thing. Window indexes come from the injected clock plus an
-// offset learned from Redis TIME at every sync, so instances with skewed clocks still count
-// into the same windows.
+// atomic step); on a Redis Cluster, one EVALSHA per hash slot, to the node that owns it. The
+// counters use the exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`
+// (grants in `<counter>:grants`), so exact and sync instances of one limit count the same thing.
+// Window indexes come from the injected clock plus an offset learned from Redis TIME at every sync,
+// so instances with skewed clocks still count into the same windows.
 //
 // Cold keys (no delta and no check for 2 intervals) stop being synced and are forgotten
 // once their window no longer matters. At `max_keys` tracked keys, a new key is decided by a
@@ -69,11 +69,11 @@
 namespace tollgate {
 
 struct SyncStoreOptions {
-  // redis:// or rediss:// (TLS), as for RedisStore (not a cluster or sentinel URL), for
+  // Any URL RedisStore takes (one server, a cluster or Sentinel; TLS with rediss*), for
   // connections of the store's own. Unused with `redis`.
   std::string redis_url = "redis://127.0.0.1:6379";
-  // Connections shared with the process's other stores (one server, not a cluster or
-  // Sentinel). When set, `redis_url` and the connection options below are theirs to say.
+  // Connections shared with the process's other stores. When set, `redis_url` and the connection
+  // options below are theirs to say.
   std::shared_ptr<RedisConnections> redis = nullptr;
   // Prepended to every key; use the exact RedisStore's prefix to share its counters.
   std::string key_prefix = "tollgate:";
@@ -131,9 +131,8 @@ struct SyncStoreStats {
 class SyncStore : public Store {
  public:
   // Connects (unless given shared connections), loads the sync script and learns the clock
-  // offset. Errors: InvalidArgument (URL, options, shared connections to a cluster or through
-  // Sentinel), Unavailable (cannot connect), PermissionDenied (AUTH), FailedPrecondition
-  // (Redis older than 7.0).
+  // offset. Errors: InvalidArgument (URL, options), Unavailable (cannot connect), PermissionDenied
+  // (AUTH), FailedPrecondition (Redis older than 7.0).
   static absl::StatusOr<std::unique_ptr<SyncStore>> Create(SyncStoreOptions options);
 
   // Stops the rounds, then runs a last one (after the one in flight, if any) so the other

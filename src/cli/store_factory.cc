@@ -13,7 +13,6 @@
 #include "spdlog/spdlog.h"
 #include "src/cli/serve.h"
 #include "src/server/resilience_log.h"
-#include "src/store/redis/redis_url.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_connections.h"
 #include "tollgate/redis_store.h"
@@ -62,21 +61,6 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
     result.store = std::shared_ptr<Store>(*std::move(store));
     return result;
   }
-  // SyncStore talks to one Redis (redis://). On a cluster or behind Sentinel, a config with
-  // a `mode: sync` limit is refused here, before anything connects; without one, no
-  // SyncStore is made (a sync limit added by a later reload is then checked exactly).
-  const redis::Topology topology = redis::UrlTopology(options.redis_url);
-  const bool sync_supported = topology == redis::Topology::kStandalone;
-  if (!sync_supported) {
-    for (const Limit& limit : config.limits) {
-      if (limit.mode != Mode::kSync) continue;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "limit \"", limit.name, "\" has mode: sync, which needs a single Redis (redis://); ",
-          topology == redis::Topology::kCluster ? "redis-cluster://" : "redis-sentinel://",
-          " URLs support exact limits only (docs/redis.md)"));
-    }
-  }
-
   // One set of connections for the exact store, the sync store and the registry, on the
   // service's loops; the periodic work (sync rounds, heartbeats) and every check's deadline
   // run on the same loops' timers. Reconnecting every 250 ms at most keeps readiness, which
@@ -126,15 +110,13 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   }
   // Sync mode never waits on Redis on the request path and handles Redis failures itself,
   // so it is not wrapped in the ResilientStore.
-  if (sync_supported) {
-    SyncStoreOptions sync_options;
-    sync_options.redis = result.redis;
-    sync_options.timers = timers;
-    sync_options.instance_count = resilience.instance_count;
-    absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));
-    if (!sync.ok()) return sync.status();
-    result.sync_store = std::shared_ptr<Store>(*std::move(sync));
-  }
+  SyncStoreOptions sync_options;
+  sync_options.redis = result.redis;
+  sync_options.timers = timers;
+  sync_options.instance_count = resilience.instance_count;
+  absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));
+  if (!sync.ok()) return sync.status();
+  result.sync_store = std::shared_ptr<Store>(*std::move(sync));
 
   absl::StatusOr<std::unique_ptr<ResilientStore>> store =
       ResilientStore::Create(std::shared_ptr<Store>(*std::move(exact)), std::move(resilience));

@@ -1,6 +1,12 @@
 // Copyright tollgate authors.
 #include "src/store/redis/slot.h"
 
+#include <array>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
 namespace tollgate::redis {
 
 uint16_t Crc16(std::string_view bytes) {
@@ -26,6 +32,24 @@ int KeySlot(std::string_view key) {
     }
   }
   return Crc16(key) & (kClusterSlots - 1);
+}
+
+const std::string& SlotTag(int slot) {
+  // Counts up until every slot has its number; the loop ends (CRC16 reaches every slot).
+  static const std::array<std::string, kClusterSlots>* const tags = [] {
+    auto* table = new std::array<std::string, kClusterSlots>();
+    int missing = kClusterSlots;
+    for (int n = 0; missing > 0; ++n) {
+      std::string tag = absl::StrCat(n);
+      std::string& entry = (*table)[Crc16(tag) & (kClusterSlots - 1)];
+      if (entry.empty()) {
+        entry = std::move(tag);
+        --missing;
+      }
+    }
+    return table;
+  }();
+  return (*tags)[slot];
 }
 
 }  // namespace tollgate::redis

@@ -3,6 +3,7 @@
 #define TOLLGATE_SRC_STORE_REDIS_SLOT_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace tollgate::redis {
@@ -19,6 +20,12 @@ uint16_t Crc16(std::string_view bytes);
 // first `{` and the first `}` after it are hashed (the hash tag); otherwise the whole key.
 // Returns 0..kClusterSlots-1.
 int KeySlot(std::string_view key);
+
+// A short hash tag for `slot`: KeySlot(absl::StrCat("x{", SlotTag(slot), "}")) == slot. The
+// same tag for a slot on every call and in every process (the smallest decimal number that
+// hashes to it), so a key named by it is stable. REQUIRES: 0 <= slot < kClusterSlots.
+// Thread-safe; the first call builds the table.
+const std::string& SlotTag(int slot);
 
 }  // namespace tollgate::redis
 

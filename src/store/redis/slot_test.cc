@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace tollgate::redis {
@@ -43,6 +44,14 @@ TEST(KeySlotTest, MatchesClusterKeyslot) {
 TEST(KeySlotTest, EveryLimitOfOneEntityKeySharesASlot) {
   EXPECT_EQ(KeySlot("tollgate:api_per_user:{user:42}"), KeySlot("tollgate:orders:{user:42}"));
   EXPECT_EQ(KeySlot("tollgate:search:{user:42}:29935121"), KeySlot("{user:42}"));
+}
+
+TEST(SlotTagTest, NamesEverySlotWithAStableShortTag) {
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    ASSERT_EQ(KeySlot(absl::StrCat("tollgate:sync:id:{", SlotTag(slot), "}")), slot);
+    ASSERT_LE(SlotTag(slot).size(), 7U);
+  }
+  EXPECT_EQ(SlotTag(KeySlot("0")), "0");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/algorithm/fixed_window.h"
+#include "src/store/redis/slot.h"
 
 namespace tollgate::sync {
 namespace {
@@ -33,7 +34,10 @@ std::vector<std::string> ScriptCommand(std::string_view verb, std::string_view s
   args.emplace_back(verb);
   args.emplace_back(script);
   args.push_back(absl::StrCat(1 + items));
-  args.push_back(context.sequence_key);
+  // On a cluster, one sequence key per slot, in that slot: a call touches no other.
+  args.push_back(call.slot < 0
+                     ? context.sequence_key
+                     : absl::StrCat(context.sequence_key, ":{", redis::SlotTag(call.slot), "}"));
   for (const Batch& batch : call.batches) {
     for (const CounterItem& item : batch.items) args.push_back(item.counter_key);
   }

@@ -66,7 +66,10 @@ struct SlotCall {
 
 // What every call of one instance carries besides its batches.
 struct CallContext {
-  std::string sequence_key;  // <prefix>sync:<instance id>: the last sequence number applied
+  // <prefix>sync:<instance id>: the last sequence number applied. A call for a cluster slot
+  // uses <prefix>sync:<instance id>:{<redis::SlotTag(slot)>}, a key in that slot, so each
+  // slot keeps its own sequence and every key of a call is in the call's slot.
+  std::string sequence_key;
   int64_t sequence_ttl_ms = 24LL * 3600 * 1000;
   std::string instance_id;
   int64_t instances = 1;  // N

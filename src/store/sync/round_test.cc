@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/store/redis/router.h"
+#include "src/store/redis/slot.h"
 #include "src/store/sync/key_table.h"
 #include "tests/support/limits.h"
 #include "tollgate/clock.h"
@@ -260,6 +262,13 @@ TEST_F(SyncRoundTest, OnAClusterEachSlotGetsItsOwnCall) {
     ASSERT_EQ(call.batches[0].items.size(), 1u);
     EXPECT_EQ(call.slot, call.batches[0].items[0].slot);
     EXPECT_NE(call.slot, redis::kAnySlot);
+    // Every key the call declares (its sequence key, its counters) is in its slot.
+    const std::vector<std::string> command =
+        ScriptCommand("EVALSHA", "sha", {.sequence_key = "tollgate:sync:id"}, call);
+    int64_t keys = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(command[2], &keys));
+    ASSERT_EQ(keys, 2);
+    for (int64_t k = 0; k < keys; ++k) EXPECT_EQ(redis::KeySlot(command[3 + k]), call.slot);
   }
 }
 

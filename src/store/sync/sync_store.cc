@@ -81,6 +81,9 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
         .key_prefix = options_.key_prefix,
         .max_keys = options_.max_keys,
         .shards = shards,
+        // One call per hash slot on a cluster; one call to the one server or the primary
+        // that Sentinel names.
+        .group_by_slot = router_.topology() == redis::Topology::kCluster,
         // A new key with a shorter interval than any before brings the next round forward;
         // the scheduled one could be up to 1 s away.
         .on_shorter_interval =
@@ -389,8 +392,6 @@ absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions op
   std::shared_ptr<RedisConnections> connections = std::move(options.redis);
   options.redis = nullptr;  // the store holds them once
   if (connections == nullptr) {
-    absl::StatusOr<redis::RedisUrl> url = redis::ParseRedisUrl(options.redis_url);
-    if (!url.ok()) return url.status();
     RedisConnectionsOptions own;
     own.url = options.redis_url;
     own.connections = 1;  // a round has one call in flight at a time
@@ -402,10 +403,8 @@ absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions op
     if (!made.ok()) return made.status();
     connections = *std::move(made);
   }
-  if (connections->router().topology() != redis::Topology::kStandalone) {
-    return absl::InvalidArgumentError(
-        "sync mode needs a single Redis (redis:// or rediss://), not a cluster or Sentinel");
-  }
+  // In a cluster this loads the script on one primary; the others get it from the EVAL that
+  // follows their first NOSCRIPT.
   absl::StatusOr<RedisReply> loaded =
       connections->router().Command({"SCRIPT", "LOAD", std::string(redis::kLuaSync)});
   if (!loaded.ok()) return loaded.status();

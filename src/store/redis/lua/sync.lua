@@ -1,6 +1,8 @@
 -- tollgate: one sync round of one instance for one hash slot (docs/sync.md), atomic in Redis.
 --
--- KEYS[1]   <prefix>sync:<instance id>: the sequence number of the last batch applied.
+-- KEYS[1]   <prefix>sync:<instance id>: the sequence number of the last batch applied; on a
+--           Redis Cluster <prefix>sync:<instance id>:{<tag>}, one per slot, in the call's slot
+--           (every key a call touches, <counter>:grants included, is in that one slot).
 -- KEYS[2..] window counters <prefix><limit name>:{<key>}:<window index>, batch after batch.
 -- ARGV[1]   TTL of KEYS[1] in ms.      ARGV[2]  this instance's id.
 -- ARGV[3]   N, the number of live instances.
