@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -54,10 +55,13 @@ bool LogSaysPortInUse(const std::string& path) {
 
 }  // namespace
 
-absl::Status WaitForRedisPing(int port, int timeout_ms) {
+absl::Status WaitForRedisPing(int port, int timeout_ms, const std::function<bool()>& give_up) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     if (PingOnce(port)) return absl::OkStatus();
+    if (give_up && give_up()) {
+      return absl::AbortedError(absl::StrCat("gave up waiting for PING on port ", port));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return absl::DeadlineExceededError(absl::StrCat("no Redis answers PING on port ", port));
@@ -102,18 +106,16 @@ absl::Status RedisServer::Launch() {
   if (!process.ok()) return process.status();
   process_.emplace(*std::move(process));
   const std::string log = dir_ + "/redis.log";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (PingOnce(port_)) return absl::OkStatus();
-    if (LogSaysPortInUse(log)) {
-      Kill();
-      return absl::AlreadyExistsError(
-          absl::StrCat("a port of redis-server on ", port_, " is in use (see ", log, ")"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  absl::Status status = WaitForRedisPing(port_, 10'000, [&log] { return LogSaysPortInUse(log); });
+  if (absl::IsAborted(status)) {
+    Kill();
+    return absl::AlreadyExistsError(
+        absl::StrCat("a port of redis-server on ", port_, " is in use (see ", log, ")"));
   }
-  return absl::UnavailableError(
-      absl::StrCat("no Redis answers PING on port ", port_, " (see ", log, ")"));
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat(status.message(), " (see ", log, ")"));
+  }
+  return absl::OkStatus();
 }
 
 void RedisServer::Kill() {

@@ -2,6 +2,7 @@
 #ifndef TOLLGATE_TESTS_SUPPORT_REDIS_SERVER_H_
 #define TOLLGATE_TESTS_SUPPORT_REDIS_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,8 +52,10 @@ class RedisServer {
 };
 
 // Sends PING to 127.0.0.1:`port` over a plain socket until it answers +PONG (or NOAUTH,
-// which also means the server is up) or `timeout_ms` passes.
-absl::Status WaitForRedisPing(int port, int timeout_ms);
+// which also means the server is up; OK) or `timeout_ms` passes (DeadlineExceeded). A
+// `give_up` that returns true between tries ends the wait at once (Aborted).
+absl::Status WaitForRedisPing(int port, int timeout_ms,
+                              const std::function<bool()>& give_up = nullptr);
 
 }  // namespace tollgate::testing
 
