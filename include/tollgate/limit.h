@@ -39,6 +39,17 @@ enum class Mode {
   kSync,
 };
 
+// How a limit is divided among the live instances where each decides alone: sync mode's
+// grants, and the fail_open fallback's local limits while the store is unreachable
+// (src/algorithm/share.h, docs/sync.md, docs/resilience.md).
+enum class Shares {
+  // In proportion to each instance's recent demand for the limit, with a floor for an
+  // instance that has just started seeing it.
+  kDemand,
+  // limit / N each, whatever the traffic.
+  kEqual,
+};
+
 // The numbers of one algorithm. For a token bucket: `capacity` and `refill_per_second`.
 // For the windows: `limit` and `window_micros`. For concurrency: `limit` (leases held at
 // once) and `window_micros` (the lease time), so a share of it (limit / N) is a share of the
@@ -65,6 +76,7 @@ struct Limit {
   int64_t timeout_micros = 10'000;
   Mode mode = Mode::kExact;
   int64_t sync_interval_micros = 1'000'000;
+  Shares shares = Shares::kDemand;
   // How long a reservation of this limit (CheckRequest::reserve) can be settled: an unsettled
   // one stays charged at its estimate and is forgotten after this.
   int64_t reservation_ttl_micros = 3'600'000'000;
@@ -73,6 +85,7 @@ struct Limit {
 std::string_view AlgorithmName(Algorithm algorithm);
 std::string_view FailureModeName(FailureMode mode);
 std::string_view ModeName(Mode mode);
+std::string_view SharesName(Shares shares);
 
 }  // namespace tollgate
 

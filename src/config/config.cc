@@ -73,6 +73,7 @@ constexpr absl::string_view kLimitKeys[] = {"algorithm",
                                             "timeout",
                                             "mode",
                                             "sync_interval",
+                                            "shares",
                                             "local",
                                             "allow_sync_with_fail_closed",
                                             "reservation_ttl"};
@@ -83,6 +84,7 @@ constexpr absl::string_view kAlgorithms[] = {"token_bucket", "fixed_window", "sl
                                              "concurrency"};
 constexpr absl::string_view kFailureModes[] = {"fail_open", "fail_closed", "local"};
 constexpr absl::string_view kModes[] = {"exact", "sync"};
+constexpr absl::string_view kShares[] = {"demand", "equal"};
 
 // One `key: value` pair of a YAML map.
 struct Field {
@@ -513,6 +515,19 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
                               ? Describe(sync_interval->value)
                               : absl::StrCat("the default '",
                                              FormatDuration(limit.sync_interval_micros), "'")));
+    }
+  }
+  // `shares` divides sync mode's grants and the fail_open fallback's local limits; anywhere
+  // else it would silently do nothing.
+  if (const Field* shares = fields.Find("shares")) {
+    absl::StatusOr<size_t> index = ParseWord(*shares, sub("shares"), kShares);
+    if (index.ok()) limit.shares = *index == 0 ? Shares::kDemand : Shares::kEqual;
+    if (index.ok() && mode_known && failure_known && limit.mode != Mode::kSync &&
+        limit.on_store_failure != FailureMode::kFailOpen) {
+      Report(shares->key.Mark(), sub("shares"),
+             absl::StrCat("only allowed with mode: sync or on_store_failure: fail_open (it divides "
+                          "their shares among instances), got mode: exact and on_store_failure: ",
+                          std::string(FailureModeName(limit.on_store_failure))));
     }
   }
   if (problems_.size() != errors_before) return std::nullopt;

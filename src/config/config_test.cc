@@ -129,6 +129,7 @@ TEST(ConfigTest, DefaultsApplyWhenOptionalFieldsAreLeftOut) {
   EXPECT_EQ(limit.timeout_micros, 10 * kMs);
   EXPECT_EQ(limit.mode, Mode::kExact);
   EXPECT_EQ(limit.sync_interval_micros, kSecond);
+  EXPECT_EQ(limit.shares, Shares::kDemand);
 }
 
 TEST(ConfigTest, ReadsEveryField) {
@@ -142,6 +143,7 @@ TEST(ConfigTest, ReadsEveryField) {
       "    timeout: 5ms\n"
       "    mode: sync\n"
       "    sync_interval: 250ms\n"
+      "    shares: equal\n"
       "  slow_bucket:\n"
       "    algorithm: token_bucket\n"
       "    capacity: 3\n"
@@ -152,6 +154,7 @@ TEST(ConfigTest, ReadsEveryField) {
   EXPECT_EQ(hot.name, "hot");
   EXPECT_EQ(hot.mode, Mode::kSync);
   EXPECT_EQ(hot.sync_interval_micros, 250 * kMs);
+  EXPECT_EQ(hot.shares, Shares::kEqual);
   EXPECT_EQ(hot.timeout_micros, 5 * kMs);
   const Limit& bucket = config.limits[1];
   EXPECT_EQ(bucket.numbers.refill_per_second, 0.5);
@@ -348,7 +351,7 @@ const BadCase kBadCases[] = {
      Replace(Bucket(), "capacity", "capcity"),
      {"bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
       "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, sync_interval, "
-      "local, allow_sync_with_fail_closed, reservation_ttl",
+      "shares, local, allow_sync_with_fail_closed, reservation_ttl",
       "did you mean 'capacity'"}},
     {"duplicate key",
      Bucket("    capacity: 20\n"),
@@ -486,6 +489,13 @@ const BadCase kBadCases[] = {
      Replace(Window("    mode: sync\n"), "window: 1m", "window: 500ms"),
      {"bad.yaml:6:11: limits.win.sync_interval: expected at most the window (500ms), got the "
       "default '1s'"}},
+    {"unknown shares",
+     Window("    shares: fair\n"),
+     {"bad.yaml:6:13: limits.win.shares: expected one of demand, equal, got 'fair'"}},
+    {"shares where nothing is shared",
+     Window("    on_store_failure: fail_closed\n    shares: equal\n"),
+     {"bad.yaml:7:5: limits.win.shares: only allowed with mode: sync or on_store_failure: "
+      "fail_open", "got mode: exact and on_store_failure: fail_closed"}},
     {"allow flag not a bool",
      Window("    allow_sync_with_fail_closed: yes please\n"),
      {"bad.yaml:6:34: limits.win.allow_sync_with_fail_closed: expected true or false"}},
@@ -697,7 +707,7 @@ TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
           "capacity and refill_per_second)",
           "bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
           "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, "
-          "sync_interval, local, allow_sync_with_fail_closed, reservation_ttl (did you mean "
+          "sync_interval, shares, local, allow_sync_with_fail_closed, reservation_ttl (did you mean "
           "'capacity'?)",
           "bad.yaml:5:24: limits.api.refill_per_second: expected a positive number of tokens per "
           "second such as 5 or 0.5, got '0'",

@@ -40,6 +40,16 @@ std::string_view ModeName(Mode mode) {
   return "unknown";
 }
 
+std::string_view SharesName(Shares shares) {
+  switch (shares) {
+    case Shares::kDemand:
+      return "demand";
+    case Shares::kEqual:
+      return "equal";
+  }
+  return "unknown";
+}
+
 std::string_view DecisionSourceName(DecisionSource source) {
   switch (source) {
     case DecisionSource::kMemory:
