@@ -11,7 +11,9 @@ Rows (each names the command that produced it):
             with EVALSHA, pipelined (-c 8 -P 64), and plain INCR, 1000 keys;
   library   build/bench/compare_driver: tollgate::Limiter over RedisStore, each algorithm,
             1/8/64 callers; three limits in one request; sync mode on one hot key; the
-            token bucket open loop at half the ceiling (p50 at half load);
+            token bucket open loop at half the ceiling (p50 at half load); metered work at
+            the top callers: a charge of the token bucket, and a concurrency lease acquired
+            and released (one decision = one lease = two store calls);
   peers     bench/peers/drive.js: rate-limiter-flexible (RateLimiterRedis, ioredis) and
             rate-limit-redis (express-rate-limit's store, driven directly), same keys and
             callers;
@@ -61,6 +63,8 @@ def short_name(name):
                         ("sync mode", "tollgate sync, hot key"),
                         ("exact, one hot key", "tollgate fixed exact, hot key"),
                         ("open loop", "tollgate tb, half load"),
+                        ("charge", "tollgate tb charge"),
+                        ("acquire + release", "tollgate lease"),
                         ("HTTP", "tollgate serve HTTP"), ("gRPC", "tollgate serve gRPC")):
         if long in name:
             return short
@@ -350,6 +354,16 @@ class Harness:
                  "1", "--sync-interval-s", "0.1"]
         self.sync_row = self.measure(
             "library", "tollgate fixed_window, sync mode (100 ms), one hot key", int(threads),
+            shown_base + flags + self.amount(), lambda: self.run_json(base + flags + self.amount()))
+        # Metered work (issue 28) beside the checks above: a charge, and a lease taken and freed.
+        flags = ["--mode", "charge", "--algorithm", "token_bucket", "--callers", str(top),
+                 "--keys", str(KEYS)]
+        self.charge_row = self.measure(
+            "library", "tollgate token_bucket charge, exact", top,
+            shown_base + flags + self.amount(), lambda: self.run_json(base + flags + self.amount()))
+        flags = ["--mode", "lease", "--callers", str(top), "--keys", str(KEYS)]
+        self.lease_row = self.measure(
+            "library", "tollgate concurrency lease, acquire + release, exact", top,
             shown_base + flags + self.amount(), lambda: self.run_json(base + flags + self.amount()))
         # p50 at half the ceiling's load, open loop.
         ceiling = getattr(self, "ceiling_row", {}).get("per_second", 0)
@@ -778,6 +792,24 @@ class Harness:
                          f"hot key{extra} — {verdict(x >= 10)}. Redis scripts while it ran: "
                          f"{sync['evalsha_per_second']:.1f}/s, bound 1 instance ÷ 100 ms = 10/s "
                          f"per hot key — {verdict(sync['evalsha_per_second'] <= 10.5)}.")
+        lease, charge = getattr(self, "lease_row", None), getattr(self, "charge_row", None)
+        if lease and "per_second" in lease:
+            x = lease["evalsha_per_decision"]
+            lines.append(f"- A lease costs at most 2 store round trips (acquire, release): "
+                         f"{x:.3f} EVALSHA per lease (INFO commandstats) — {verdict(x <= 2.01)}.")
+            if tb:
+                x = lease["per_second"] / tb["per_second"]
+                lines.append(f"- Leases per second ≥ 0.5× the token bucket's checks per second "
+                             f"({top} callers): {x:.2f}× ({lease['per_second']:,.0f} leases/s; "
+                             f"Redis CPU {lease.get('redis_cpu_s_per_million', 0):.1f} s per "
+                             f"million leases against "
+                             f"{tb.get('redis_cpu_s_per_million', 0):.1f} per million checks) "
+                             f"— {verdict(x >= 0.5)}.")
+        if charge and "per_second" in charge and tb:
+            lines.append(f"- A charge beside a check ({top} callers): "
+                         f"{charge['per_second'] / tb['per_second']:.2f}× the token bucket's "
+                         f"checks per second, {charge['evalsha_per_decision']:.3f} EVALSHA per "
+                         f"charge.")
         half = getattr(self, "half_row", None)
         if half and "per_second" in half:
             lines.append(f"- p50 at half the ceiling's load < 0.3 ms: {half['p50_us']:.0f} µs "

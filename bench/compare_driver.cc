@@ -5,6 +5,8 @@
 //                  --callers 64 --keys 1000 --duration-s 5
 //   compare_driver --via library --redis URL --mode multi --callers 64 --duration-s 5
 //   compare_driver --via library --redis URL --mode sync --keys 1 --callers 2 --duration-s 5
+//   compare_driver --via library --redis URL --mode charge --callers 64 --duration-s 5
+//   compare_driver --via library --redis URL --mode lease --callers 64 --duration-s 5
 //   compare_driver --via library --redis URL --rate 20000 --duration-s 5   # open loop
 //   compare_driver --via http --target 127.0.0.1:8080 --callers 8 --duration-s 5
 //   compare_driver ... --requests 600 --limit 25 --window-s 3600     # fixed count, smoke test
@@ -17,7 +19,11 @@
 //
 // Library rows use tollgate::Limiter over a RedisStore (exact) or a SyncStore (sync), with
 // no ResilientStore on top (no deadline), so the figure is the store's. `--mode multi` checks
-// one limit of each algorithm for the same key in one all-or-nothing request. HTTP rows POST
+// one limit of each algorithm for the same key in one all-or-nothing request. `--mode charge`
+// charges the limit (Limiter::CheckItemsAsync with ItemOp::kCharge) instead of checking it.
+// `--mode lease` holds a concurrency limit's slot and frees it: each decision is one lease,
+// acquired (a concurrency item) and then released (Limiter::ReleaseAsync), so a decision
+// costs two store calls and its latency is both. HTTP rows POST
 // /v1/check to a running `tollgate serve` over one keep-alive connection per caller.
 //
 // Prints one JSON object on stdout:
@@ -64,7 +70,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 struct DriverOptions {
   std::string via = "library";  // library | http
-  std::string mode = "exact";   // exact | multi | sync
+  std::string mode = "exact";   // exact | multi | sync | charge | lease
   std::string redis_url;
   std::string target;  // host:port of tollgate serve, for --via http
   std::string algorithm = "token_bucket";
@@ -84,7 +90,7 @@ struct DriverOptions {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: compare_driver [--via library|http] [--mode exact|multi|sync]\n"
+               "usage: compare_driver [--via library|http] [--mode exact|multi|sync|charge|lease]\n"
                "  [--redis URL] [--target HOST:PORT] [--algorithm token_bucket|fixed_window|"
                "sliding_window]\n"
                "  [--callers N] [--keys N] [--limit N] [--window-s S] [--refill R]\n"
@@ -295,6 +301,10 @@ absl::StatusOr<Workload> MakeWorkload(const DriverOptions& options) {
     workload.limits.push_back(MakeLimit(options, "bench_tb", Algorithm::kTokenBucket));
     workload.limits.push_back(MakeLimit(options, "bench_fw", Algorithm::kFixedWindow));
     workload.limits.push_back(MakeLimit(options, "bench_sw", Algorithm::kSlidingWindow));
+  } else if (options.mode == "lease") {
+    Limit limit = MakeLimit(options, "bench_lease", Algorithm::kConcurrency);
+    limit.numbers.window_micros = 60'000'000;  // the lease time: longer than any run
+    workload.limits.push_back(std::move(limit));
   } else {
     absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(options.algorithm);
     if (!algorithm.ok()) return algorithm.status();
@@ -302,7 +312,7 @@ absl::StatusOr<Workload> MakeWorkload(const DriverOptions& options) {
     if (options.mode == "sync") {
       limit.mode = Mode::kSync;
       limit.sync_interval_micros = static_cast<int64_t>(options.sync_interval_s * 1e6);
-    } else if (options.mode != "exact") {
+    } else if (options.mode != "exact" && options.mode != "charge") {
       return absl::InvalidArgumentError(absl::StrCat("unknown mode ", options.mode));
     }
     workload.limits.push_back(std::move(limit));
@@ -392,6 +402,10 @@ struct AsyncLoop {
       outstanding.Done();
       return;
     }
+    if (options.mode == "charge" || options.mode == "lease") {
+      IssueMetered(started_ns, KeyFor(options, sequence));
+      return;
+    }
     std::vector<CheckRequest> request = workload.request;
     const std::string key = KeyFor(options, sequence);
     for (CheckRequest& item : request) item.key = key;
@@ -407,6 +421,35 @@ struct AsyncLoop {
           }
           Issue();
         });
+  }
+
+  // One charge, or one lease taken and released, for `key`.
+  void IssueMetered(int64_t started_ns, std::string key) {
+    const Limit* limit = limiter.FindLimit(workload.limits[0].name);
+    CheckItem item{limit, key, 1};
+    if (options.mode == "charge") item.op = ItemOp::kCharge;
+    limiter.CheckItemsAsync(
+        {std::move(item)},
+        [this, started_ns, limit, key](absl::StatusOr<MultiDecision> decision) {
+          if (options.mode == "charge" || !decision.ok() || !decision->allowed) {
+            Finish(started_ns, decision.ok(), decision.ok() && decision->allowed);
+            return;
+          }
+          limiter.ReleaseAsync(*limit, key, decision->tokens[0],
+                               [this, started_ns](absl::StatusOr<Decision> released) {
+                                 Finish(started_ns, released.ok(),
+                                        released.ok() && released->allowed);
+                               });
+        });
+  }
+
+  void Finish(int64_t started_ns, bool ok, bool allowed) {
+    tally.Record(started_ns, NowNanos(), ok, allowed, schedule.Measured(started_ns));
+    if (!ok) {
+      outstanding.Done();  // as in Issue: this caller stops rather than recurse
+      return;
+    }
+    Issue();
   }
 };
 
@@ -574,6 +617,10 @@ int Run(const DriverOptions& options) {
     RunHttpLoop(options, *workload, schedule, tally);
   } else if (options.mode == "sync") {
     RunBlockingLoop(options, *workload, *limiter, schedule, tally);
+  } else if (options.rate > 0 && (options.mode == "charge" || options.mode == "lease")) {
+    std::fprintf(stderr, "compare_driver: --rate is for checks, not --mode %s\n",
+                 options.mode.c_str());
+    return 2;
   } else if (options.rate > 0) {
     outstanding.Add();  // the pacing loop itself
     RunOpenLoop(options, *workload, *limiter, schedule, tally, outstanding);
