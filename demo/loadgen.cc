@@ -16,11 +16,12 @@
 // still counts in the window Redis or the sync store decided it in). Prints one CSV row
 // per second on stdout (more rows than the
 // duration's seconds when answers were decided after it):
-//   second,offered,allowed,refused,unavailable,errors
+//   second,offered,allowed,refused,unavailable,errors,tokens
 // allowed is HTTP 200, refused 429, unavailable 503, errors anything else (connection
 // failures, timeouts, other statuses). With --servers-out, writes per answering server
 // (the X-Server header) how many requests it answered, allowed and refused: the balancer's
-// skew. Loopback targets only; the request count is bounded by rate x duration and the run
+// skew. A seventh column, tokens, sums the X-Tokens header of the allowed answers (the
+// tokens an LLM gateway charged for them: the app's /chat). Loopback targets only; the request count is bounded by rate x duration and the run
 // by duration + 5 s.
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -73,6 +74,7 @@ struct Answer {
   std::string server;
   int64_t decided_at_micros = 0;  // 0: no X-Decided-At
   int64_t reset_at_micros = 0;    // 0: no X-Reset-At
+  int64_t tokens = 0;             // X-Tokens, 0 when absent
 };
 
 int64_t WallMicros() {
@@ -88,6 +90,7 @@ struct SecondCounts {
   int64_t refused = 0;
   int64_t unavailable = 0;
   int64_t errors = 0;
+  int64_t tokens = 0;
 };
 
 struct ServerCounts {
@@ -170,15 +173,16 @@ class Connection {
     if (auto it = response.find("X-Server"); it != response.end()) {
       answer.server.assign(it->value().data(), it->value().size());
     }
-    auto micros_header = [&](std::string_view name, int64_t* out) {
+    auto int_header = [&](std::string_view name, int64_t* out) {
       auto it = response.find(beast::string_view(name.data(), name.size()));
       if (it == response.end() ||
           !absl::SimpleAtoi(absl::string_view(it->value().data(), it->value().size()), out)) {
         *out = 0;
       }
     };
-    micros_header("X-Decided-At", &answer.decided_at_micros);
-    micros_header("X-Reset-At", &answer.reset_at_micros);
+    int_header("X-Decided-At", &answer.decided_at_micros);
+    int_header("X-Reset-At", &answer.reset_at_micros);
+    int_header("X-Tokens", &answer.tokens);
     if (!response.keep_alive()) Close();
     return answer;
   }
@@ -259,7 +263,7 @@ int main(int argc, char** argv) {
         // move admissions of one window into the previous one.
         const int64_t sent_offset_us =
             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-        auto [status, server, decided_at_us, reset_at_us] = connection.Send();
+        auto [status, server, decided_at_us, reset_at_us, tokens] = connection.Send();
         int64_t row = sent_offset_us / 1'000'000;
         if (options.align_second && reset_at_us > 0) {
           row = (reset_at_us - start_wall_us + 500'000) / 1'000'000 - 1;
@@ -273,6 +277,7 @@ int main(int argc, char** argv) {
         ++counts.offered;
         if (status == 200) {
           ++counts.allowed;
+          counts.tokens += tokens;
         } else if (status == 429) {
           ++counts.refused;
         } else if (status == 503) {
@@ -291,16 +296,17 @@ int main(int argc, char** argv) {
   }
   for (std::thread& worker : workers) worker.join();
 
-  std::printf("second,offered,allowed,refused,unavailable,errors\n");
+  std::printf("second,offered,allowed,refused,unavailable,errors,tokens\n");
   int rows = seconds;
   for (int s = seconds; s < max_rows; ++s) {
     if (results.seconds[s].offered > 0) rows = s + 1;
   }
   for (int s = 0; s < rows; ++s) {
     const SecondCounts& c = results.seconds[s];
-    std::printf("%d,%lld,%lld,%lld,%lld,%lld\n", s, static_cast<long long>(c.offered),
+    std::printf("%d,%lld,%lld,%lld,%lld,%lld,%lld\n", s, static_cast<long long>(c.offered),
                 static_cast<long long>(c.allowed), static_cast<long long>(c.refused),
-                static_cast<long long>(c.unavailable), static_cast<long long>(c.errors));
+                static_cast<long long>(c.unavailable), static_cast<long long>(c.errors),
+                static_cast<long long>(c.tokens));
   }
   if (!options.servers_out.empty()) {
     std::FILE* out = std::fopen(options.servers_out.c_str(), "w");

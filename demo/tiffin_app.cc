@@ -7,6 +7,15 @@
 //   GET /partner  partner_hot_key keyed by X-Partner (sync mode with --store redis)
 //   GET /partner?exact=1  partner_exact keyed by X-Partner: partner_hot_key's numbers in
 //                 exact mode (one Redis call per request), added here for the comparison
+//   GET /chat?tokens=MIN-MAX&ms=MIN-MAX  an LLM gateway's call, keyed by X-Tenant: one
+//                 all-or-nothing check of assistant_requests (one request),
+//                 assistant_tokens (a look: refused while the tenant's tokens are in debt)
+//                 and assistant_streams (a concurrency lease); then it "streams" a response
+//                 for a random MIN-MAX ms of a random MIN-MAX tokens, charges those tokens
+//                 to assistant_tokens (Limiter::Charge) and releases the lease. Its answer
+//                 carries X-Tokens; X-Decided-At is when the tokens were charged.
+//   GET /leases?tenant=T  the leases this server holds for tenant T right now (its streams
+//                 in flight): their count, then their ids, one per line
 //   GET /healthz  always 200
 // and answers 200, 429 (over the limit, with Retry-After), 503 (a fail_closed limit whose
 // store is unavailable), 400 (missing key header) or 500 (any other error). Every answer
@@ -37,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -45,7 +55,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
@@ -219,9 +235,129 @@ Response Answer(const Request& request, http::status status, std::string body) {
   return response;
 }
 
+int64_t WallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The leases of assistant_streams this server holds per tenant (streams in flight), for
+// GET /leases.
+class HeldLeases {
+ public:
+  void Add(const std::string& tenant, const std::string& lease) {
+    absl::MutexLock lock(&mu_);
+    held_[tenant].insert(lease);
+  }
+  void Remove(const std::string& tenant, const std::string& lease) {
+    absl::MutexLock lock(&mu_);
+    held_[tenant].erase(lease);
+  }
+  // "<count>\n<id>\n<id>...": the body of GET /leases.
+  std::string Describe(const std::string& tenant) {
+    absl::MutexLock lock(&mu_);
+    auto it = held_.find(tenant);
+    if (it == held_.end()) return "0";
+    return absl::StrCat(it->second.size(), it->second.empty() ? "" : "\n",
+                        absl::StrJoin(it->second, "\n"));
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> held_ ABSL_GUARDED_BY(mu_);
+};
+HeldLeases held_leases;
+
+// The MIN-MAX range of query parameter `name` in `target` (a single value N is N-N);
+// `fallback` when absent or malformed.
+std::pair<int64_t, int64_t> QueryRange(std::string_view target, std::string_view name,
+                                       std::pair<int64_t, int64_t> fallback) {
+  const size_t query = target.find('?');
+  if (query == std::string_view::npos) return fallback;
+  const absl::string_view params(target.data() + query + 1, target.size() - query - 1);
+  for (absl::string_view pair : absl::StrSplit(params, '&')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.first != absl::string_view(name.data(), name.size())) continue;
+    std::pair<absl::string_view, absl::string_view> bounds =
+        absl::StrSplit(kv.second, absl::MaxSplits('-', 1));
+    if (bounds.second.empty()) bounds.second = bounds.first;
+    int64_t low = 0;
+    int64_t high = 0;
+    if (absl::SimpleAtoi(bounds.first, &low) && absl::SimpleAtoi(bounds.second, &high) &&
+        low >= 0 && low <= high && high <= 600'000) {
+      return {low, high};
+    }
+  }
+  return fallback;
+}
+
+// GET /chat: see the file comment.
+Response HandleChat(tollgate::Limiter& limiter, const Request& request, std::string_view target,
+                    const std::string& tenant) {
+  const std::vector<tollgate::CheckRequest> checks = {
+      {.limit = "assistant_requests", .key = tenant, .cost = 1},
+      {.limit = "assistant_tokens", .key = tenant, .cost = 0},
+      {.limit = "assistant_streams", .key = tenant, .cost = 1},
+  };
+  absl::StatusOr<tollgate::MultiDecision> result = limiter.CheckAll(checks);
+  if (absl::IsUnavailable(result.status())) {
+    return Answer(request, http::status::service_unavailable, result.status().ToString());
+  }
+  if (!result.ok()) {
+    return Answer(request, http::status::internal_server_error, result.status().ToString());
+  }
+  if (!result->allowed) {
+    const bool unavailable = std::any_of(
+        result->decisions.begin(), result->decisions.end(), [](const tollgate::Decision& d) {
+          return d.reason == tollgate::DenyReason::kStoreUnavailable;
+        });
+    Response refused = unavailable ? Answer(request, http::status::service_unavailable,
+                                            "limits unavailable, try later")
+                                   : Answer(request, http::status::too_many_requests,
+                                            "rate limited");
+    refused.set("X-Decided-At", std::to_string(WallMicros()));
+    return refused;
+  }
+  const std::string lease = result->tokens[2];
+  held_leases.Add(tenant, lease);
+  thread_local std::mt19937_64 random(std::random_device{}());
+  const auto [min_tokens, max_tokens] = QueryRange(target, "tokens", {100, 500});
+  const auto [min_ms, max_ms] = QueryRange(target, "ms", {200, 1000});
+  const int64_t tokens = std::uniform_int_distribution<int64_t>(min_tokens, max_tokens)(random);
+  std::this_thread::sleep_for(std::chrono::milliseconds(
+      std::uniform_int_distribution<int64_t>(min_ms, max_ms)(random)));
+  // The response is done: its tokens are charged whatever is left (the tenant may go into
+  // debt, and its next call waits it out), then the slot is freed.
+  absl::StatusOr<tollgate::Decision> charged = limiter.Charge("assistant_tokens", tenant, tokens);
+  const int64_t charged_at = WallMicros();
+  (void)limiter.Release("assistant_streams", tenant, lease);
+  held_leases.Remove(tenant, lease);
+  if (!charged.ok()) {
+    return Answer(request, http::status::internal_server_error, charged.status().ToString());
+  }
+  Response response = Answer(request, http::status::ok, "streamed");
+  response.set("X-Tokens", std::to_string(tokens));
+  response.set("X-Decided-At", std::to_string(charged_at));
+  return response;
+}
+
 Response Handle(tollgate::Limiter& limiter, const Request& request) {
   const std::string_view target(request.target().data(), request.target().size());
   if (target == "/healthz") return Answer(request, http::status::ok, "ok");
+  if (target.substr(0, target.find('?')) == "/leases") {
+    const size_t at = target.find("tenant=");
+    const std::string tenant(at == std::string_view::npos ? "" : target.substr(at + 7));
+    return Answer(request, http::status::ok, held_leases.Describe(tenant));
+  }
+  if (target.substr(0, target.find('?')) == "/chat") {
+    const auto tenant = request.find("X-Tenant");
+    if (tenant == request.end() || tenant->value().empty()) {
+      return Answer(request, http::status::bad_request, "missing X-Tenant");
+    }
+    return HandleChat(limiter, request, target,
+                      std::string(tenant->value().data(), tenant->value().size()));
+  }
   const Route* route = FindRoute(target);
   if (route == nullptr) return Answer(request, http::status::not_found, "no such endpoint");
   const auto header = request.find(beast::string_view(route->header.data(), route->header.size()));
@@ -236,9 +372,7 @@ Response Handle(tollgate::Limiter& limiter, const Request& request) {
   absl::StatusOr<tollgate::MultiDecision> result = limiter.CheckAll(checks);
   // When the decision was made (wall clock, the limiter's clock here), for tiffin-load to
   // count each answer in the window that decided it.
-  const int64_t decided_at_micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count();
+  const int64_t decided_at_micros = WallMicros();
   if (!result.ok()) {
     return Answer(request, http::status::internal_server_error, result.status().ToString());
   }

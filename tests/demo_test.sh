@@ -8,6 +8,10 @@
 #   partner a hot partner key (1000/s) at 2000/s: sync mode makes at most 8 servers x 10
 #           syncs/s x 1.5 Redis calls a second, at least 5x fewer than exact mode, and
 #           allows at most 1000 x 1.1 in every whole second.
+#   llm     LLM gateways: a tenant's tokens, charged after each response, stay within the
+#           token bucket's budget plus the calls in flight when it ran dry; a tenant never
+#           holds more than its 4 streams; a SIGKILLed gateway's leases stop counting within
+#           the lease time.
 #
 #   bash tests/demo_test.sh BUILD_DIR SOURCE_DIR
 #
@@ -36,7 +40,7 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/demo_test.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 
 started=$(date +%s)
-if ! timeout 110 "$SOURCE/demo/run" --short --build "$BUILD" --out "$OUT"; then
+if ! timeout 170 "$SOURCE/demo/run" --short --build "$BUILD" --out "$OUT"; then
   echo "FAIL: demo/run --short did not finish"
   exit 1
 fi
@@ -147,6 +151,27 @@ sync_last=$(($(seconds "$OUT/partner_sync.csv") - 1))
 check "partner: sync mode allowed <= $PARTNER_LIMIT x 1.1 in every whole second (max $(
   awk -F, 'NR > 1 && $3 > m { m = $3 } END { print m + 0 }' "$OUT/partner_sync.csv"))" \
   every "$OUT/partner_sync.csv" 0 "$sync_last" "\$3 <= $PARTNER_LIMIT * 1.1"
+
+# llm: the menu assistant's limits (examples/tiffin.yaml) behind 4 gateways.
+TOKENS_PER_S=1000
+TOKENS_BURST=3000
+MAX_TOKENS=1300  # the most one acme response charges (demo/run: tokens=300-1300)
+STREAMS=4
+LEASE_S=3
+acme_tokens=$(sum "$OUT/llm_acme.csv" 7)
+acme_budget=$((TOKENS_BURST + TOKENS_PER_S * $(seconds "$OUT/llm_acme.csv")))
+check "llm: acme charged $acme_tokens tokens, within half its budget $acme_budget and the budget + $STREAMS calls in flight" \
+  awk -v x="$acme_tokens" -v b="$acme_budget" -v m=$((STREAMS * MAX_TOKENS)) \
+  'BEGIN { exit !(x >= b / 2 && x <= b + m) }'
+initech_max=$(awk -F, 'NR > 1 && $2 > m { m = $2 } END { print m + 0 }' "$OUT/llm_leases.csv")
+check "llm: initech's leases in Redis peaked at $initech_max, at most $STREAMS" \
+  test "$initech_max" -ge 1 -a "$initech_max" -le "$STREAMS"
+IFS=, read -r llm_kill_s llm_victim llm_held < <(tail -n 1 "$OUT/llm_kill.csv")
+llm_back_s=$(awk -F, -v k="$llm_kill_s" 'NR > 1 && $1 > k && $4 == 0 { print $1; exit }' \
+  "$OUT/llm_leases.csv")
+check "llm: $llm_victim held $llm_held of initech's leases when SIGKILLed at ${llm_kill_s}s; Redis counted none of them from ${llm_back_s:-never}s, within the lease time ($LEASE_S s) + 1 s of sampling" \
+  awk -v k="$llm_kill_s" -v b="${llm_back_s:-1e9}" -v h="$llm_held" -v l="$LEASE_S" \
+  'BEGIN { exit !(h >= 1 && b > k && b <= k + l + 1) }'
 
 echo
 if [ "$failures" -eq 0 ]; then
