@@ -7,6 +7,9 @@
 //   GET /partner  partner_hot_key keyed by X-Partner (sync mode with --store redis)
 //   GET /partner?exact=1  partner_exact keyed by X-Partner: partner_hot_key's numbers in
 //                 exact mode (one Redis call per request), added here for the comparison
+//   GET /partner?shares=equal, /partner?exact=1&shares=equal  their twins with
+//                 `shares: equal` (limit / N per instance in sync mode and in the fail_open
+//                 fallback), partner_hot_key_equal and partner_exact_equal, for the skew demo
 //   GET /chat?tokens=MIN-MAX&ms=MIN-MAX  an LLM gateway's call, keyed by X-Tenant: one
 //                 all-or-nothing check of assistant_requests (one request),
 //                 assistant_tokens (a look: refused while the tenant's tokens are in debt)
@@ -209,6 +212,8 @@ struct Route {
 
 // The name of the exact twin of partner_hot_key that /partner?exact=1 checks.
 constexpr std::string_view kPartnerExact = "partner_exact";
+// The twins with `shares: equal` of partner_hot_key and partner_exact.
+constexpr std::string_view kEqualSuffix = "_equal";
 
 // The limits an endpoint checks, or nullptr for an unknown path.
 const Route* FindRoute(std::string_view path) {
@@ -217,7 +222,11 @@ const Route* FindRoute(std::string_view path) {
   static const Route kOtp{"X-Phone", {"otp_per_phone"}};
   static const Route kPartner{"X-Partner", {"partner_hot_key"}};
   static const Route kPartnerExactRoute{"X-Partner", {kPartnerExact}};
+  static const Route kPartnerEqual{"X-Partner", {"partner_hot_key_equal"}};
+  static const Route kPartnerExactEqual{"X-Partner", {"partner_exact_equal"}};
   if (path == "/partner?exact=1") return &kPartnerExactRoute;
+  if (path == "/partner?shares=equal") return &kPartnerEqual;
+  if (path == "/partner?exact=1&shares=equal") return &kPartnerExactEqual;
   const std::string_view bare = path.substr(0, path.find('?'));
   if (bare == "/menu") return &kMenu;
   if (bare == "/order") return &kOrder;
@@ -441,6 +450,14 @@ int main(int argc, char** argv) {
     // fallback answers, which make no call and would flatter the comparison.
     exact.timeout_micros = std::max<int64_t>(exact.timeout_micros, 500'000);
     limits.push_back(std::move(exact));
+  }
+  // The `shares: equal` twins of partner_hot_key and partner_exact, for the skew demo.
+  for (size_t i = 0, n = limits.size(); i < n; ++i) {
+    if (limits[i].name != "partner_hot_key" && limits[i].name != kPartnerExact) continue;
+    tollgate::Limit equal = limits[i];
+    equal.name += kEqualSuffix;
+    equal.shares = tollgate::Shares::kEqual;
+    limits.push_back(std::move(equal));
   }
   AppStore app_store;
   if (options.store == "redis") {

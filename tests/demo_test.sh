@@ -40,7 +40,7 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/demo_test.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 
 started=$(date +%s)
-if ! timeout 170 "$SOURCE/demo/run" --short --build "$BUILD" --out "$OUT"; then
+if ! timeout 270 "$SOURCE/demo/run" --short --build "$BUILD" --out "$OUT"; then
   echo "FAIL: demo/run --short did not finish"
   exit 1
 fi
