@@ -424,23 +424,21 @@ struct AsyncLoop {
   }
 
   // One charge, or one lease taken and released, for `key`.
-  void IssueMetered(int64_t started_ns, std::string key) {
+  void IssueMetered(int64_t started_ns, const std::string& key) {
     const Limit* limit = limiter.FindLimit(workload.limits[0].name);
     CheckItem item{limit, key, 1};
     if (options.mode == "charge") item.op = ItemOp::kCharge;
-    limiter.CheckItemsAsync(
-        {std::move(item)},
-        [this, started_ns, limit, key](absl::StatusOr<MultiDecision> decision) {
-          if (options.mode == "charge" || !decision.ok() || !decision->allowed) {
-            Finish(started_ns, decision.ok(), decision.ok() && decision->allowed);
-            return;
-          }
-          limiter.ReleaseAsync(*limit, key, decision->tokens[0],
-                               [this, started_ns](absl::StatusOr<Decision> released) {
-                                 Finish(started_ns, released.ok(),
-                                        released.ok() && released->allowed);
-                               });
-        });
+    limiter.CheckItemsAsync({std::move(item)}, [this, started_ns, limit,
+                                                key](absl::StatusOr<MultiDecision> decision) {
+      if (options.mode == "charge" || !decision.ok() || !decision->allowed) {
+        Finish(started_ns, decision.ok(), decision.ok() && decision->allowed);
+        return;
+      }
+      limiter.ReleaseAsync(*limit, key, decision->tokens[0],
+                           [this, started_ns](absl::StatusOr<Decision> released) {
+                             Finish(started_ns, released.ok(), released.ok() && released->allowed);
+                           });
+    });
   }
 
   void Finish(int64_t started_ns, bool ok, bool allowed) {

@@ -21,8 +21,8 @@
 // failures, timeouts, other statuses). With --servers-out, writes per answering server
 // (the X-Server header) how many requests it answered, allowed and refused: the balancer's
 // skew. A seventh column, tokens, sums the X-Tokens header of the allowed answers (the
-// tokens an LLM gateway charged for them: the app's /chat). Loopback targets only; the request count is bounded by rate x duration and the run
-// by duration + 5 s.
+// tokens an LLM gateway charged for them: the app's /chat). Loopback targets only; the request
+// count is bounded by rate x duration and the run by duration + 5 s.
 #include <sys/socket.h>
 #include <sys/time.h>
 

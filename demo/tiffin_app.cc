@@ -56,10 +56,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -321,10 +321,10 @@ Response HandleChat(tollgate::Limiter& limiter, const Request& request, std::str
         result->decisions.begin(), result->decisions.end(), [](const tollgate::Decision& d) {
           return d.reason == tollgate::DenyReason::kStoreUnavailable;
         });
-    Response refused = unavailable ? Answer(request, http::status::service_unavailable,
-                                            "limits unavailable, try later")
-                                   : Answer(request, http::status::too_many_requests,
-                                            "rate limited");
+    Response refused =
+        unavailable
+            ? Answer(request, http::status::service_unavailable, "limits unavailable, try later")
+            : Answer(request, http::status::too_many_requests, "rate limited");
     refused.set("X-Decided-At", std::to_string(WallMicros()));
     return refused;
   }
@@ -334,8 +334,8 @@ Response HandleChat(tollgate::Limiter& limiter, const Request& request, std::str
   const auto [min_tokens, max_tokens] = QueryRange(target, "tokens", {100, 500});
   const auto [min_ms, max_ms] = QueryRange(target, "ms", {200, 1000});
   const int64_t tokens = std::uniform_int_distribution<int64_t>(min_tokens, max_tokens)(random);
-  std::this_thread::sleep_for(std::chrono::milliseconds(
-      std::uniform_int_distribution<int64_t>(min_ms, max_ms)(random)));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(min_ms, max_ms)(random)));
   // The response is done: its tokens are charged whatever is left (the tenant may go into
   // debt, and its next call waits it out), then the slot is freed.
   absl::StatusOr<tollgate::Decision> charged = limiter.Charge("assistant_tokens", tenant, tokens);
