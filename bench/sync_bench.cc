@@ -18,8 +18,9 @@
 // sliding window), against `bound_pct`, the documented bound (round trip / interval); the worst
 // excess over the limit at any moment, as a percentage of the limit; `used_pct`, the
 // admitted share of the limit, what the customer actually gets (grants and first shares held
-// back for instances that do not use them show up here, as under-admission). With TOLLGATE_BENCH_OUT=<dir> the points also go to
-// <dir>/sync_overshoot.tsv, which bench/plots/sync_overshoot.sh plots.
+// back for instances that do not use them show up here, as under-admission). With
+// TOLLGATE_BENCH_OUT=<dir> the points also go to <dir>/sync_overshoot.tsv, which
+// bench/plots/sync_overshoot.sh plots.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>

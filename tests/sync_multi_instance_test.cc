@@ -444,8 +444,8 @@ class SyncSharesTest : public testing::RedisTest {
     for (auto& store : stores) EXPECT_TRUE(store->SyncNow().ok());
     std::vector<int64_t> counted(kWindows, 0);
     for (int w = 0; w < kWindows; ++w) {
-      auto reply = client_->Command({"GET", absl::StrCat("tollgate:", limit.name, ":{hot}:",
-                                                         first + w)});
+      auto reply =
+          client_->Command({"GET", absl::StrCat("tollgate:", limit.name, ":{hot}:", first + w)});
       if (reply.ok() && reply->type == redis::RedisReply::Type::kString) {
         EXPECT_TRUE(absl::SimpleAtoi(reply->str, &counted[w]));
       }

@@ -77,8 +77,8 @@ std::string Describe(const Row& row) {
   for (const auto& [id, grant] : row.grants) absl::StrAppend(&out, id, ":", grant, " ");
   absl::StrAppend(&out, "} carried {");
   for (const auto& [id, grant] : row.carried) absl::StrAppend(&out, id, ":", grant, " ");
-  absl::StrAppend(&out, "} shares ", std::string(SharesName(row.shares)), " demand ", row.demand, " interval ",
-                  row.interval_micros);
+  absl::StrAppend(&out, "} shares ", std::string(SharesName(row.shares)), " demand ", row.demand,
+                  " interval ", row.interval_micros);
   absl::StrAppend(&out, " next started ", row.next_started ? 1 : 0, " reports {");
   for (const auto& [id, r] : row.reports) {
     absl::StrAppend(&out, id, ":", r.demand, "@-", r.age_micros, "/w", r.window_offset, "=",
@@ -133,14 +133,14 @@ Expected ExpectedShares(const Row& row) {
     weights = algorithm::DemandWeights(row.demand, fresh, row.instances);
   }
   Expected out;
-  out.grant = algorithm::SyncGrant(
-      {.limit = row.limit,
-       .used = used,
-       .held_by_others = held,
-       .others_without_grant = std::max<int64_t>(0, row.instances - 1 - seen),
-       .instances = row.instances,
-       .shares = row.shares,
-       .weights = weights});
+  out.grant =
+      algorithm::SyncGrant({.limit = row.limit,
+                            .used = used,
+                            .held_by_others = held,
+                            .others_without_grant = std::max<int64_t>(0, row.instances - 1 - seen),
+                            .instances = row.instances,
+                            .shares = row.shares,
+                            .weights = weights});
   if (row.shares == Shares::kDemand && !row.sliding) {
     next.weights = weights;
     next.next_window_started = row.next_started;
@@ -339,9 +339,10 @@ TEST_F(SyncScriptTest, GrantTableMatchesTheShareModule) {
       {.limit = 1000,
        .instances = 3,
        .shares = Shares::kDemand,
-       .reports = {{"b", {.demand = 500, .age_micros = 3'000'001}},
-                   {"c", {.demand = 500, .age_micros = 9'000'000, .window_offset = 1,
-                          .first_share = 100}}}},
+       .reports =
+           {{"b", {.demand = 500, .age_micros = 3'000'001}},
+            {"c",
+             {.demand = 500, .age_micros = 9'000'000, .window_offset = 1, .first_share = 100}}}},
       {.limit = 1000, .instances = 3, .shares = Shares::kDemand, .demand = 0},
       // The next window started already: never more than set aside before.
       {.limit = 1000,

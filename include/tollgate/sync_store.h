@@ -51,9 +51,9 @@
 //
 // When Redis is unreachable, deltas are kept and sent by the next successful sync for
 // windows still current (the current and the just-ended one); decisions continue within
-// the last grant (a new window: the first share set aside for it, else the floor). Each sync carries a
-// sequence number that Redis records, so a sync whose reply was lost but which Redis applied is
-// never counted twice. Limits with `on_store_failure: fail_closed` (only with
+// the last grant (a new window: the first share set aside for it, else the floor). Each sync
+// carries a sequence number that Redis records, so a sync whose reply was lost but which Redis
+// applied is never counted twice. Limits with `on_store_failure: fail_closed` (only with
 // `allow_sync_with_fail_closed`) are refused with DenyReason::kStoreUnavailable once the last
 // successful sync is older than 2 of their intervals.
 #ifndef TOLLGATE_SYNC_STORE_H_

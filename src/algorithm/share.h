@@ -129,8 +129,8 @@ struct SyncGrantInput {
 // limit, and 0 otherwise; so across every sync of every instance, counted + granted never
 // exceeds the limit (each grant comes out of what the counter and the others' grants leave).
 inline int64_t SyncGrant(const SyncGrantInput& in) {
-  const int64_t held = in.held_by_others +
-                       in.others_without_grant * FirstShare(in.limit, in.instances, in.shares);
+  const int64_t held =
+      in.held_by_others + in.others_without_grant * FirstShare(in.limit, in.instances, in.shares);
   return Share(static_cast<double>(in.limit) - in.used - static_cast<double>(held), in.weights);
 }
 

@@ -109,10 +109,8 @@ Decision Decide(Entry& entry, FailureMode on_store_failure, int64_t cost,
 
   // Between two syncs, spend at most what the last sync granted; before the first sync of a
   // window, the first share set aside for it, or else the floor share of what the view leaves.
-  const int64_t share =
-      entry.grant_current >= 0 ? entry.grant_current
-      : entry.first_share >= 0 ? entry.first_share
-                               : algorithm::FirstShare(left, context.instances, info.shares);
+  int64_t share = entry.grant_current >= 0 ? entry.grant_current : entry.first_share;
+  if (share < 0) share = algorithm::FirstShare(left, context.instances, info.shares);
   const int64_t local = entry.LocalCurrent();
   // The next sync of this key may bring a larger share; the next window surely does.
   const int64_t until_next_sync =

@@ -13,7 +13,7 @@ constexpr int64_t kSecond = 1'000'000;
 constexpr int64_t kStart = 1'700'000'000LL * kSecond;  // a window start
 
 std::shared_ptr<const KeyInfo> Info(Algorithm algorithm, int64_t limit, int64_t window_micros,
-                                     Shares shares = Shares::kEqual) {
+                                    Shares shares = Shares::kEqual) {
   auto info = std::make_shared<KeyInfo>();
   info->shares = shares;
   info->limit_name = "api";

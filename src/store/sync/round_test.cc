@@ -131,8 +131,7 @@ TEST_F(SyncRoundTest, TheScriptCallCarriesEveryCounterInSyncLuaLayout) {
   for (size_t i = 14; i < args.size(); i += 8)
     fields.emplace_back(args.begin() + i, args.begin() + i + 8);
   std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a[2] < b[2]; });
-  EXPECT_THAT(fields[0],
-              ElementsAre("0", "9900", "0", "0", absl::StrCat(w - 1), "0", "1", "0"));
+  EXPECT_THAT(fields[0], ElementsAre("0", "9900", "0", "0", absl::StrCat(w - 1), "0", "1", "0"));
   EXPECT_THAT(fields[1],
               ElementsAre("3", "19900", "100", "0", absl::StrCat(w), "63", "0", "100000"));
   EXPECT_THAT(fields[2],
@@ -270,7 +269,7 @@ TEST_F(SyncRoundTest, ADemandReplySetsAsideTheNextWindowsFirstShare) {
   // A round taken before the following boundary, answered after it.
   clock_.AdvanceMicros(10 * kSecond - 200'000 - 1);
   RoundAnswered({{40, -1}, {90, 0, 20}});  // the previous window's 40, then this one's
-  EXPECT_EQ(Admit(limit, "k", 1), 0);       // nothing granted, but checked: not cold
+  EXPECT_EQ(Admit(limit, "k", 1), 0);      // nothing granted, but checked: not cold
   PendingBatches::Calls late = pending_.Take(++sequence_, table_->TakeCounters(true), now());
   ASSERT_EQ(late.calls.size(), 1u);
   clock_.AdvanceMicros(200'000);
