@@ -268,7 +268,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
 }
 BENCHMARK(BM_SyncOvershoot)
     ->ArgNames({"interval_ms", "skew_pct", "sliding", "round_trip_us", "demand"})
-    ->ArgsProduct({{10, 100, 1000}, {12, 50, 90, 100}, {0, 1}, {1000}, {0, 1})
+    ->ArgsProduct({{10, 100, 1000}, {12, 50, 90, 100}, {0, 1}, {1000}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
