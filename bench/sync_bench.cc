@@ -9,16 +9,18 @@
 //
 // BM_SyncOvershoot: 8 SyncStore instances on one Redis, simulated time (so each point is
 // exact and repeatable): a fixed or sliding window of 1,000 per second, 20,000 requests per
-// second offered, instance 0 receiving `skew` percent of them and the others an equal part
-// of the rest, each instance syncing every `interval` at its own phase, and each sync's
+// second offered, instance 0 receiving `skew` percent of them (100: a key the load balancer
+// pins to it) and the others an equal part of the rest, under `shares: equal` or `shares:
+// demand`, each instance syncing every `interval` at its own phase, and each sync's
 // reply arriving one round trip (1 ms) after the script ran, while traffic goes on. Counters
 // per point, over 20 windows (5 under QUICK=1): `wrongly_allowed_pct`, the requests admitted beyond
 // the limit as a percentage of all requests offered (the figure Cloudflare published for its
 // sliding window), against `bound_pct`, the documented bound (round trip / interval); the worst
 // excess over the limit at any moment, as a percentage of the limit; `used_pct`, the
-// admitted share of the limit (grants held back by instances that do not use them show up
-// here, as under-admission). With TOLLGATE_BENCH_OUT=<dir> the points also go to
-// <dir>/sync_overshoot.tsv, which bench/plots/sync_overshoot.sh plots.
+// admitted share of the limit, what the customer actually gets (grants and first shares held
+// back for instances that do not use them show up here, as under-admission). With
+// TOLLGATE_BENCH_OUT=<dir> the points also go to <dir>/sync_overshoot.tsv, which
+// bench/plots/sync_overshoot.sh plots.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -120,7 +122,7 @@ void WriteOvershootPoint(const std::string& line) {
     }
     std::fputs(
         "algorithm\tinterval_ms\tskew_pct\tround_trip_us\twrongly_allowed_pct\tbound_pct\t"
-        "worst_excess_pct\tused_pct\tmean_admitted\n",
+        "worst_excess_pct\tused_pct\tmean_admitted\tshares\n",
         file);
     return file;
   }();
@@ -130,7 +132,7 @@ void WriteOvershootPoint(const std::string& line) {
 }
 
 // Args: sync interval in ms, percent of the load sent to instance 0, algorithm (0: fixed
-// window, 1: sliding window), round trip of a sync in µs.
+// window, 1: sliding window), round trip of a sync in µs, shares (0: equal, 1: demand).
 //
 // Each sync's round trip is modeled in simulated time: once the script has run, the reply
 // is held back for `round trip` while every instance keeps receiving its traffic (the
@@ -158,9 +160,11 @@ void BM_SyncOvershoot(benchmark::State& state) {
   const double skew = state.range(1) / 100.0;
   const bool sliding = state.range(2) == 1;
   const int64_t round_trip = state.range(3) * kScale;
+  const Shares shares = state.range(4) == 1 ? Shares::kDemand : Shares::kEqual;
   static int run = 0;
   Limit limit = SyncLimit(absl::StrCat("overshoot", ++run), kLimit, kWindow, interval);
   if (sliding) limit.numbers.algorithm = Algorithm::kSlidingWindow;
+  limit.shares = shares;
 
   for (auto _ : state) {
     SimulatedClock clock(1'700'000'000LL * 1'000'000);            // a window start
@@ -253,18 +257,18 @@ void BM_SyncOvershoot(benchmark::State& state) {
     state.counters["bound_pct"] = bound_pct;
     state.counters["used_pct"] = used_pct;
     char line[256];
-    std::snprintf(line, sizeof(line), "%s\t%lld\t%lld\t%lld\t%.6f\t%.4f\t%.3f\t%.2f\t%.1f\n",
+    std::snprintf(line, sizeof(line), "%s\t%lld\t%lld\t%lld\t%.6f\t%.4f\t%.3f\t%.2f\t%.1f\t%s\n",
                   sliding ? "sliding_window" : "fixed_window",
                   static_cast<long long>(state.range(0)), static_cast<long long>(state.range(1)),
                   static_cast<long long>(state.range(3)), wrong_pct, bound_pct, worst_pct, used_pct,
-                  mean);
+                  mean, std::string(SharesName(shares)).c_str());
     WriteOvershootPoint(line);
     stores.clear();  // while run_for, which their hooks call, still exists
   }
 }
 BENCHMARK(BM_SyncOvershoot)
-    ->ArgNames({"interval_ms", "skew_pct", "sliding", "round_trip_us"})
-    ->ArgsProduct({{10, 100, 1000}, {12, 50, 90}, {0, 1}, {1000}})
+    ->ArgNames({"interval_ms", "skew_pct", "sliding", "round_trip_us", "demand"})
+    ->ArgsProduct({{10, 100, 1000}, {12, 50, 90, 100}, {0, 1}, {1000}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

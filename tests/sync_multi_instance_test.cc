@@ -1,5 +1,6 @@
-// Copyright tollgate authors. Eight SyncStore instances against one real redis-server, in
-// real time: the overshoot bound, Redis calls per key, and an outage shorter than a window.
+// Copyright tollgate authors. Several SyncStore instances against one real redis-server: in
+// real time, the overshoot bound, Redis calls per key, and an outage shorter than a window; in
+// simulated time, what `shares:` gives a key the load balancer pins to one instance or spreads.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -380,6 +381,114 @@ TEST_F(SyncMultiInstanceTest, DeltasSurviveAnOutageShorterThanTheWindow) {
   const int64_t total = Get(absl::StrCat("tollgate:minute:{k}:", index)) +
                         Get(absl::StrCat("tollgate:minute:{k}:", index + 1));
   EXPECT_EQ(total, admitted);
+}
+
+// Four instances on one real redis-server in simulated time (every count exact and
+// repeatable), syncing every 5 s at their own phases, a fixed window of 1,000 a minute, 3,000
+// a minute offered: `share_on_first` of the traffic reaches instance 0 and the rest is spread
+// evenly over the other three. Returns what each window admitted, as Redis counted it.
+class SyncSharesTest : public testing::RedisTest {
+ protected:
+  static constexpr int kInstances = 4;
+  static constexpr int64_t kLimit = 1000;
+  static constexpr int64_t kWindow = 60 * kSecond;
+  static constexpr int64_t kInterval = 5 * kSecond;
+  static constexpr int64_t kStep = kSecond / 2;
+  static constexpr int64_t kOfferedPerWindow = 3 * kLimit;
+  static constexpr int kWindows = 4;
+
+  std::vector<int64_t> Run(Shares shares, double share_on_first) {
+    SimulatedClock clock(1'700'000'040LL * kSecond);  // a minute's start
+    Limit limit;
+    limit.name = absl::StrCat("shares", ++runs_);
+    limit.mode = Mode::kSync;
+    limit.shares = shares;
+    limit.numbers.algorithm = Algorithm::kFixedWindow;
+    limit.numbers.limit = kLimit;
+    limit.numbers.window_micros = kWindow;
+    limit.sync_interval_micros = kInterval;
+    std::vector<std::unique_ptr<SyncStore>> stores;
+    for (int i = 0; i < kInstances; ++i) {
+      SyncStoreOptions options;
+      options.redis_url = server_->url();
+      options.clock = &clock;
+      options.instance_count = [] { return kInstances; };
+      options.use_redis_time = false;
+      options.schedule_rounds = false;
+      absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
+      EXPECT_TRUE(store.ok()) << store.status();
+      if (!store.ok()) return {};
+      stores.push_back(*std::move(store));
+    }
+    const int64_t first = algorithm::WindowIndex(clock.NowMicros(), kWindow);
+    std::vector<double> owed(kInstances, 0);
+    std::vector<int64_t> admitted(kWindows, 0);
+    const int64_t steps_per_window = kWindow / kStep;
+    for (int64_t step = 0; step < kWindows * steps_per_window; ++step) {
+      const int64_t t = step * kStep;
+      for (int i = 0; i < kInstances; ++i) {
+        // Each instance syncs every interval, at its own phase (a whole number of steps).
+        if (t % kInterval == (kInterval / kStep) * i / kInstances * kStep) {
+          EXPECT_TRUE(stores[i]->SyncNow().ok());
+        }
+        const double share = i == 0 ? share_on_first : (1 - share_on_first) / (kInstances - 1);
+        owed[i] += share * static_cast<double>(kOfferedPerWindow) / steps_per_window;
+        for (; owed[i] >= 1; owed[i] -= 1) {
+          absl::StatusOr<std::vector<Decision>> d = stores[i]->Check({{&limit, "hot", 1}});
+          EXPECT_TRUE(d.ok()) << d.status();
+          if (d.ok() && (*d)[0].allowed) ++admitted[step / steps_per_window];
+        }
+      }
+      clock.AdvanceMicros(kStep);
+    }
+    for (auto& store : stores) EXPECT_TRUE(store->SyncNow().ok());
+    std::vector<int64_t> counted(kWindows, 0);
+    for (int w = 0; w < kWindows; ++w) {
+      auto reply =
+          client_->Command({"GET", absl::StrCat("tollgate:", limit.name, ":{hot}:", first + w)});
+      if (reply.ok() && reply->type == redis::RedisReply::Type::kString) {
+        EXPECT_TRUE(absl::SimpleAtoi(reply->str, &counted[w]));
+      }
+      // Every admitted unit is counted in its window.
+      EXPECT_EQ(counted[w], admitted[w]) << "window " << w;
+      std::printf("%s shares, %.0f%% on instance 0, window %d: admitted %lld of %lld\n",
+                  std::string(SharesName(shares)).c_str(), 100 * share_on_first, w,
+                  static_cast<long long>(counted[w]), static_cast<long long>(kLimit));
+    }
+    return counted;
+  }
+
+  int runs_ = 0;
+};
+
+// A key the load balancer pins to one of 4 instances: with demand shares it gets at least
+// 90% of its limit in every window (the other three hold back floor(limit / 40) each), with
+// equal shares a quarter; neither admits past the limit (no sync in flight here, N right).
+TEST_F(SyncSharesTest, AKeyPinnedToOneOfFourInstancesGetsItsLimitWithDemandShares) {
+  for (int64_t admitted : Run(Shares::kDemand, 1.0)) {
+    EXPECT_GE(admitted, kLimit * 9 / 10);
+    EXPECT_LE(admitted, kLimit);
+  }
+  for (int64_t admitted : Run(Shares::kEqual, 1.0)) {
+    EXPECT_GE(admitted, kLimit / 5);
+    EXPECT_LE(admitted, kLimit * 3 / 10);
+  }
+}
+
+// Traffic spread evenly, or half on one instance: demand shares admit about the limit, as
+// equal shares do (within 2% of the limit), and never more.
+TEST_F(SyncSharesTest, SpreadTrafficStillGetsItsLimitWithDemandShares) {
+  for (double on_first : {0.25, 0.5}) {
+    SCOPED_TRACE(on_first);
+    const std::vector<int64_t> demand = Run(Shares::kDemand, on_first);
+    const std::vector<int64_t> equal = Run(Shares::kEqual, on_first);
+    ASSERT_EQ(demand.size(), equal.size());
+    for (size_t w = 0; w < demand.size(); ++w) {
+      EXPECT_LE(demand[w], kLimit) << "window " << w;
+      EXPECT_GE(demand[w], kLimit * 95 / 100) << "window " << w;
+      EXPECT_GE(demand[w], equal[w] - kLimit / 50) << "window " << w;
+    }
+  }
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_
   limit.numbers.limit = max;
   limit.numbers.window_micros = window_micros;
   limit.sync_interval_micros = sync_interval_micros;
+  // These tests check the grant mechanics with first shares of limit / N; demand shares are
+  // tests/sync_multi_instance_test.cc's (SyncSharesTest) and tests/sync_script_test.cc's.
+  limit.shares = Shares::kEqual;
   return limit;
 }
 

@@ -17,11 +17,16 @@
 //   delta + cost <= grant
 //
 // A sync (one Lua script, atomic in Redis) adds the delta to the window's counter, releases
-// this instance's old grant, and grants it 1/N of what is left once the counter and every
-// other instance's outstanding grant are subtracted (the rule of src/algorithm/share.h). An
-// instance that has not synced the window yet is assumed to hold floor(limit / N), which is
-// what it may spend before its first sync of a window (for a sliding window: 1/N of what the
-// estimate left in its view). A sliding window's grant carries over the window boundary (its
+// this instance's old grant, and grants it its part of what is left once the counter and every
+// other instance's outstanding grant are subtracted (the rules of src/algorithm/share.h): with
+// `Limit::shares` kDemand (the default), in proportion to the demand each instance reported
+// for the key at its last sync (units asked of it, admitted or refused), at least 1/(10N) of
+// it; with kEqual, 1/N. An instance that has not synced the window yet is assumed to hold
+// what it may spend before its first sync of a window: the first share the script set aside
+// for it at its last sync of the previous window (kDemand, fixed windows), else its floor,
+// floor(limit / N) (kEqual) or floor(limit / (10N)) (kDemand), for a sliding window of what
+// the estimate left in its view. So a key the load balancer pins to one instance gets all of
+// its limit but the others' floors. A sliding window's grant carries over the window boundary (its
 // estimate does not jump there), and the others hold what is left of it until this instance
 // syncs the new window. So counted + granted never exceeds the limit, and N instances can
 // never spend more than the remaining between syncs. The only excess (docs/sync.md) comes
@@ -34,20 +39,21 @@
 // and grants, in one EVALSHA for all keys together (INCRBY and PEXPIRE ... NX in the same
 // atomic step); on a Redis Cluster, one EVALSHA per hash slot, to the node that owns it. The
 // counters use the exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`
-// (grants in `<counter>:grants`), so exact and sync instances of one limit count the same thing.
+// (grants in `<counter>:grants`, demand reports in `<key_prefix><limit name>:{<key>}:demand`),
+// so exact and sync instances of one limit count the same thing.
 // Window indexes come from the injected clock plus an offset learned from Redis TIME at every sync,
 // so instances with skewed clocks still count into the same windows.
 //
 // Cold keys (no delta and no check for 2 intervals) stop being synced and are forgotten
 // once their window no longer matters. At `max_keys` tracked keys, a new key is decided by a
-// local in-memory limiter at this instance's first share (floor(limit / N) per window),
-// never synced (counted in SyncStoreStats::overflow_decisions).
+// local in-memory limiter at this instance's floor per window, never synced (counted in
+// SyncStoreStats::overflow_decisions).
 //
 // When Redis is unreachable, deltas are kept and sent by the next successful sync for
 // windows still current (the current and the just-ended one); decisions continue within
-// the last grant (a new window: floor(limit / N), the fail_open share). Each sync carries a
-// sequence number that Redis records, so a sync whose reply was lost but which Redis applied is
-// never counted twice. Limits with `on_store_failure: fail_closed` (only with
+// the last grant (a new window: the first share set aside for it, else the floor). Each sync
+// carries a sequence number that Redis records, so a sync whose reply was lost but which Redis
+// applied is never counted twice. Limits with `on_store_failure: fail_closed` (only with
 // `allow_sync_with_fail_closed`) are refused with DenyReason::kStoreUnavailable once the last
 // successful sync is older than 2 of their intervals.
 #ifndef TOLLGATE_SYNC_STORE_H_

@@ -13,8 +13,13 @@
 // (SyncScriptTest.GrantTableMatchesTheShareModule) checks that the script hands out the grants
 // SyncGrant computes, against a real redis-server.
 //
-// Weights: today every live instance weighs 1, so one instance's weights are {1, N}
-// (EqualWeights). Demand-weighted shares (issue 26) change the weights, not the callers.
+// Weights: with `shares: equal` (Shares::kEqual) every live instance weighs 1, so one
+// instance's weights are {1, N} (EqualWeights). With `shares: demand` (Shares::kDemand, sync
+// mode) an instance weighs what it reported asked of it in its last sync interval, at least a
+// floor of 1/(10N) of the fleet's demand (DemandWeights); an instance that has not reported
+// demand for a key is held back, and may spend before its first sync, only FirstShare(limit,
+// N, kDemand) = floor(limit / (10N)), and a fixed window's next first share is set aside at
+// each sync of the window before (NextFirstShare).
 //
 // docs/sync.md ("What an instance knows") and docs/resilience.md ("Failure policies") state
 // the same rules for users.
@@ -24,6 +29,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/types/span.h"
 #include "src/algorithm/outcome.h"
 #include "tollgate/limit.h"
 
@@ -48,13 +54,52 @@ inline int64_t Share(double left, ShareWeights weights) {
       left * static_cast<double>(weights.self) / static_cast<double>(weights.total) + 1e-9);
 }
 
+// Shares::kDemand: an instance that has reported no demand weighs 1/(10N) of the fleet's
+// demand, and its first share is floor(limit / (10N)).
+inline constexpr int64_t kDemandFloorDivisor = 10;
+// Shares::kDemand: a demand report older than this many of the limit's sync intervals is not
+// fresh (its instance stopped syncing the key: it weighs the floor again).
+inline constexpr int64_t kDemandHorizonIntervals = 3;
+
 // Sync mode, before an instance holds a grant in a window (its first check of a key, a fixed
-// window's start, a key over SyncStoreOptions::max_keys): it may spend 1/N of what is `left`
-// as far as it knows (the limit less its view of the window's use). Every sync script holds
-// FirstShare(limit, N) back for each live instance without a grant, so that is never more
-// than what the others leave it: FirstShare(limit, N) * N <= limit.
+// window's start, a key over SyncStoreOptions::max_keys) and without a first share set aside
+// for it (NextFirstShare): it may spend its part of what is `left` as far as it knows (the
+// limit less its view of the window's use): 1/N (kEqual), 1/(10N) (kDemand; all of it when N
+// is 1: no other instance holds anything back). Every sync script holds FirstShare(limit, N,
+// shares) back for each live instance without a grant or a first share, so that is never more
+// than what the others leave it: N * FirstShare(limit, N, shares) <= limit.
+inline int64_t FirstShare(double left, int64_t instances, Shares shares) {
+  const ShareWeights weights = EqualWeights(instances);
+  return Share(left, shares == Shares::kDemand && weights.total > 1
+                         ? ShareWeights{1, weights.total * kDemandFloorDivisor}
+                         : weights);
+}
 inline int64_t FirstShare(double left, int64_t instances) {
-  return Share(left, EqualWeights(instances));
+  return FirstShare(left, instances, Shares::kEqual);
+}
+
+// Shares::kDemand: the weights of the instance that reports `self_demand` (units asked of it,
+// admitted or refused, since its last sync of the key), given the fresh reports of the others
+// (`other_demands`) among `instances` (N) live ones. With D the sum of the fresh demands, this
+// one's included: D == 0 gives EqualWeights(N); otherwise every instance with a fresh report
+// weighs max(10N * d, D) and each of the max(0, N - 1 - others) without one weighs D, so an
+// instance's part is its share of the demand, never below 1/(10N) of it relative to the others.
+// Integers, exact below 2^53 (the script computes them in doubles): REQUIRES demands >= 0 and
+// 10N * D < 2^53.
+inline ShareWeights DemandWeights(int64_t self_demand, absl::Span<const int64_t> other_demands,
+                                  int64_t instances) {
+  const int64_t n = std::max<int64_t>(1, instances);
+  int64_t fleet = self_demand;
+  for (int64_t demand : other_demands) fleet += demand;
+  if (fleet <= 0) return EqualWeights(n);
+  const int64_t scale = kDemandFloorDivisor * n;
+  ShareWeights weights;
+  weights.self = std::max(scale * self_demand, fleet);
+  weights.total = weights.self;
+  for (int64_t demand : other_demands) weights.total += std::max(scale * demand, fleet);
+  const int64_t unreported = n - 1 - static_cast<int64_t>(other_demands.size());
+  if (unreported > 0) weights.total += unreported * fleet;
+  return weights;
 }
 
 // What one sync hands one instance, in the script's atomic step that has just counted its
@@ -67,22 +112,59 @@ struct SyncGrantInput {
   // What the other instances that synced the window may still spend without syncing: the sum
   // of their outstanding grants (for a sliding window, also the grants of the previous window
   // that instances not yet synced in this one carry over).
+  // (kDemand, fixed window) Also the first shares set aside for this window for instances that
+  // have not synced it yet (NextFirstShare, at their syncs of the window before).
   int64_t held_by_others = 0;
-  // The other live instances with no grant at all, N - 1 less those counted above when that is
-  // positive: each may be spending its FirstShare(limit, N).
+  // The other live instances with nothing of the above, N - 1 less those counted above when
+  // that is positive: each may be spending its FirstShare(limit, N, shares).
   int64_t others_without_grant = 0;
   int64_t instances = 1;  // N
-  ShareWeights weights;   // this instance's; EqualWeights(instances) today
+  Shares shares = Shares::kEqual;
+  // This instance's: EqualWeights(N) (kEqual), DemandWeights (kDemand).
+  ShareWeights weights;
 };
 
 // grant = Share(limit - used - held, weights), held = held_by_others + others_without_grant
-// * FirstShare(limit, N). Bound: used + held + grant <= limit whenever used + held <= limit,
-// and 0 otherwise; so across every sync of every instance, counted + granted never exceeds
-// the limit (each grant comes out of what the counter and the others' grants leave).
+// * FirstShare(limit, N, shares). Bound: used + held + grant <= limit whenever used + held <=
+// limit, and 0 otherwise; so across every sync of every instance, counted + granted never
+// exceeds the limit (each grant comes out of what the counter and the others' grants leave).
 inline int64_t SyncGrant(const SyncGrantInput& in) {
   const int64_t held =
-      in.held_by_others + in.others_without_grant * FirstShare(in.limit, in.instances);
+      in.held_by_others + in.others_without_grant * FirstShare(in.limit, in.instances, in.shares);
   return Share(static_cast<double>(in.limit) - in.used - static_cast<double>(held), in.weights);
+}
+
+// Shares::kDemand, fixed window: what a sync in window w sets aside for this instance to spend
+// in window w + 1 before its first sync of it, in place of FirstShare(limit, N, kDemand).
+struct NextFirstShareInput {
+  int64_t limit = 0;
+  // The first shares of window w + 1 the other instances hold, and how many hold one.
+  int64_t others_first_shares = 0;
+  int64_t others_with_first_share = 0;
+  int64_t instances = 1;  // N
+  ShareWeights weights;   // this instance's DemandWeights
+  // Whether another instance has synced window w + 1 already (a sync that reaches Redis late,
+  // or a clock behind): its grant was computed holding what this instance had set aside then,
+  // `own_first_share` (-1: none, so the floor), which this one may therefore not exceed.
+  bool next_window_started = false;
+  int64_t own_first_share = -1;
+};
+
+// min(Share(limit, weights), limit - others' first shares - FirstShare(limit, N, kDemand) for
+// each of the N - 1 - others_with_first_share others without one), and once window w + 1 has
+// started at most what was set aside before; never negative. Bound: every first share of a
+// window and the floors of the instances without one sum to at most the limit when they did
+// before this one was set (at a fixed N), and what the grants of window w + 1 hold for this
+// instance is never less than its first share.
+inline int64_t NextFirstShare(const NextFirstShareInput& in) {
+  const int64_t floor = FirstShare(in.limit, in.instances, Shares::kDemand);
+  const int64_t unreported = std::max<int64_t>(0, in.instances - 1 - in.others_with_first_share);
+  int64_t share = std::min(Share(static_cast<double>(in.limit), in.weights),
+                           in.limit - in.others_first_shares - unreported * floor);
+  if (in.next_window_started) {
+    share = std::min(share, in.own_first_share >= 0 ? in.own_first_share : floor);
+  }
+  return std::max<int64_t>(0, share);
 }
 
 // fail_open while the store is unreachable: this instance's share of `amount` (a window's limit,

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -38,12 +39,18 @@ TEST(ShareTest, SyncGrantsNeverTakeCountedPlusGrantedPastTheLimit) {
     SyncGrantInput in;
     in.limit = static_cast<int64_t>(random() % 5000) + 1;
     in.instances = static_cast<int64_t>(random() % 16) + 1;
-    in.weights = EqualWeights(in.instances);
+    in.shares = random() % 2 == 0 ? Shares::kEqual : Shares::kDemand;
+    in.weights = in.shares == Shares::kEqual
+                     ? EqualWeights(in.instances)
+                     : DemandWeights(static_cast<int64_t>(random() % 100),
+                                     {static_cast<int64_t>(random() % 100)}, in.instances);
     in.used = static_cast<double>(random() % (in.limit + 50)) + (random() % 1000) / 1000.0;
     in.held_by_others = static_cast<int64_t>(random() % (in.limit + 1));
     in.others_without_grant = static_cast<int64_t>(random() % in.instances);
     const int64_t grant = SyncGrant(in);
-    const int64_t first_share = in.limit / in.instances;  // floor(limit / N)
+    // floor(limit / N), floor(limit / (10N))
+    const int64_t first_share =
+        in.limit / (in.instances * (in.shares == Shares::kEqual ? 1 : kDemandFloorDivisor));
     const double held = static_cast<double>(in.held_by_others) +
                         static_cast<double>(in.others_without_grant * first_share);
     ASSERT_GE(grant, 0);
@@ -73,6 +80,115 @@ TEST(ShareTest, SyncGrantIsOneNthOfWhatNobodyHolds) {
             0);
   // Sliding: previous 100 at weight 0.5 and 25 counted now.
   EXPECT_EQ(SyncGrant({.limit = 100, .used = 100 * 0.5 + 25, .instances = 1}), 25);
+}
+
+TEST(ShareTest, DemandFirstSharesAreATenthOfEqualOnes) {
+  EXPECT_EQ(FirstShare(1000, 4, Shares::kDemand), 25);
+  EXPECT_EQ(FirstShare(1000, 4, Shares::kEqual), 250);
+  EXPECT_EQ(FirstShare(1000, 4), 250);
+  EXPECT_EQ(FirstShare(39, 4, Shares::kDemand), 0);
+  // Alone, an instance holds nothing back for others.
+  EXPECT_EQ(FirstShare(39, 1, Shares::kDemand), 39);
+  for (int64_t limit : {1, 7, 100, 1000, 999'999}) {
+    for (int64_t n : {2, 4, 8, 1000}) {
+      EXPECT_LE(FirstShare(limit, n, Shares::kDemand) * n * kDemandFloorDivisor, limit);
+    }
+  }
+}
+
+TEST(ShareTest, DemandWeightsFollowReportedDemandAboveAFloor) {
+  // Nobody asked for anything: everybody weighs the same.
+  const ShareWeights idle = DemandWeights(0, {0, 0}, 4);
+  EXPECT_EQ(idle.self, 1);
+  EXPECT_EQ(idle.total, 4);
+  // A key pinned to this one of 4 instances: 3 unreported ones weigh the floor, D / 40 each.
+  const ShareWeights pinned = DemandWeights(100, {}, 4);
+  EXPECT_EQ(pinned.self, 4000);
+  EXPECT_EQ(pinned.total, 4000 + 3 * 100);
+  // Even demand: 1/N each.
+  const ShareWeights even = DemandWeights(50, {50, 50, 50}, 4);
+  EXPECT_DOUBLE_EQ(static_cast<double>(even.self) / static_cast<double>(even.total), 0.25);
+  // Half of the demand here, the rest spread over 3 of the other 7 (4 unreported).
+  const ShareWeights half = DemandWeights(300, {100, 100, 100}, 8);
+  EXPECT_EQ(half.self, 80 * 300);
+  EXPECT_EQ(half.total, 80 * 600 + 4 * 600);
+  // No demand here while the others ask: the floor, 1/(10N) of the demand relative to them.
+  const ShareWeights quiet = DemandWeights(0, {100}, 2);
+  EXPECT_EQ(quiet.self, 100);
+  EXPECT_EQ(quiet.total, 100 + 2000);
+  // More fresh reports than N (a registry that lags): still a part of the whole.
+  const ShareWeights crowded = DemandWeights(10, {10, 10, 10}, 2);
+  EXPECT_LE(crowded.self, crowded.total);
+  EXPECT_EQ(crowded.total, 4 * 20 * 10);
+}
+
+TEST(ShareTest, APinnedKeyIsSetAsideAllButTheOthersFloors) {
+  // 4 instances, a limit of 1,000, all demand on this one: the other 3 keep 25 each.
+  EXPECT_EQ(NextFirstShare({.limit = 1000, .instances = 4, .weights = DemandWeights(80, {}, 4)}),
+            925);
+  // Even demand: a quarter each, as long as the others' first shares leave it.
+  const ShareWeights even = DemandWeights(50, {50, 50, 50}, 4);
+  EXPECT_EQ(NextFirstShare({.limit = 1000,
+                            .others_first_shares = 750,
+                            .others_with_first_share = 3,
+                            .instances = 4,
+                            .weights = even}),
+            250);
+  EXPECT_EQ(NextFirstShare({.limit = 1000,
+                            .others_first_shares = 800,
+                            .others_with_first_share = 3,
+                            .instances = 4,
+                            .weights = even}),
+            200);
+  // The next window has started: never more than what its grants held for this one.
+  EXPECT_EQ(NextFirstShare({.limit = 1000,
+                            .instances = 4,
+                            .weights = DemandWeights(80, {}, 4),
+                            .next_window_started = true,
+                            .own_first_share = 300}),
+            300);
+  EXPECT_EQ(NextFirstShare({.limit = 1000,
+                            .instances = 4,
+                            .weights = DemandWeights(80, {}, 4),
+                            .next_window_started = true}),
+            25);
+}
+
+// Instances setting their first shares of one window in any order, with any demands: the
+// first shares and the floors of those without one never sum to more than the limit.
+TEST(ShareTest, FirstSharesAndFloorsNeverSumPastTheLimit) {
+  std::mt19937_64 random(26);
+  for (int round = 0; round < 2000; ++round) {
+    const int64_t limit = static_cast<int64_t>(random() % 5000) + 1;
+    const int64_t n = static_cast<int64_t>(random() % 12) + 1;
+    std::vector<int64_t> first_shares(n, -1);
+    std::vector<int64_t> demands(n);
+    for (int step = 0; step < 40; ++step) {
+      const int64_t self = static_cast<int64_t>(random() % n);
+      for (int64_t& demand : demands) {
+        if (random() % 3 == 0) demand = static_cast<int64_t>(random() % 200);
+      }
+      std::vector<int64_t> others;
+      NextFirstShareInput in{.limit = limit, .instances = n, .weights = {}};
+      for (int64_t j = 0; j < n; ++j) {
+        if (j == self) continue;
+        if (random() % 4 != 0) others.push_back(demands[j]);  // fresh or not
+        if (first_shares[j] >= 0) {
+          in.others_first_shares += first_shares[j];
+          ++in.others_with_first_share;
+        }
+      }
+      in.weights = DemandWeights(demands[self], others, n);
+      ASSERT_LE(in.weights.self, in.weights.total);
+      first_shares[self] = NextFirstShare(in);
+      ASSERT_GE(first_shares[self], 0);
+      int64_t reserved = 0;
+      for (int64_t share : first_shares) {
+        reserved += share >= 0 ? share : FirstShare(limit, n, Shares::kDemand);
+      }
+      ASSERT_LE(reserved, limit) << "limit " << limit << " N " << n;
+    }
+  }
 }
 
 TEST(ShareTest, FallbackSharesAreAtLeastOneAndSumToAtMostTheLargerOfLimitAndN) {

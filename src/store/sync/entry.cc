@@ -46,6 +46,8 @@ int64_t Roll(Entry& entry, int64_t index) {
   entry.view_current = entry.unsent_current = entry.unacked_current = 0;
   entry.grant_current = carried;
   entry.grant_carried = carried >= 0;
+  entry.first_share = index == entry.window_index + 1 ? entry.next_first_share : -1;
+  entry.next_first_share = -1;
   entry.window_index = index;
   return dropped;
 }
@@ -106,9 +108,9 @@ Decision Decide(Entry& entry, FailureMode on_store_failure, int64_t cost,
   if (!d.allowed) return d;
 
   // Between two syncs, spend at most what the last sync granted; before the first sync of a
-  // window, the first share of what the view leaves.
-  const int64_t share = entry.grant_current >= 0 ? entry.grant_current
-                                                 : algorithm::FirstShare(left, context.instances);
+  // window, the first share set aside for it, or else the floor share of what the view leaves.
+  int64_t share = entry.grant_current >= 0 ? entry.grant_current : entry.first_share;
+  if (share < 0) share = algorithm::FirstShare(left, context.instances, info.shares);
   const int64_t local = entry.LocalCurrent();
   // The next sync of this key may bring a larger share; the next window surely does.
   const int64_t until_next_sync =

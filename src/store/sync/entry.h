@@ -43,6 +43,7 @@ struct KeyInfo {
   // The script call the key's counters go in: their hash slot on a Redis Cluster, one group
   // (redis::kAnySlot) on one server.
   int slot = -1;
+  Shares shares = Shares::kDemand;  // how grants and first shares divide the limit
 };
 
 struct Entry {
@@ -60,6 +61,12 @@ struct Entry {
   // one (`grant_carried`; see src/store/redis/lua/sync.lua).
   int64_t grant_current = -1;
   bool grant_carried = false;
+  // Shares::kDemand, fixed window: what this instance may spend in the current window before
+  // its first sync of it, as a sync of the previous window set it aside (src/algorithm/share.h,
+  // NextFirstShare); -1: none, then FirstShare(left, N, shares). `next_first_share` is the one
+  // the last reply set aside for the next window (window_index + 1).
+  int64_t first_share = -1;
+  int64_t next_first_share = -1;
   // Units asked of this instance (admitted or refused) since a round last took the entry.
   int64_t demand = 0;
   int64_t last_check_micros = 0;  // the store's clock, without the Redis offset
@@ -98,7 +105,8 @@ Decision Decide(Entry& entry, FailureMode on_store_failure, int64_t cost,
                 const DecideContext& context, int64_t* dropped_units);
 
 // Moves the entry to window `index` if that is later: the current window's counts become the
-// previous window's (a sliding window keeps what is left of its grant). Returns the unsent
+// previous window's (a sliding window keeps what is left of its grant; the window right after
+// takes the first share set aside for it). Returns the unsent
 // units that no longer belong to a window that matters (older than the previous one).
 int64_t Roll(Entry& entry, int64_t index);
 

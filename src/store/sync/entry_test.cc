@@ -12,8 +12,10 @@ namespace {
 constexpr int64_t kSecond = 1'000'000;
 constexpr int64_t kStart = 1'700'000'000LL * kSecond;  // a window start
 
-std::shared_ptr<const KeyInfo> Info(Algorithm algorithm, int64_t limit, int64_t window_micros) {
+std::shared_ptr<const KeyInfo> Info(Algorithm algorithm, int64_t limit, int64_t window_micros,
+                                    Shares shares = Shares::kEqual) {
   auto info = std::make_shared<KeyInfo>();
+  info->shares = shares;
   info->limit_name = "api";
   info->numbers.algorithm = algorithm;
   info->numbers.limit = limit;
@@ -46,6 +48,22 @@ TEST(SyncEntryTest, BeforeAGrantAnInstanceSpendsItsFirstShare) {
   Entry seen = NewEntry(Info(Algorithm::kFixedWindow, 100, 60 * kSecond), kStart, kStart);
   seen.view_current = 60;
   EXPECT_EQ(Admit(seen, 40, At(kStart, 3)), 13);
+}
+
+// shares: demand: a key nobody set a first share aside for starts from the floor, 1/(10N);
+// a fixed window right after a sync that set one aside starts from that.
+TEST(SyncEntryTest, WithDemandSharesAWindowStartsFromTheFirstShareSetAsideOrTheFloor) {
+  const auto info = Info(Algorithm::kFixedWindow, 1000, 60 * kSecond, Shares::kDemand);
+  Entry entry = NewEntry(info, kStart, kStart);
+  EXPECT_EQ(Admit(entry, 100, At(kStart, 4)), 25);
+  entry.next_first_share = 900;  // as the last reply of this window set it
+  entry.grant_current = 0;
+  EXPECT_EQ(Admit(entry, 1000, At(kStart + 60 * kSecond, 4)), 900);
+  EXPECT_EQ(entry.first_share, 900);
+  EXPECT_EQ(entry.next_first_share, -1);
+  // A window skipped: nothing was set aside for this one.
+  entry.next_first_share = 900;
+  EXPECT_EQ(Admit(entry, 1000, At(kStart + 3 * 60 * kSecond, 4)), 25);
 }
 
 TEST(SyncEntryTest, AGrantBoundsWhatIsAdmittedAndARefusalWaitsForTheNextSync) {

@@ -107,7 +107,7 @@ bool SameLimit(const KeyInfo& info, const Limit& limit) {
   return info.numbers.algorithm == limit.numbers.algorithm &&
          info.numbers.limit == limit.numbers.limit &&
          info.numbers.window_micros == limit.numbers.window_micros &&
-         info.sync_interval_micros == limit.sync_interval_micros;
+         info.sync_interval_micros == limit.sync_interval_micros && info.shares == limit.shares;
 }
 
 }  // namespace
@@ -303,7 +303,8 @@ bool KeyTable::CheckOverflow(const std::vector<CheckItem>& items,
     const LimitNumbers& numbers = items[i].limit->numbers;
     Limit share = *items[i].limit;
     // What the others hold back for an instance that never syncs the key.
-    share.numbers.limit = algorithm::FirstShare(static_cast<double>(numbers.limit), instances);
+    share.numbers.limit = algorithm::FirstShare(static_cast<double>(numbers.limit), instances,
+                                                items[i].limit->shares);
     if (share.numbers.limit < 1) {
       decisions[i] = Decision{.limit = numbers.limit,
                               .reset_after_micros = numbers.window_micros,
@@ -339,6 +340,7 @@ std::shared_ptr<const KeyInfo> KeyTable::MakeInfo(const CheckItem& item) const {
   info->limit_name = item.limit->name;
   info->numbers = item.limit->numbers;
   info->sync_interval_micros = item.limit->sync_interval_micros;
+  info->shares = item.limit->shares;
   info->counter_base = absl::StrCat(options_.key_prefix, item.limit->name, ":{", item.key, "}");
   info->slot = options_.group_by_slot ? redis::KeySlot(info->counter_base) : redis::kAnySlot;
   return info;

@@ -5,7 +5,7 @@
 // shards of its items (in address order, so two checks cannot deadlock), decides every item
 // from its entry and the time and N it is given, and undoes every consumption if one item is
 // refused (all or nothing, shadow items as Store says). Keys beyond `max_keys` are decided by a
-// local in-memory limiter at their first share (FirstShare(limit, N) per window), never
+// local in-memory limiter at their floor (FirstShare(limit, N, shares) per window), never
 // synced. Rounds take the due entries' units (TakeCounters) and hand back what Redis answered
 // (Apply), one shard at a time.
 //

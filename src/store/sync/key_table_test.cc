@@ -24,6 +24,7 @@ Limit SyncWindow(std::string name, int64_t max, int64_t interval_micros = 100'00
   Limit limit = testing::Window(std::move(name), Algorithm::kFixedWindow, max, 10 * kSecond);
   limit.mode = Mode::kSync;
   limit.sync_interval_micros = interval_micros;
+  limit.shares = Shares::kEqual;  // first shares of limit / N, unless a test says otherwise
   return limit;
 }
 
@@ -97,6 +98,11 @@ TEST_F(KeyTableTest, KeysBeyondMaxKeysAreDecidedAtTheirFirstShareAndNeverSynced)
   // A share below 1 admits nothing: the others hold floor(limit / N) = 0 for this instance.
   table->SetInstances(10);
   EXPECT_EQ(Admit(*table, limit, "small", 3), 0);
+  // shares: demand: the floor the others hold for an instance that never reports the key.
+  Limit demand = SyncWindow("demand", 1000);
+  demand.shares = Shares::kDemand;
+  table->SetInstances(4);
+  EXPECT_EQ(Admit(*table, demand, "overflow", 50), 25);  // floor(1000 / 40)
 }
 
 TEST_F(KeyTableTest, AShorterIntervalIsReportedOnce) {
@@ -118,6 +124,13 @@ TEST_F(KeyTableTest, ARedefinedLimitStartsItsKeysOver) {
   EXPECT_EQ(Admit(*table, limit, "k", 10), 5);
   limit.numbers.limit = 8;
   EXPECT_EQ(Admit(*table, limit, "k", 10), 8);
+  // So does one whose shares change: demand's first share of 2 instances, floor(100 / 20),
+  // from the start.
+  table->SetInstances(2);
+  limit.numbers.limit = 100;
+  EXPECT_EQ(Admit(*table, limit, "k", 10), 10);
+  limit.shares = Shares::kDemand;
+  EXPECT_EQ(Admit(*table, limit, "k", 20), 5);
   EXPECT_EQ(table->keys_tracked(), 1);
 }
 

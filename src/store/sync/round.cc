@@ -30,7 +30,7 @@ std::vector<std::string> ScriptCommand(std::string_view verb, std::string_view s
   size_t items = 0;
   for (const Batch& batch : call.batches) items += batch.items.size();
   std::vector<std::string> args;
-  args.reserve(9 + 2 * call.batches.size() + 7 * items);
+  args.reserve(9 + 2 * call.batches.size() + 9 * items);
   args.emplace_back(verb);
   args.emplace_back(script);
   args.push_back(absl::StrCat(1 + items));
@@ -56,6 +56,8 @@ std::vector<std::string> ScriptCommand(std::string_view verb, std::string_view s
       args.push_back(absl::StrCat(item.sliding ? item.window_micros : 0));
       args.push_back(absl::StrCat(item.window_index));
       args.push_back(absl::StrCat(item.demand));
+      args.push_back(item.shares == Shares::kDemand ? "1" : "0");
+      args.push_back(absl::StrCat(item.sync_interval_micros));
     }
   }
   return args;
@@ -66,7 +68,7 @@ absl::StatusOr<SlotReply> ParseReply(const redis::RedisReply& reply, const SlotC
   if (reply.is_error()) return absl::InternalError(absl::StrCat("sync script failed: ", reply.str));
   const size_t items = call.batches.empty() ? 0 : call.batches.back().items.size();
   const bool well_formed =
-      reply.type == Type::kArray && reply.elements.size() == 1 + 2 * items &&
+      reply.type == Type::kArray && reply.elements.size() == 1 + 3 * items &&
       std::all_of(reply.elements.begin(), reply.elements.end(),
                   [](const redis::RedisReply& element) { return element.type == Type::kInteger; });
   if (!well_formed) {
@@ -76,7 +78,8 @@ absl::StatusOr<SlotReply> ParseReply(const redis::RedisReply& reply, const SlotC
   out.now_micros = reply.elements[0].integer;
   out.counters.reserve(items);
   for (size_t i = 0; i < items; ++i) {
-    out.counters.push_back({reply.elements[1 + 2 * i].integer, reply.elements[2 + 2 * i].integer});
+    out.counters.push_back({reply.elements[1 + 3 * i].integer, reply.elements[2 + 3 * i].integer,
+                            reply.elements[3 + 3 * i].integer});
   }
   return out;
 }
@@ -120,7 +123,9 @@ bool TakeCounters(Entry& entry, std::string_view entry_key, int64_t clock_micros
                             .ttl_ms = CeilMillis((w + 2) * window - now_micros),
                             .limit = info.numbers.limit,
                             .sliding = sliding,
-                            .demand = entry.demand});
+                            .demand = entry.demand,
+                            .shares = info.shares,
+                            .sync_interval_micros = info.sync_interval_micros});
   entry.unacked_current += entry.unsent_current;
   entry.unsent_current = 0;
   entry.demand = 0;
@@ -136,6 +141,7 @@ void ApplyReply(Entry& entry, const CounterItem& item, const CounterReply* reply
       entry.grant_current = reply->grant;
       entry.grant_carried = false;
     }
+    entry.next_first_share = reply->next_first_share;
   } else if (entry.window_index == item.window_index + 1) {
     entry.unacked_previous = std::max<int64_t>(0, entry.unacked_previous - item.delta);
     if (reply == nullptr) return;
@@ -146,6 +152,9 @@ void ApplyReply(Entry& entry, const CounterItem& item, const CounterReply* reply
     if (reply->grant >= 0 && entry.grant_carried) {
       entry.grant_current = std::max<int64_t>(0, reply->grant - entry.unsent_previous);
     }
+    // A fixed window's: the first share set aside for the window the entry is in now, which
+    // it has not synced yet (one round at a time), replaces the one it started with.
+    if (item.limit > 0 && entry.grant_current < 0) entry.first_share = reply->next_first_share;
   }
 }
 

@@ -40,15 +40,20 @@ struct CounterItem {
   int64_t limit = 0;
   // The current counter of a sliding window: the item before it is the previous window's.
   bool sliding = false;
-  // Units asked of this instance (admitted or refused) since the key's last round: reported
-  // for demand-weighted grants (issue 26), not read by the script yet.
+  // Units asked of this instance (admitted or refused) since the key's last round: its weight
+  // with Shares::kDemand.
   int64_t demand = 0;
+  Shares shares = Shares::kDemand;
+  int64_t sync_interval_micros = 0;  // how long a demand report stays fresh (kDemand)
 };
 
 // What Redis answers for one counter of a call's last batch.
 struct CounterReply {
   int64_t total = 0;   // the counter, this call's delta included
   int64_t grant = -1;  // units this instance may admit before its next sync; -1: none asked
+  // What this instance may spend in the next window before its first sync of it (Shares::
+  // kDemand, fixed window); -1: none (then FirstShare(left, N, shares)).
+  int64_t next_first_share = -1;
 };
 
 // The counters one round sends in one call, under the round's sequence number.
@@ -104,9 +109,10 @@ bool TakeCounters(Entry& entry, std::string_view entry_key, int64_t clock_micros
                   int64_t now_micros, bool force, std::vector<CounterItem>& out);
 
 // Releases `item`'s units from the entry's unacked ones (acknowledged, or given up), and with
-// `reply` (the call's last batch) takes the total as its view and the grant as its grant. A
-// reply to a sync sent before a sliding window's boundary replaces the carried grant, less
-// what was admitted since that round took the entry.
+// `reply` (the call's last batch) takes the total as its view, the grant as its grant and the
+// next window's first share. A reply to a sync sent before a window's boundary replaces a
+// sliding window's carried grant, less what was admitted since that round took the entry, and
+// a fixed window's first share.
 void ApplyReply(Entry& entry, const CounterItem& item, const CounterReply* reply);
 
 // The batches of one instance that were sent and not acknowledged, per call (slot). Not

@@ -32,6 +32,7 @@ Limit SyncWindow(std::string name, Algorithm algorithm, int64_t max) {
   Limit limit = testing::Window(std::move(name), algorithm, max, 10 * kSecond);
   limit.mode = Mode::kSync;
   limit.sync_interval_micros = 100'000;
+  limit.shares = Shares::kEqual;  // first shares of limit / N, unless a test says otherwise
   return limit;
 }
 
@@ -42,14 +43,16 @@ RedisReply Integer(int64_t value) {
   return reply;
 }
 
-// What sync.lua answers: its time, then (total, grant) per item of the call's last batch.
-RedisReply ScriptReply(int64_t now, const std::vector<std::pair<int64_t, int64_t>>& counters) {
+// What sync.lua answers: its time, then (total, grant, next first share) per item of the
+// call's last batch.
+RedisReply ScriptReply(int64_t now, const std::vector<CounterReply>& counters) {
   RedisReply reply;
   reply.type = RedisReply::Type::kArray;
   reply.elements.push_back(Integer(now));
-  for (const auto& [total, grant] : counters) {
-    reply.elements.push_back(Integer(total));
-    reply.elements.push_back(Integer(grant));
+  for (const CounterReply& counter : counters) {
+    reply.elements.push_back(Integer(counter.total));
+    reply.elements.push_back(Integer(counter.grant));
+    reply.elements.push_back(Integer(counter.next_first_share));
   }
   return reply;
 }
@@ -75,7 +78,7 @@ class SyncRoundTest : public ::testing::Test {
   }
 
   // Takes a round and answers its one call with `reply`, as the store does.
-  void RoundAnswered(const std::vector<std::pair<int64_t, int64_t>>& counters) {
+  void RoundAnswered(const std::vector<CounterReply>& counters) {
     PendingBatches::Calls calls = pending_.Take(++sequence_, table_->TakeCounters(false), now());
     ASSERT_EQ(calls.calls.size(), 1u);
     const SlotCall& call = calls.calls[0];
@@ -96,7 +99,8 @@ class SyncRoundTest : public ::testing::Test {
 
 TEST_F(SyncRoundTest, TheScriptCallCarriesEveryCounterInSyncLuaLayout) {
   const Limit fixed = SyncWindow("fixed", Algorithm::kFixedWindow, 100);
-  const Limit sliding = SyncWindow("sliding", Algorithm::kSlidingWindow, 50);
+  Limit sliding = SyncWindow("sliding", Algorithm::kSlidingWindow, 50);
+  sliding.shares = Shares::kDemand;
   ASSERT_EQ(Admit(fixed, "a", 3), 3);
   ASSERT_EQ(Admit(sliding, "b", 2), 2);
   ASSERT_TRUE(table_->Check({CheckItem{&fixed, "a", 60}}).ok());  // refused: asked all the same
@@ -120,15 +124,18 @@ TEST_F(SyncRoundTest, TheScriptCallCarriesEveryCounterInSyncLuaLayout) {
               ElementsAre("EVALSHA", "abc", "4", "tollgate:sync:i1"));
   EXPECT_THAT(std::vector<std::string>(args.begin() + 7, args.begin() + 14),
               ElementsAre("86400000", "i1", "2", "0", "1", "7", "3"));
-  ASSERT_EQ(args.size(), 14u + 3 * 6);
-  // Per item: delta, TTL, limit (0: no grant asked), sliding window, window index, demand.
+  ASSERT_EQ(args.size(), 14u + 3 * 8);
+  // Per item: delta, TTL, limit (0: no grant asked), sliding window, window index, demand,
+  // shares (1: demand), sync interval (the last three read with a grant only).
   std::vector<std::vector<std::string>> fields;
-  for (size_t i = 14; i < args.size(); i += 6)
-    fields.emplace_back(args.begin() + i, args.begin() + i + 6);
+  for (size_t i = 14; i < args.size(); i += 8)
+    fields.emplace_back(args.begin() + i, args.begin() + i + 8);
   std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a[2] < b[2]; });
-  EXPECT_THAT(fields[0], ElementsAre("0", "9900", "0", "0", absl::StrCat(w - 1), "0"));
-  EXPECT_THAT(fields[1], ElementsAre("3", "19900", "100", "0", absl::StrCat(w), "63"));
-  EXPECT_THAT(fields[2], ElementsAre("2", "19900", "50", "10000000", absl::StrCat(w), "2"));
+  EXPECT_THAT(fields[0], ElementsAre("0", "9900", "0", "0", absl::StrCat(w - 1), "0", "1", "0"));
+  EXPECT_THAT(fields[1],
+              ElementsAre("3", "19900", "100", "0", absl::StrCat(w), "63", "0", "100000"));
+  EXPECT_THAT(fields[2],
+              ElementsAre("2", "19900", "50", "10000000", absl::StrCat(w), "2", "1", "100000"));
 }
 
 TEST_F(SyncRoundTest, AReplysGrantBoundsWhatTheTableAdmitsUntilTheNextRound) {
@@ -245,6 +252,31 @@ TEST_F(SyncRoundTest, ALateReplyReplacesACarriedSlidingGrant) {
   table_->Apply(late.calls[0].batches.back().items, &replies);
   // 12 granted at the sync, 4 admitted since: 8 more.
   EXPECT_EQ(Admit(limit, "k", 20), 8);
+}
+
+// shares: demand: a fixed window's reply sets aside a first share of the next window, which
+// the entry spends there before its first sync of it; a reply that comes after the boundary
+// replaces the one it started with.
+TEST_F(SyncRoundTest, ADemandReplySetsAsideTheNextWindowsFirstShare) {
+  Limit limit = SyncWindow("api", Algorithm::kFixedWindow, 100);
+  limit.shares = Shares::kDemand;
+  EXPECT_EQ(Admit(limit, "k", 10), 5);  // the floor: 100 / (10 * 2)
+  clock_.AdvanceMicros(100'000);
+  RoundAnswered({{5, 40, 90}});
+  EXPECT_EQ(Admit(limit, "k", 50), 40);
+  clock_.AdvanceMicros(10 * kSecond);  // the next window: 90 before its first sync
+  EXPECT_EQ(Admit(limit, "k", 100), 90);
+  // A round taken before the following boundary, answered after it.
+  clock_.AdvanceMicros(10 * kSecond - 200'000 - 1);
+  RoundAnswered({{40, -1}, {90, 0, 20}});  // the previous window's 40, then this one's
+  EXPECT_EQ(Admit(limit, "k", 1), 0);      // nothing granted, but checked: not cold
+  PendingBatches::Calls late = pending_.Take(++sequence_, table_->TakeCounters(true), now());
+  ASSERT_EQ(late.calls.size(), 1u);
+  clock_.AdvanceMicros(200'000);
+  EXPECT_EQ(Admit(limit, "k", 5), 5);  // from the 20 set aside by the last reply
+  std::vector<CounterReply> replies = {{90, 0, 12}};
+  table_->Apply(late.calls[0].batches.back().items, &replies);
+  EXPECT_EQ(Admit(limit, "k", 20), 7);  // 12 set aside now, 5 admitted
 }
 
 TEST_F(SyncRoundTest, OnAClusterEachSlotGetsItsOwnCall) {
