@@ -191,7 +191,8 @@ TEST(OutageTest, LeasesWhileRedisIsDownAreLocalSlotsAtThisInstancesShare) {
   EXPECT_EQ(release["released"], true) << release;
   EXPECT_EQ(post("/v1/acquire", acquire).first, 200);
   // The lease Redis granted: only Redis can free it.
-  auto [unreachable, error] = post("/v1/release", held("in_flight", shared["lease"].get<std::string>()));
+  auto [unreachable, error] =
+      post("/v1/release", held("in_flight", shared["lease"].get<std::string>()));
   EXPECT_EQ(unreachable, 503) << error;
   EXPECT_THAT(error["error"].get<std::string>(), HasSubstr("'in_flight'"));
 

@@ -255,9 +255,8 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
 
 Limit Concurrency(std::string name, int64_t slots, FailureMode mode) {
   Limit limit = TokenBucket(std::move(name), 1, 1, mode);
-  limit.numbers = LimitNumbers{.algorithm = Algorithm::kConcurrency,
-                               .limit = slots,
-                               .window_micros = 60'000'000};
+  limit.numbers = LimitNumbers{
+      .algorithm = Algorithm::kConcurrency, .limit = slots, .window_micros = 60'000'000};
   return limit;
 }
 
@@ -307,8 +306,8 @@ TEST_F(ResilientStoreTest, FailOpenLeasesAreLocalSlotsAtThisInstancesShare) {
 TEST_F(ResilientStoreTest, LocalAndFailClosedLeases) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
   Limit local = Concurrency("local_slots", 100, FailureMode::kLocal);
-  local.local = LimitNumbers{
-      .algorithm = Algorithm::kConcurrency, .limit = 3, .window_micros = 60'000'000};
+  local.local =
+      LimitNumbers{.algorithm = Algorithm::kConcurrency, .limit = 3, .window_micros = 60'000'000};
   int allowed = 0;
   for (int i = 0; i < 5; ++i) {
     auto acquired = Apply({Item(local, "k", ItemOp::kCheck, absl::StrCat("local-", i))});
@@ -318,8 +317,8 @@ TEST_F(ResilientStoreTest, LocalAndFailClosedLeases) {
   EXPECT_EQ(allowed, 3);
 
   const Limit closed = Concurrency("closed_slots", 100, FailureMode::kFailClosed);
-  auto refused = Apply({Item(open_, "user:7", ItemOp::kCheck, ""),
-                        Item(closed, "k", ItemOp::kCheck, "closed-1")});
+  auto refused = Apply(
+      {Item(open_, "user:7", ItemOp::kCheck, ""), Item(closed, "k", ItemOp::kCheck, "closed-1")});
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_FALSE((*refused)[1].allowed);
   EXPECT_EQ((*refused)[1].reason, DenyReason::kStoreUnavailable);
@@ -372,7 +371,7 @@ TEST_F(ResilientStoreTest, ABatchWaitsForItsShortestTimeout) {
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&slow, "user:1", 1});
   items.push_back(CheckItem{&open_, "user:1", 1});  // 20 ms
-  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+  store_->CheckAsync(std::move(items), [&](const absl::StatusOr<std::vector<Decision>>& got) {
     ++answers;
     EXPECT_TRUE(got.ok());
   });

@@ -50,13 +50,14 @@ absl::StatusOr<ItemRule> ItemRuleFor(const CheckItem& item) {
   if (limit.numbers.algorithm == Algorithm::kConcurrency) {
     if (limit.numbers.limit < 1 || limit.numbers.window_micros < 1) return InvalidNumbers(limit);
     if (!lease_op && item.op != ItemOp::kCheck) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "limit \"", limit.name, "\" is a concurrency limit: it takes leases, not charges or "
-          "reservations"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("limit \"", limit.name,
+                       "\" is a concurrency limit: it takes leases, not charges or "
+                       "reservations"));
     }
     if (item.op == ItemOp::kCheck && item.cost > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("limit \"", limit.name, "\": a lease takes one slot (cost 1, or 0 to peek)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "limit \"", limit.name, "\": a lease takes one slot (cost 1, or 0 to peek)"));
     }
     if ((lease_op || item.cost > 0) && item.id.empty()) {
       return absl::InvalidArgumentError(

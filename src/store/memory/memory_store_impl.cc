@@ -69,8 +69,8 @@ Step RateStep(const LimitRule& rule, const AnyState* state, int64_t now, const C
     case ItemOp::kCharge:
       return memory::Apply(rule, state, now, ChargeOperation{item.cost});
     case ItemOp::kSettle: {
-      ReservationRecord* record = shard.reservations().Find(
-          ReservationKey(item.limit->name, item.key, item.id), now);
+      ReservationRecord* record =
+          shard.reservations().Find(ReservationKey(item.limit->name, item.key, item.id), now);
       if (record == nullptr || record->settled) {
         // Nothing to settle: the decision is a peek, and says why.
         Step step = memory::Apply(rule, state, now, CheckOperation{0});
@@ -163,7 +163,7 @@ void MemoryStoreImpl::ApplyAll(const std::vector<CheckItem>& items,
   struct Pending {
     KeyView key;
     Shard* shard = nullptr;
-    Step step;  // a rate limit's
+    Step step;                                               // a rate limit's
     algorithm::Outcome<algorithm::ConcurrencyState> leases;  // a concurrency limit's
   };
   absl::InlinedVector<Pending, 4> pending(items.size());

@@ -658,16 +658,16 @@ TEST(MemoryStoreTest, LeaseSetsAndReservationsAreBoundedByMaxKeys) {
   auto store = NewStore(&clock, /*shards=*/1, /*max_keys=*/4);
   const Limit slots = Window("slots", Algorithm::kConcurrency, 1, 60 * kSecond);
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(ApplyOne(*store, slots, absl::StrCat("k", i), 1, ItemOp::kCheck,
-                         absl::StrCat("lease", i))
-                    .allowed)
+    ASSERT_TRUE(
+        ApplyOne(*store, slots, absl::StrCat("k", i), 1, ItemOp::kCheck, absl::StrCat("lease", i))
+            .allowed)
         << i;
     clock.AdvanceMicros(1000);  // each later than the one before
   }
   EXPECT_EQ(store->Evictions(), 6);
-  EXPECT_TRUE(CheckOne(*store, slots, "k0", 0).remaining == 1);   // evicted: free again
-  EXPECT_TRUE(CheckOne(*store, slots, "k9", 0).remaining == 0);   // kept
-  EXPECT_EQ(store->Size(), 0);  // no rate entry was made for them
+  EXPECT_TRUE(CheckOne(*store, slots, "k0", 0).remaining == 1);  // evicted: free again
+  EXPECT_TRUE(CheckOne(*store, slots, "k9", 0).remaining == 0);  // kept
+  EXPECT_EQ(store->Size(), 0);                                   // no rate entry was made for them
 
   const Limit tokens = TokenBucket("tokens", 100, 1e-6);
   for (int i = 0; i < 5; ++i) {
@@ -693,8 +693,7 @@ TEST(MemoryStoreTest, SweepRemovesExpiredLeaseSetsAndReservations) {
   EXPECT_EQ(store->Sweep(), 0);
   clock.AdvanceMicros(kSecond);
   EXPECT_EQ(store->Sweep(), 3);  // the window's entry, the lease set, the reservation
-  EXPECT_EQ(ApplyOne(*store, slots, "k", 1, ItemOp::kRenew, "lease").reason,
-            DenyReason::kNotFound);
+  EXPECT_EQ(ApplyOne(*store, slots, "k", 1, ItemOp::kRenew, "lease").reason, DenyReason::kNotFound);
 }
 
 // A concurrency limit has no rate rule: it is not prepared (callers go the general way), and a
