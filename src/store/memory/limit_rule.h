@@ -15,7 +15,9 @@
 // takes any operation. A concurrency limit is not a rate: it has no LimitRule, and its lease
 // set is decided by src/algorithm/concurrency.h (ItemRule).
 //
-// Pure values: no I/O, no clock, no locks; safe to copy and to use from any thread.
+// Pure values: no I/O, no clock, no locks; safe to copy and to use from any thread. A check's
+// members are always inlined: they are every plain check's hot path, whatever else the store's
+// translation unit instantiates.
 #ifndef TOLLGATE_SRC_STORE_MEMORY_LIMIT_RULE_H_
 #define TOLLGATE_SRC_STORE_MEMORY_LIMIT_RULE_H_
 
@@ -25,6 +27,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "absl/base/attributes.h"
 #include "absl/status/statusor.h"
 #include "src/algorithm/concurrency.h"
 #include "src/algorithm/fixed_window.h"
@@ -50,8 +53,9 @@ struct TokenBucketRule {
   algorithm::TokenBucketParams params;
   algorithm::TokenBucketTimes times;  // TokenBucketTimesFor(params)
 
-  algorithm::Outcome<State> Check(const std::optional<State>& state, int64_t now_micros,
-                                  int64_t cost) const {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE algorithm::Outcome<State> Check(const std::optional<State>& state,
+                                                               int64_t now_micros,
+                                                               int64_t cost) const {
     return algorithm::TokenBucketCheck(state, now_micros, params, times, cost);
   }
   algorithm::Outcome<State> Charge(const std::optional<State>& state, int64_t now_micros,
@@ -69,8 +73,9 @@ struct FixedWindowRule {
   using State = algorithm::FixedWindowState;
   algorithm::WindowParams params;
 
-  algorithm::Outcome<State> Check(const std::optional<State>& state, int64_t now_micros,
-                                  int64_t cost) const {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE algorithm::Outcome<State> Check(const std::optional<State>& state,
+                                                               int64_t now_micros,
+                                                               int64_t cost) const {
     return algorithm::FixedWindowCheck(state, now_micros, params, cost);
   }
   algorithm::Outcome<State> Charge(const std::optional<State>& state, int64_t now_micros,
@@ -90,8 +95,9 @@ struct SlidingWindowRule {
   algorithm::WindowParams params;
   double per_window = 0;  // algorithm::PerWindow(params)
 
-  algorithm::Outcome<State> Check(const std::optional<State>& state, int64_t now_micros,
-                                  int64_t cost) const {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE algorithm::Outcome<State> Check(const std::optional<State>& state,
+                                                               int64_t now_micros,
+                                                               int64_t cost) const {
     return algorithm::SlidingWindowCheck(state, now_micros, params, per_window, cost);
   }
   algorithm::Outcome<State> Charge(const std::optional<State>& state, int64_t now_micros,
@@ -146,7 +152,7 @@ struct CheckOperation {
   int64_t cost = 0;
 
   template <typename Rule>
-  algorithm::Outcome<typename Rule::State> operator()(
+  ABSL_ATTRIBUTE_ALWAYS_INLINE algorithm::Outcome<typename Rule::State> operator()(
       const Rule& rule, const std::optional<typename Rule::State>& state,
       int64_t now_micros) const {
     algorithm::Outcome<typename Rule::State> outcome = rule.Check(state, now_micros, cost);

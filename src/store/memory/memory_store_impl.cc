@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
@@ -24,8 +25,11 @@ namespace {
 
 constexpr int kMaxShards = 1 << 16;
 
-// `limit`'s rule for a check of `key` at `cost`, or why the check cannot be decided.
-absl::StatusOr<LimitRule> RuleForItem(const Limit* limit, std::string_view key, int64_t cost) {
+// `limit`'s rule for a check of `key` at `cost`, or why the check cannot be decided. Always
+// inlined: it is on the path of every check by Limit.
+ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<LimitRule> RuleForItem(const Limit* limit,
+                                                                   std::string_view key,
+                                                                   int64_t cost) {
   if (limit == nullptr) return absl::InvalidArgumentError("check item without a limit");
   if (key.empty()) return absl::InvalidArgumentError("empty key");
   if (cost < 0) return absl::InvalidArgumentError("negative cost");
