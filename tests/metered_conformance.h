@@ -1,9 +1,8 @@
 // Copyright tollgate authors. Metered work (charges, reservations, leases) against every
 // store: the cases of issue 28 that each store must pass, on top of the store conformance
 // suite (tests/store_conformance.h). Instantiated per store beside it: Redis
-// (tests/redis_conformance_test.cc), a Redis Cluster (tests/redis_cluster_conformance_test.cc)
-// and memory (tests/store_conformance_test.cc: charges only, it keeps no reservations or
-// leases yet).
+// (tests/redis_conformance_test.cc), a Redis Cluster (tests/redis_cluster_conformance_test.cc),
+// memory and the resilient store over it (tests/store_conformance_test.cc).
 #ifndef TOLLGATE_TESTS_METERED_CONFORMANCE_H_
 #define TOLLGATE_TESTS_METERED_CONFORMANCE_H_
 
@@ -37,6 +36,14 @@ class MeteredConformanceTest : public StoreConformanceTest {
   }
   Decision Charge(const Limit& limit, std::string_view key, int64_t cost) {
     return Apply(limit, key, cost, ItemOp::kCharge);
+  }
+  // Lets `micros` pass: on the store's clock, or (a store that keeps its own time) for real.
+  void Wait(int64_t micros) {
+    if (under_test_.advance) {
+      under_test_.advance(micros);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(micros));
+    }
   }
 };
 
@@ -157,6 +164,29 @@ TEST_P(MeteredConformanceTest, SettleLowerRefundsHigherChargesAndOnlyOnce) {
   }
 }
 
+// An unsettled reservation stays charged at its estimate, and is forgotten after the limit's
+// reservation_ttl: a settle then is refused (kNotFound) and gives nothing back.
+TEST_P(MeteredConformanceTest, AnUnsettledReservationIsForgottenAfterItsTtl) {
+  if (!under_test_.reservations_and_leases) GTEST_SKIP() << "no reservations or leases here";
+  constexpr int64_t kTtl = 400'000;  // Redis keeps its own time: a short real TTL
+  for (Limit limit : SlowLimits(100)) {
+    limit.reservation_ttl_micros = kTtl;
+    const std::string forgotten = internal::NewMeteredId();
+    const std::string kept = internal::NewMeteredId();
+    ASSERT_TRUE(Apply(limit, "k", 30, ItemOp::kReserve, forgotten).allowed) << limit.name;
+    Wait(kTtl / 2);
+    ASSERT_TRUE(Apply(limit, "k", 20, ItemOp::kReserve, kept).allowed) << limit.name;
+    Wait(kTtl / 2 + kTtl / 4);
+    const Decision late = Apply(limit, "k", 0, ItemOp::kSettle, forgotten);
+    EXPECT_FALSE(late.allowed) << limit.name;
+    EXPECT_EQ(late.reason, DenyReason::kNotFound) << limit.name;
+    EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 50) << limit.name;  // still charged
+    const Decision settled = Apply(limit, "k", 0, ItemOp::kSettle, kept);
+    EXPECT_TRUE(settled.allowed) << limit.name;
+    EXPECT_EQ(settled.remaining, 70) << limit.name;
+  }
+}
+
 // A reservation in a refused batch reserves nothing: no consumption, no record to settle.
 TEST_P(MeteredConformanceTest, ARefusedBatchReservesNothing) {
   if (!under_test_.reservations_and_leases) GTEST_SKIP() << "no reservations or leases here";
@@ -252,18 +282,11 @@ TEST_P(MeteredConformanceTest, AnExpiredLeaseFreesItsSlotARenewedOneStays) {
   ASSERT_TRUE(Apply(limit, "k", 1, ItemOp::kCheck, dropped).allowed);
   ASSERT_FALSE(Apply(limit, "k", 1, ItemOp::kCheck, internal::NewMeteredId()).allowed);
   // Time passes; `kept` is renewed before it expires, `dropped` is not.
-  auto wait = [&](int64_t micros) {
-    if (under_test_.advance) {
-      under_test_.advance(micros);
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(micros));
-    }
-  };
-  wait(kLease / 2);
+  Wait(kLease / 2);
   const Decision renewed = Apply(limit, "k", 1, ItemOp::kRenew, kept);
   ASSERT_TRUE(renewed.allowed);
   EXPECT_GT(renewed.reset_after_micros, kLease / 2);
-  wait(kLease / 2 + kLease / 4);
+  Wait(kLease / 2 + kLease / 4);
   // `dropped` expired: its slot is free, and it cannot be renewed or released.
   const Decision expired = Apply(limit, "k", 1, ItemOp::kRenew, dropped);
   EXPECT_FALSE(expired.allowed);

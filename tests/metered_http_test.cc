@@ -1,7 +1,7 @@
 // Copyright tollgate authors. Metered work over HTTP (docs/http.md): POST /v1/charge,
 // reservations (`"reserve": true`) and POST /v1/settle, leases (POST /v1/acquire, /v1/release,
 // /v1/renew and concurrency items in /v1/check), against a real `tollgate serve` with its own
-// Redis.
+// Redis, and one in memory (no --redis).
 #include <memory>
 #include <optional>
 #include <string>
@@ -341,7 +341,7 @@ TEST_P(MeteredHttpTest, BadLeaseRequestsAre400) {
   EXPECT_EQ(Json(forged)["released"], false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Redis, MeteredHttpTest, ::testing::Values(true),
+INSTANTIATE_TEST_SUITE_P(Stores, MeteredHttpTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Redis" : "Memory";
                          });

@@ -18,6 +18,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,80 @@ TEST(OutageTest, ReadinessFollowsRedisWithNoTraffic) {
   const std::string log = server->log();
   EXPECT_THAT(log, HasSubstr("redis unreachable (probe failed"));
   EXPECT_THAT(log, HasSubstr("redis reachable again"));
+}
+
+// Concurrency limits while Redis is down (issue 28), end to end: fail_open takes local slots at
+// this instance's share (limit / N: 5 / 2 instances = 2), released and renewed locally; a lease
+// Redis granted cannot be released or renewed until Redis answers (503); `local` holds its
+// `local:` block's slots; fail_closed refuses with 503 and takes none.
+TEST(OutageTest, LeasesWhileRedisIsDownAreLocalSlotsAtThisInstancesShare) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  constexpr char kConfig[] = R"(limits:
+  in_flight: {algorithm: concurrency, limit: 5, lease: 1h, timeout: 200ms}
+  local_slots:
+    algorithm: concurrency
+    limit: 10
+    lease: 1h
+    timeout: 200ms
+    on_store_failure: local
+    local: {algorithm: concurrency, limit: 3, lease: 1h}
+  closed_slots:
+    {algorithm: concurrency, limit: 10, lease: 1h, timeout: 200ms, on_store_failure: fail_closed}
+)";
+  auto server = ServeProcess::Start(kConfig, {"--redis", (*redis)->url(), "--instances", "2"});
+  ASSERT_NE(server, nullptr);
+  HttpTestClient client(server->port());
+  auto post = [&](const std::string& path, const std::string& body) {
+    std::optional<testing::HttpTestResponse> response = client.Send(http::verb::post, path, body);
+    EXPECT_TRUE(response.has_value()) << path << " " << body;
+    if (!response.has_value()) return std::make_pair(0, nlohmann::json());
+    return std::make_pair(static_cast<int>(response->result_int()),
+                          nlohmann::json::parse(response->body(), nullptr, false));
+  };
+  auto held = [](const std::string& limit, const std::string& lease) {
+    return absl::StrCat(R"({"limit":")", limit, R"(","key":"k","lease":")", lease, R"("})");
+  };
+  const std::string acquire = R"({"limit":"in_flight","key":"k"})";
+  auto [status, shared] = post("/v1/acquire", acquire);
+  ASSERT_EQ(status, 200) << shared;
+  EXPECT_EQ(shared["source"], "redis");
+
+  (*redis)->Kill();
+  std::vector<std::string> leases;
+  for (int i = 0; i < 3; ++i) {
+    auto [code, reply] = post("/v1/acquire", acquire);
+    EXPECT_EQ(reply["source"], "fallback") << reply;
+    EXPECT_EQ(reply["limit"], 2) << reply;
+    if (i < 2) {
+      ASSERT_EQ(code, 200) << reply;
+      leases.push_back(reply["lease"].get<std::string>());
+    } else {
+      EXPECT_EQ(code, 429) << reply;
+    }
+  }
+  auto [renewed, renewal] = post("/v1/renew", held("in_flight", leases[0]));
+  EXPECT_EQ(renewed, 200) << renewal;
+  auto [released, release] = post("/v1/release", held("in_flight", leases[1]));
+  EXPECT_EQ(released, 200) << release;
+  EXPECT_EQ(release["released"], true) << release;
+  EXPECT_EQ(post("/v1/acquire", acquire).first, 200);
+  // The lease Redis granted: only Redis can free it.
+  auto [unreachable, error] =
+      post("/v1/release", held("in_flight", shared["lease"].get<std::string>()));
+  EXPECT_EQ(unreachable, 503) << error;
+  EXPECT_THAT(error["error"].get<std::string>(), HasSubstr("'in_flight'"));
+
+  int local = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (post("/v1/acquire", R"({"limit":"local_slots","key":"k"})").first == 200) ++local;
+  }
+  EXPECT_EQ(local, 3);
+  auto [closed, refusal] = post("/v1/acquire", R"({"limit":"closed_slots","key":"k"})");
+  EXPECT_EQ(closed, 503) << refusal;
+  EXPECT_EQ(refusal["reason"], "store_unavailable") << refusal;
+  EXPECT_FALSE(refusal.contains("lease")) << refusal;
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 // The issue's scenario, scaled: 4 servers on one Redis, limits of 10 a second, a greedy user

@@ -1,7 +1,7 @@
 // Copyright tollgate authors. The store conformance suite (tests/store_conformance.h) against
 // the stores that need no Redis, on a simulated clock: MemoryStore, and ResilientStore over a
 // MemoryStore (answered by it, with deadlines on simulated timers); and the metered work's
-// (tests/metered_conformance.h: charges) against MemoryStore.
+// (tests/metered_conformance.h: charges, reservations, leases) against both.
 #include "tests/store_conformance.h"
 
 #include <memory>
@@ -28,7 +28,6 @@ absl::StatusOr<StoreUnderTest> MakeMemoryStore() {
   out.store = std::shared_ptr<Store>(holder, holder->store.get());
   out.advance = [holder](int64_t micros) { holder->clock.AdvanceMicros(micros); };
   out.source = DecisionSource::kMemory;
-  out.reservations_and_leases = false;
   return out;
 }
 
@@ -50,7 +49,8 @@ INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
                            return info.param.name;
                          });
 INSTANTIATE_TEST_SUITE_P(Stores, MeteredConformanceTest,
-                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore}),
+                         ::testing::Values(StoreFactory{"Memory", &MakeMemoryStore},
+                                           StoreFactory{"Resilient", &MakeResilientStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {
                            return info.param.name;
                          });

@@ -196,21 +196,13 @@ class Core {
   // store request is still out (the deadline passed), whose reply settles what is admitted;
   // nullptr: nothing is out, what is admitted is recorded at once.
   // `apply`: the items may have any op (Store::ApplyAsync). A charge is applied locally and
-  // recorded for reconciliation whatever its limit's policy (it happened); a settle, release
-  // or renewal the local store does not know (a reservation or lease of the shared store) is
-  // answered Unavailable, since the shared store cannot apply it now.
+  // recorded for reconciliation whatever its limit's policy (it happened). Reservations and
+  // leases taken here are the local store's own (a concurrency limit's share is local slots,
+  // never reconciled); a settle, release or renewal the local store does not know (a
+  // reservation or lease of the shared store) is answered Unavailable, since the shared store
+  // cannot apply it now.
   void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done, bool apply,
                         const std::shared_ptr<PendingCall>& hold = nullptr) {
-    for (const CheckItem& item : items) {
-      if (item.limit->numbers.algorithm == Algorithm::kConcurrency) {
-        // The local store keeps no leases: a slot cannot be given, freed or kept without the
-        // shared store.
-        std::move(done)(absl::UnavailableError(
-            absl::StrCat("the store is unavailable: the leases of concurrency limit '",
-                         item.limit->name, "' are kept there only; retry")));
-        return;
-      }
-    }
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     episode_decisions_.fetch_add(1, std::memory_order_relaxed);
     if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {

@@ -169,6 +169,25 @@ class ResilientStoreTest : public ::testing::Test {
     return *std::move(answer);
   }
 
+  // Store::ApplyAsync in simulated time, as Check.
+  absl::StatusOr<std::vector<Decision>> Apply(std::vector<CheckItem> items) {
+    const int64_t timeout_micros = items.front().limit->timeout_micros;
+    std::optional<absl::StatusOr<std::vector<Decision>>> answer;
+    store_->ApplyAsync(std::move(items), [&answer](absl::StatusOr<std::vector<Decision>> got) {
+      answer = std::move(got);
+    });
+    if (!answer.has_value()) timers_->AdvanceMicros(timeout_micros);
+    EXPECT_TRUE(answer.has_value()) << "not answered at the deadline";
+    if (!answer.has_value()) return absl::DeadlineExceededError("unanswered");
+    return *std::move(answer);
+  }
+  static CheckItem Item(const Limit& limit, std::string key, ItemOp op, std::string id) {
+    CheckItem item{&limit, std::move(key), 1};
+    item.op = op;
+    item.id = std::move(id);
+    return item;
+  }
+
   // With the breaker open: the store turns healthy and the open time passes; the next check
   // is the probe, answered by the store, and it closes the breaker.
   void ExpectAProbeOfAHealthyStoreCloses() {
@@ -234,22 +253,77 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
   EXPECT_EQ((*peek)[0].remaining, 25);
 }
 
-// The local store keeps no leases: while the store fails, a concurrency limit's acquire is
-// an Unavailable error (HTTP 503), never a slot given without the shared count.
-TEST_F(ResilientStoreTest, ALeaseNeedsTheSharedStore) {
+Limit Concurrency(std::string name, int64_t slots, FailureMode mode) {
+  Limit limit = TokenBucket(std::move(name), 1, 1, mode);
+  limit.numbers = LimitNumbers{
+      .algorithm = Algorithm::kConcurrency, .limit = slots, .window_micros = 60'000'000};
+  return limit;
+}
+
+// While the store fails, a fail_open concurrency limit holds local slots at this instance's
+// share (limit / N, never below 1): a lease taken there is released and renewed there, and
+// is never reconciled; a lease of the shared store (unknown here) cannot be released or
+// renewed until it answers again (Unavailable, HTTP 503).
+TEST_F(ResilientStoreTest, FailOpenLeasesAreLocalSlotsAtThisInstancesShare) {
   primary_->set_behaviour(ControlledStore::Behaviour::kError);
-  Limit slots = TokenBucket("slots", 1, 1, FailureMode::kFailOpen);
-  slots.numbers = LimitNumbers{};
-  slots.numbers.algorithm = Algorithm::kConcurrency;
-  slots.numbers.limit = 5;
-  slots.numbers.window_micros = 60'000'000;
-  auto acquired = Check(slots, "k");
-  EXPECT_EQ(acquired.status().code(), absl::StatusCode::kUnavailable) << acquired.status();
-  EXPECT_NE(acquired.status().message().find("'slots'"), absl::string_view::npos);
-  // A rate limit beside it still answers from its policy.
-  auto rate = Check(open_, "user:1");
-  ASSERT_TRUE(rate.ok()) << rate.status();
-  EXPECT_EQ((*rate)[0].source, DecisionSource::kFallback);
+  const Limit slots = Concurrency("slots", 9, FailureMode::kFailOpen);  // 9 / 4 instances: 2
+  std::vector<std::string> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(absl::StrCat("lease-", i));
+    auto acquired = Apply({Item(slots, "k", ItemOp::kCheck, held.back())});
+    ASSERT_TRUE(acquired.ok()) << acquired.status();
+    EXPECT_EQ((*acquired)[0].source, DecisionSource::kFallback);
+    EXPECT_EQ((*acquired)[0].limit, 2);
+    EXPECT_EQ((*acquired)[0].allowed, i < 2) << i;
+  }
+  auto renewed = Apply({Item(slots, "k", ItemOp::kRenew, held[0])});
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_TRUE((*renewed)[0].allowed);
+  auto released = Apply({Item(slots, "k", ItemOp::kRelease, held[1])});
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_TRUE((*released)[0].allowed);
+  EXPECT_EQ((*released)[0].remaining, 1);
+  EXPECT_TRUE((*Apply({Item(slots, "k", ItemOp::kCheck, "lease-3")}))[0].allowed);
+
+  // The shared store's lease: only it can free it.
+  auto shared = Apply({Item(slots, "k", ItemOp::kRelease, "granted-by-the-store")});
+  EXPECT_EQ(shared.status().code(), absl::StatusCode::kUnavailable) << shared.status();
+  EXPECT_NE(shared.status().message().find("'slots'"), absl::string_view::npos);
+  // The share follows N, never below 1; another key has its own slots.
+  instances_ = 20;
+  auto one = Apply({Item(slots, "other", ItemOp::kCheck, "lease-4")});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE((*one)[0].allowed);
+  EXPECT_EQ((*one)[0].limit, 1);
+  EXPECT_FALSE((*Apply({Item(slots, "other", ItemOp::kCheck, "lease-5")}))[0].allowed);
+  // Nothing of it is reconciled when the store returns.
+  ExpectAProbeOfAHealthyStoreCloses();
+  for (const ControlledStore::Added& added : primary_->added()) EXPECT_NE(added.limit, "slots");
+}
+
+// on_store_failure: local takes the `local:` block's slots; fail_closed refuses with a retry
+// time and takes none, all or nothing with the rest of its batch.
+TEST_F(ResilientStoreTest, LocalAndFailClosedLeases) {
+  primary_->set_behaviour(ControlledStore::Behaviour::kError);
+  Limit local = Concurrency("local_slots", 100, FailureMode::kLocal);
+  local.local =
+      LimitNumbers{.algorithm = Algorithm::kConcurrency, .limit = 3, .window_micros = 60'000'000};
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto acquired = Apply({Item(local, "k", ItemOp::kCheck, absl::StrCat("local-", i))});
+    ASSERT_TRUE(acquired.ok()) << acquired.status();
+    if ((*acquired)[0].allowed) ++allowed;
+  }
+  EXPECT_EQ(allowed, 3);
+
+  const Limit closed = Concurrency("closed_slots", 100, FailureMode::kFailClosed);
+  auto refused = Apply(
+      {Item(open_, "user:7", ItemOp::kCheck, ""), Item(closed, "k", ItemOp::kCheck, "closed-1")});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_FALSE((*refused)[1].allowed);
+  EXPECT_EQ((*refused)[1].reason, DenyReason::kStoreUnavailable);
+  EXPECT_GT((*refused)[1].retry_after_micros, 0);
+  EXPECT_EQ((*Check(open_, "user:7", 0))[0].remaining, 25);  // the batch took nothing
 }
 
 TEST_F(ResilientStoreTest, LocalPolicyUsesItsOwnNumbers) {
@@ -297,7 +371,7 @@ TEST_F(ResilientStoreTest, ABatchWaitsForItsShortestTimeout) {
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&slow, "user:1", 1});
   items.push_back(CheckItem{&open_, "user:1", 1});  // 20 ms
-  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+  store_->CheckAsync(std::move(items), [&](const absl::StatusOr<std::vector<Decision>>& got) {
     ++answers;
     EXPECT_TRUE(got.ok());
   });

@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
@@ -23,8 +25,11 @@ namespace {
 
 constexpr int kMaxShards = 1 << 16;
 
-// `limit`'s rule for a check of `key` at `cost`, or why the check cannot be decided.
-absl::StatusOr<LimitRule> RuleForItem(const Limit* limit, std::string_view key, int64_t cost) {
+// `limit`'s rule for a check of `key` at `cost`, or why the check cannot be decided. Always
+// inlined: it is on the path of every check by Limit.
+ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<LimitRule> RuleForItem(const Limit* limit,
+                                                                   std::string_view key,
+                                                                   int64_t cost) {
   if (limit == nullptr) return absl::InvalidArgumentError("check item without a limit");
   if (key.empty()) return absl::InvalidArgumentError("empty key");
   if (cost < 0) return absl::InvalidArgumentError("negative cost");
@@ -45,6 +50,50 @@ class MemoryPreparedCheck final : public PreparedCheck {
   MemoryStoreImpl* const store_;
   const PreparedLimit prepared_;
 };
+
+// `item`'s step on its concurrency limit's lease set `state` (nullopt: none) at `now`.
+algorithm::Outcome<algorithm::ConcurrencyState> LeaseStep(
+    const algorithm::ConcurrencyParams& params,
+    const std::optional<algorithm::ConcurrencyState>& state, int64_t now, const CheckItem& item) {
+  switch (item.op) {
+    case ItemOp::kRelease:
+      return algorithm::ConcurrencyRelease(state, now, params, item.id);
+    case ItemOp::kRenew:
+      return algorithm::ConcurrencyRenew(state, now, params, item.id);
+    default:
+      return algorithm::ConcurrencyAcquire(state, now, params, item.id, item.cost);
+  }
+}
+
+// `item`'s step on its rate limit's `state` (nullptr: none) at `now`; a settle finds (and marks)
+// its reservation's record in `shard`, the key's. REQUIRES: shard.mu() held.
+Step RateStep(const LimitRule& rule, const AnyState* state, int64_t now, const CheckItem& item,
+              Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  switch (item.op) {
+    case ItemOp::kCharge:
+      return memory::Apply(rule, state, now, ChargeOperation{item.cost});
+    case ItemOp::kSettle: {
+      ReservationRecord* record =
+          shard.reservations().Find(ReservationKey(item.limit->name, item.key, item.id), now);
+      if (record == nullptr || record->settled) {
+        // Nothing to settle: the decision is a peek, and says why.
+        Step step = memory::Apply(rule, state, now, CheckOperation{0});
+        step.changed = false;
+        step.decision.allowed = false;
+        step.decision.reason =
+            record == nullptr ? DenyReason::kNotFound : DenyReason::kAlreadySettled;
+        return step;
+      }
+      // Kept as settled until its TTL, so a second settle is told, not applied.
+      record->settled = true;
+      return memory::Apply(
+          rule, state, now,
+          SettleOperation{record->reserved, record->reserved_at_micros, item.cost});
+    }
+    default:  // kCheck, kReserve
+      return memory::Apply(rule, state, now, CheckOperation{item.cost});
+  }
+}
 
 }  // namespace
 
@@ -112,13 +161,14 @@ Decision MemoryStoreImpl::ApplyOne(const LimitRule& rule, const KeyView& key,
       rule);
 }
 
-void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
-                               absl::Span<const LimitRule> rules,
+void MemoryStoreImpl::ApplyAll(const std::vector<CheckItem>& items,
+                               absl::Span<const ItemRule> rules,
                                std::vector<Decision>& decisions) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   struct Pending {
     KeyView key;
     Shard* shard = nullptr;
-    Step step;
+    Step step;                                               // a rate limit's
+    algorithm::Outcome<algorithm::ConcurrencyState> leases;  // a concurrency limit's
   };
   absl::InlinedVector<Pending, 4> pending(items.size());
   absl::InlinedVector<Shard*, 4> locked;
@@ -139,7 +189,7 @@ void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
   }
   for (Shard* shard : locked) shard->StartDecisionsAt(now);
 
-  // The charges first, in order, then the checks (Store::ApplyAsync).
+  // The unconditional items first, in order, then the checks (Store::ApplyAsync).
   absl::InlinedVector<size_t, 4> order;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!IsConditional(items[i].op)) order.push_back(i);
@@ -149,37 +199,65 @@ void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
   }
   for (size_t n = 0; n < order.size(); ++n) {
     const size_t i = order[n];
+    const CheckItem& item = items[i];
     Pending& p = pending[i];
     // A key decided earlier in this batch sees that item's tentative state.
-    const AnyState* state = nullptr;
+    const Pending* earlier = nullptr;
     for (size_t m = n; m-- > 0;) {
-      if (pending[order[m]].key == p.key) {
-        state = &pending[order[m]].step.state;
+      if (pending[order[m]].key == p.key && rules[order[m]].concurrency == rules[i].concurrency) {
+        earlier = &pending[order[m]];
         break;
       }
     }
-    AnyState stored;
-    if (state == nullptr) {
-      if (const Record* entry = p.shard->Find(p.key); entry != nullptr) {
-        stored = entry->state();
-        state = &stored;
+    Decision* decision = nullptr;
+    if (rules[i].concurrency) {
+      std::optional<algorithm::ConcurrencyState> state;
+      if (earlier != nullptr) {
+        state = earlier->leases.state;
+      } else if (const LeaseSet* set =
+                     p.shard->leases().Find(LeaseSetKey(p.key.name, p.key.key), now);
+                 set != nullptr) {
+        state = set->state;
       }
+      p.leases = LeaseStep(rules[i].leases, state, now, item);
+      decision = &p.leases.decision;
+    } else {
+      const AnyState* state = earlier != nullptr ? &earlier->step.state : nullptr;
+      AnyState stored;
+      if (earlier == nullptr) {
+        if (const Record* entry = p.shard->Find(p.key); entry != nullptr) {
+          stored = entry->state();
+          state = &stored;
+        }
+      }
+      p.step = RateStep(rules[i].rate, state, now, item, *p.shard);
+      decision = &p.step.decision;
     }
-    p.step = items[i].op == ItemOp::kCharge
-                 ? memory::Apply(rules[i], state, now, ChargeOperation{items[i].cost})
-                 : memory::Apply(rules[i], state, now, CheckOperation{items[i].cost});
+    decision->source = DecisionSource::kMemory;
     // A refused shadow item does not refuse the batch and consumes nothing.
-    if (!p.step.decision.allowed && items[i].shadow) p.step.changed = false;
-    decisions[i] = p.step.decision;
+    if (!decision->allowed && item.shadow) p.step.changed = p.leases.changed = false;
+    decisions[i] = *decision;
   }
 
   // In the order decided, so a key's last step is what stays; a refused batch keeps only
-  // its charges.
+  // its unconditional items.
   const bool allowed = internal::BatchAllowed(items, decisions);
   for (const size_t i : order) {
+    const CheckItem& item = items[i];
     const Pending& p = pending[i];
-    if (p.step.changed && (allowed || !IsConditional(items[i].op))) {
-      p.shard->Put(p.key, p.step.state, p.step.expires_at_micros, now);
+    if (!allowed && IsConditional(item.op)) continue;
+    if (rules[i].concurrency) {
+      if (p.leases.changed) {
+        p.shard->leases().Put(LeaseSetKey(p.key.name, p.key.key),
+                              LeaseSet{p.leases.state, p.leases.expires_at_micros}, now);
+      }
+      continue;
+    }
+    if (p.step.changed) p.shard->Put(p.key, p.step.state, p.step.expires_at_micros, now);
+    if (item.op == ItemOp::kReserve && decisions[i].allowed) {
+      p.shard->reservations().Put(
+          ReservationKey(p.key.name, p.key.key, item.id),
+          ReservationRecord{item.cost, now, false, now + item.limit->reservation_ttl_micros}, now);
     }
   }
   if (!allowed) internal::GiveBackUncharged(items, absl::MakeSpan(decisions));
@@ -187,7 +265,18 @@ void MemoryStoreImpl::CheckAll(const std::vector<CheckItem>& items,
 }
 
 void MemoryStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
-  absl::InlinedVector<LimitRule, 4> rules;
+  if (items.empty()) {
+    std::move(done)(absl::InvalidArgumentError("no check items"));
+    return;
+  }
+  for (const CheckItem& item : items) {
+    if (item.limit != nullptr && (item.op != ItemOp::kCheck || !item.id.empty() ||
+                                  item.limit->numbers.algorithm == Algorithm::kConcurrency)) {
+      ApplyAsync(std::move(items), std::move(done));
+      return;
+    }
+  }
+  absl::InlinedVector<ItemRule, 4> rules;
   rules.reserve(items.size());
   for (const CheckItem& item : items) {
     absl::StatusOr<LimitRule> rule = RuleForItem(item.limit, item.key, item.cost);
@@ -195,41 +284,60 @@ void MemoryStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback don
       std::move(done)(std::move(rule).status());
       return;
     }
-    rules.push_back(*rule);
-  }
-  if (items.empty()) {
-    std::move(done)(absl::InvalidArgumentError("no check items"));
-    return;
+    rules.push_back(ItemRule{.rate = *rule});
   }
   std::vector<Decision> decisions(items.size());
   if (items.size() == 1) {
-    auto now = [this] { return Now(); };
-    decisions[0] = items[0].op == ItemOp::kCharge
-                       ? ApplyOne(rules[0], KeyOf(items[0]), ChargeOperation{items[0].cost}, now)
-                       : ApplyOne(rules[0], KeyOf(items[0]), CheckOperation{items[0].cost}, now);
+    decisions[0] = ApplyOne(rules[0].rate, KeyOf(items[0]), CheckOperation{items[0].cost},
+                            [this] { return Now(); });
   } else {
-    CheckAll(items, rules, decisions);
+    ApplyAll(items, rules, decisions);
   }
   std::move(done)(std::move(decisions));
 }
 
 void MemoryStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
+  if (items.empty()) {
+    std::move(done)(absl::InvalidArgumentError("no check items"));
+    return;
+  }
+  absl::InlinedVector<ItemRule, 4> rules;
+  rules.reserve(items.size());
   for (const CheckItem& item : items) {
-    if ((item.op != ItemOp::kCheck && item.op != ItemOp::kCharge) || !item.id.empty()) {
-      // Reservations, settles and leases: the default answers Unimplemented.
-      Store::ApplyAsync(std::move(items), std::move(done));
+    absl::StatusOr<ItemRule> rule = ItemRuleFor(item);
+    if (!rule.ok()) {
+      std::move(done)(std::move(rule).status());
       return;
     }
+    rules.push_back(*std::move(rule));
   }
-  CheckAsync(std::move(items), std::move(done));  // which applies charges too
+  std::vector<Decision> decisions(items.size());
+  if (items.size() == 1 && !rules[0].concurrency && items[0].op == ItemOp::kCharge) {
+    decisions[0] = ApplyOne(rules[0].rate, KeyOf(items[0]), ChargeOperation{items[0].cost},
+                            [this] { return Now(); });
+  } else {
+    ApplyAll(items, rules, decisions);
+  }
+  std::move(done)(std::move(decisions));
 }
 
 absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const Limit& limit, std::string_view key,
                                                    int64_t cost) {
   absl::StatusOr<LimitRule> rule = RuleForItem(&limit, key, cost);
-  if (!rule.ok()) return std::move(rule).status();
+  if (!rule.ok()) {
+    if (limit.numbers.algorithm == Algorithm::kConcurrency) return CheckLeases(limit, key, cost);
+    return std::move(rule).status();
+  }
   return ApplyOne(*rule, KeyOf(limit.name, NameHash(seed_, limit.name), key), CheckOperation{cost},
                   [this] { return Now(); });
+}
+
+absl::StatusOr<Decision> MemoryStoreImpl::CheckLeases(const Limit& limit, std::string_view key,
+                                                      int64_t cost) {
+  absl::StatusOr<std::vector<Decision>> decisions =
+      Check({CheckItem{&limit, std::string(key), cost}});
+  if (!decisions.ok()) return std::move(decisions).status();
+  return decisions->front();
 }
 
 absl::StatusOr<PreparedLimit> MemoryStoreImpl::Prepare(const Limit& limit) const {
@@ -283,7 +391,11 @@ void MemoryStoreImpl::CheckEach(absl::Span<const CheckItem> items,
     const int64_t read = Now();
     for (size_t i = 0; i < count; ++i) {
       if (!rules[i].ok()) {
-        decisions[start + i] = rules[i].status();
+        const CheckItem& item = items[start + i];
+        decisions[start + i] =
+            item.limit != nullptr && item.limit->numbers.algorithm == Algorithm::kConcurrency
+                ? CheckLeases(*item.limit, item.key, item.cost)
+                : rules[i].status();
         continue;
       }
       decisions[start + i] = ApplyOne(*rules[i], keys[i], CheckOperation{items[start + i].cost},

@@ -67,11 +67,12 @@ class MemoryStoreImpl final : public MemoryStore {
   static absl::StatusOr<std::unique_ptr<MemoryStoreImpl>> Create(MemoryStoreOptions options = {});
 
   // Store.
-  // Also applies the charges (ItemOp::kCharge) among `items`, as ApplyAsync.
+  // Items of any op and concurrency limits go to ApplyAsync.
   void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
-  // Checks and charges, as Store::ApplyAsync says: the charges applied first, in full,
-  // whatever the batch does; the checks then all or nothing on what they leave. Reservations,
-  // settles and leases answer Unimplemented.
+  // Every op, as Store::ApplyAsync says: the unconditional items (charges, settles, releases,
+  // renewals) applied first, in order, whatever the batch does; the checks (reservations and
+  // leases taken included) then all or nothing on what they leave. Reservation records and
+  // lease sets live in each shard's side tables (side_table.h), beside the key's entry.
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key,
                                     int64_t cost) override;
@@ -119,12 +120,14 @@ class MemoryStoreImpl final : public MemoryStore {
   Decision ApplyOne(const LimitRule& rule, const KeyView& key, const Operation& operation,
                     ReadClock read);
 
-  // Checks of several items (possibly in several shards, possibly naming one key more than
-  // once), all or nothing, decided at one time; charges among them (ItemOp::kCharge) are
-  // applied first and kept whatever the checks do. REQUIRES: rules[i] is items[i]'s rule;
-  // every op kCheck or kCharge; decisions.size() == items.size().
-  void CheckAll(const std::vector<CheckItem>& items, absl::Span<const LimitRule> rules,
+  // Items of any op (possibly in several shards, possibly naming one key more than once), as
+  // ApplyAsync decides them, at one time. REQUIRES: rules[i] is ItemRuleFor(items[i]);
+  // decisions.size() == items.size().
+  void ApplyAll(const std::vector<CheckItem>& items, absl::Span<const ItemRule> rules,
                 std::vector<Decision>& decisions);
+
+  // CheckOne of a concurrency limit (cost 0 peeks at its slots), through ApplyAll.
+  absl::StatusOr<Decision> CheckLeases(const Limit& limit, std::string_view key, int64_t cost);
 
   int64_t Now() const { return clock_->NowMicros(); }
 

@@ -640,6 +640,92 @@ TEST(MemoryStoreTest, PeeksAndFullBucketsStoreNothing) {
   EXPECT_EQ(store->Size(), 0);
 }
 
+Decision ApplyOne(Store& store, const Limit& limit, std::string key, int64_t cost, ItemOp op,
+                  std::string id) {
+  CheckItem item{&limit, std::move(key), cost};
+  item.op = op;
+  item.id = std::move(id);
+  auto decisions = store.Apply({std::move(item)});
+  EXPECT_TRUE(decisions.ok()) << decisions.status();
+  return decisions.ok() ? decisions->at(0) : Decision{};
+}
+
+// Lease sets and reservation records live beside the entries, each table bounded by
+// max_keys: at the bound a new key evicts the one whose expiry is soonest, so the oldest lease
+// set frees its slots and the oldest reservation can no longer be settled (it stays charged).
+TEST(MemoryStoreTest, LeaseSetsAndReservationsAreBoundedByMaxKeys) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock, /*shards=*/1, /*max_keys=*/4);
+  const Limit slots = Window("slots", Algorithm::kConcurrency, 1, 60 * kSecond);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(
+        ApplyOne(*store, slots, absl::StrCat("k", i), 1, ItemOp::kCheck, absl::StrCat("lease", i))
+            .allowed)
+        << i;
+    clock.AdvanceMicros(1000);  // each later than the one before
+  }
+  EXPECT_EQ(store->Evictions(), 6);
+  EXPECT_TRUE(CheckOne(*store, slots, "k0", 0).remaining == 1);  // evicted: free again
+  EXPECT_TRUE(CheckOne(*store, slots, "k9", 0).remaining == 0);  // kept
+  EXPECT_EQ(store->Size(), 0);                                   // no rate entry was made for them
+
+  const Limit tokens = TokenBucket("tokens", 100, 1e-6);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(ApplyOne(*store, tokens, "t", 10, ItemOp::kReserve, absl::StrCat("r", i)).allowed);
+    clock.AdvanceMicros(1000);
+  }
+  EXPECT_EQ(store->Evictions(), 7);
+  EXPECT_EQ(ApplyOne(*store, tokens, "t", 0, ItemOp::kSettle, "r0").reason, DenyReason::kNotFound);
+  EXPECT_EQ(CheckOne(*store, tokens, "t", 0).remaining, 50);  // r0 stays charged
+  EXPECT_TRUE(ApplyOne(*store, tokens, "t", 0, ItemOp::kSettle, "r4").allowed);
+  EXPECT_EQ(CheckOne(*store, tokens, "t", 0).remaining, 60);
+}
+
+// Expired lease sets and reservation records go with Sweep, as idle entries do.
+TEST(MemoryStoreTest, SweepRemovesExpiredLeaseSetsAndReservations) {
+  SimulatedClock clock(1'700'000'000'000'000);
+  auto store = NewStore(&clock);
+  const Limit slots = Window("slots", Algorithm::kConcurrency, 2, kSecond);
+  Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10, kSecond);
+  fixed.reservation_ttl_micros = kSecond;
+  ASSERT_TRUE(ApplyOne(*store, slots, "k", 1, ItemOp::kCheck, "lease").allowed);
+  ASSERT_TRUE(ApplyOne(*store, fixed, "k", 3, ItemOp::kReserve, "reservation").allowed);
+  EXPECT_EQ(store->Sweep(), 0);
+  clock.AdvanceMicros(kSecond);
+  EXPECT_EQ(store->Sweep(), 3);  // the window's entry, the lease set, the reservation
+  EXPECT_EQ(ApplyOne(*store, slots, "k", 1, ItemOp::kRenew, "lease").reason, DenyReason::kNotFound);
+}
+
+// A concurrency limit has no rate rule: it is not prepared (callers go the general way), and a
+// peek through CheckOne or CheckEach reads its lease set.
+TEST(MemoryStoreTest, AConcurrencyLimitIsPeekedThroughEveryPath) {
+  SimulatedClock clock;
+  auto store = NewStore(&clock);
+  const Limit slots = Window("slots", Algorithm::kConcurrency, 3, kSecond);
+  EXPECT_EQ(store->PrepareCheck(slots), nullptr);
+  ASSERT_TRUE(ApplyOne(*store, slots, "k", 1, ItemOp::kCheck, "lease").allowed);
+  absl::StatusOr<Decision> one = store->CheckOne(slots, "k", 0);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->remaining, 2);
+  EXPECT_EQ(one->source, DecisionSource::kMemory);
+  const std::vector<CheckItem> items = {CheckItem{&slots, "k", 0}, CheckItem{&slots, "j", 0}};
+  std::vector<absl::StatusOr<Decision>> each(items.size());
+  store->CheckEach(items, absl::MakeSpan(each));
+  ASSERT_TRUE(each[0].ok()) << each[0].status();
+  EXPECT_EQ(each[0]->remaining, 2);
+  EXPECT_EQ(each[1]->remaining, 3);
+  // A lease without an id, a charge of a concurrency limit, a release of a rate limit: errors.
+  EXPECT_EQ(store->CheckOne(slots, "k", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  CheckItem charge{&slots, "k", 1};
+  charge.op = ItemOp::kCharge;
+  EXPECT_EQ(store->Apply({charge}).status().code(), absl::StatusCode::kInvalidArgument);
+  const Limit bucket = TokenBucket("bucket", 3, 1);
+  CheckItem release{&bucket, "k", 1};
+  release.op = ItemOp::kRelease;
+  release.id = "lease";
+  EXPECT_EQ(store->Apply({release}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MemoryStoreTest, SweepRemovesIdleEntries) {
   SimulatedClock clock(1'700'000'000'000'000);
   auto store = NewStore(&clock);

@@ -15,6 +15,10 @@
 //     it is used), and a popped record whose entry lives longer goes back in with the entry's
 //     time. StartDecisionsAt removes at most kSweepPerDecision expired entries, so no check
 //     pays for a large sweep; Sweep removes all.
+//   - Side tables. leases() and reservations() (side_table.h) hold the lease sets and the
+//     reservation records of the keys whose hash falls to this shard, each bounded by the
+//     shard's `capacity` on its own, and pruned only by their own operations and Sweep: a
+//     plain check never touches them.
 //   - Decision time. latest_micros() is the latest time a decision in this shard was made at;
 //     it never moves back, so decisions in one shard carry times in the order they were made
 //     even when the clock steps back or a thread is delayed between reading it and locking.
@@ -27,11 +31,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "src/store/memory/limit_rule.h"
 #include "src/store/memory/line_table.h"
 #include "src/store/memory/record.h"
+#include "src/store/memory/side_table.h"
 
 namespace tollgate::memory {
 
@@ -51,6 +57,8 @@ class alignas(64) Shard {
   void Init(uint64_t seed, int64_t capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     entries_.set_hash(RecordHash{seed});
     capacity_ = capacity;
+    leases_.set_capacity(capacity);
+    reservations_.set_capacity(capacity);
   }
 
   // Starts loading the memory a Find of a key with this hash reads first, so that the load
@@ -73,7 +81,9 @@ class alignas(64) Shard {
   // `key`'s entry, or nullptr. Valid until the next Put, Sweep or StartDecisionsAt. The caller
   // may set its state and expiry (what Put does for a key with an entry). REQUIRES: key.hash
   // is KeyHash(NameHash(seed, key.name), key.key).
-  Record* Find(const KeyView& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Always inlined: it is on every check's path.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Record* Find(const KeyView& key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return entries_.find(key);
   }
 
@@ -83,15 +93,26 @@ class alignas(64) Shard {
   void Put(const KeyView& key, const AnyState& state, int64_t expires_at_micros, int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Removes every entry expired at `now`. Returns how many.
-  int64_t Sweep(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RemoveExpired(now, -1); }
+  // Removes every entry, lease set and reservation record expired at `now`. Returns how many.
+  int64_t Sweep(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return RemoveExpired(now, -1) + leases_.Sweep(now) + reservations_.Sweep(now);
+  }
+
+  // The lease sets of concurrency limits, by LeaseSetKey(name, key).
+  SideTable<LeaseSet>& leases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return leases_; }
+  // The records of reservations, by ReservationKey(name, key, id).
+  SideTable<ReservationRecord>& reservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return reservations_;
+  }
 
   // Live entries, including expired ones not yet removed.
   int64_t size() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return static_cast<int64_t>(entries_.size());
   }
-  // Entries evicted at the bound since the shard was made.
-  int64_t evictions() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return evictions_; }
+  // Entries, lease sets and reservation records evicted at the bound since the shard was made.
+  int64_t evictions() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return evictions_ + leases_.evictions() + reservations_.evictions();
+  }
 
  private:
   // An entry's record in the expiry heap: a time at or before its expiry, and its key.
@@ -122,6 +143,8 @@ class alignas(64) Shard {
   int64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
   LineTable<Record, RecordHash, RecordEq> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<HeapRecord> heap_ ABSL_GUARDED_BY(mu_);
+  SideTable<LeaseSet> leases_ ABSL_GUARDED_BY(mu_);
+  SideTable<ReservationRecord> reservations_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tollgate::memory
