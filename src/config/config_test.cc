@@ -45,10 +45,19 @@ TEST(ConfigTest, TiffinExampleLoads) {
 
   std::vector<std::string> names;
   for (const Limit& limit : config->limits) names.push_back(limit.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("api_per_user", "orders_per_user", "otp_per_phone",
-                                            "otp_verify_per_phone", "partner_hot_key"));
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("api_per_user", "orders_per_user",
+                                                     "otp_per_phone", "otp_verify_per_phone",
+                                                     "partner_hot_key", "assistant_requests",
+                                                     "assistant_tokens", "assistant_streams"));
+  auto limit = [&](std::string_view name) -> const Limit& {
+    for (const Limit& l : config->limits) {
+      if (l.name == name) return l;
+    }
+    ADD_FAILURE() << "no limit " << name;
+    return config->limits[0];
+  };
 
-  const Limit& api = config->limits[0];
+  const Limit& api = limit("api_per_user");
   EXPECT_EQ(api.numbers.algorithm, Algorithm::kTokenBucket);
   EXPECT_EQ(api.numbers.capacity, 10);
   EXPECT_EQ(api.numbers.refill_per_second, 5);
@@ -56,30 +65,41 @@ TEST(ConfigTest, TiffinExampleLoads) {
   EXPECT_EQ(api.timeout_micros, 10 * kMs);
   EXPECT_EQ(api.mode, Mode::kExact);
 
-  const Limit& orders = config->limits[1];
+  const Limit& orders = limit("orders_per_user");
   EXPECT_EQ(orders.numbers.algorithm, Algorithm::kSlidingWindow);
   EXPECT_EQ(orders.numbers.limit, 20);
   EXPECT_EQ(orders.numbers.window_micros, 60 * kSecond);
 
-  const Limit& otp = config->limits[2];
+  const Limit& otp = limit("otp_per_phone");
   EXPECT_EQ(otp.numbers.algorithm, Algorithm::kFixedWindow);
   EXPECT_EQ(otp.numbers.limit, 3);
   EXPECT_EQ(otp.numbers.window_micros, 600 * kSecond);
   EXPECT_EQ(otp.on_store_failure, FailureMode::kFailClosed);
   EXPECT_EQ(otp.mode, Mode::kExact);
 
-  const Limit& verify = config->limits[3];
+  const Limit& verify = limit("otp_verify_per_phone");
   EXPECT_EQ(verify.on_store_failure, FailureMode::kLocal);
   ASSERT_TRUE(verify.local.has_value());
   EXPECT_EQ(verify.local->algorithm, Algorithm::kFixedWindow);
   EXPECT_EQ(verify.local->limit, 1);
   EXPECT_EQ(verify.local->window_micros, 600 * kSecond);
 
-  const Limit& partner = config->limits[4];
+  const Limit& partner = limit("partner_hot_key");
   EXPECT_EQ(partner.numbers.limit, 1000);
   EXPECT_EQ(partner.numbers.window_micros, kSecond);
   EXPECT_EQ(partner.mode, Mode::kSync);
   EXPECT_EQ(partner.sync_interval_micros, 100 * kMs);
+
+  // The LLM gateway's three (demo/run llm): requests, tokens charged after the fact, streams.
+  const Limit& tokens = limit("assistant_tokens");
+  EXPECT_EQ(tokens.numbers.algorithm, Algorithm::kTokenBucket);
+  EXPECT_EQ(tokens.numbers.capacity, 3000);
+  EXPECT_EQ(tokens.numbers.refill_per_second, 1000);
+  const Limit& streams = limit("assistant_streams");
+  EXPECT_EQ(streams.numbers.algorithm, Algorithm::kConcurrency);
+  EXPECT_EQ(streams.numbers.limit, 4);
+  EXPECT_EQ(streams.numbers.window_micros, 3 * kSecond);
+  EXPECT_EQ(streams.timeout_micros, 50 * kMs);
 }
 
 // docs/config.md opens with an example; it must stay a valid file.
@@ -495,7 +515,8 @@ const BadCase kBadCases[] = {
     {"shares where nothing is shared",
      Window("    on_store_failure: fail_closed\n    shares: equal\n"),
      {"bad.yaml:7:5: limits.win.shares: only allowed with mode: sync or on_store_failure: "
-      "fail_open", "got mode: exact and on_store_failure: fail_closed"}},
+      "fail_open",
+      "got mode: exact and on_store_failure: fail_closed"}},
     {"allow flag not a bool",
      Window("    allow_sync_with_fail_closed: yes please\n"),
      {"bad.yaml:6:34: limits.win.allow_sync_with_fail_closed: expected true or false"}},
@@ -707,7 +728,8 @@ TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
           "capacity and refill_per_second)",
           "bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
           "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, "
-          "sync_interval, shares, local, allow_sync_with_fail_closed, reservation_ttl (did you mean "
+          "sync_interval, shares, local, allow_sync_with_fail_closed, reservation_ttl (did you "
+          "mean "
           "'capacity'?)",
           "bad.yaml:5:24: limits.api.refill_per_second: expected a positive number of tokens per "
           "second such as 5 or 0.5, got '0'",
