@@ -39,8 +39,9 @@ namespace tollgate {
 struct FallbackSharesOptions {
   // Ages what was learned. nullptr: SystemClock(). REQUIRES: outlives the object.
   Clock* clock = nullptr;
-  // Learned fractions decay linearly to the equal share 1/N over this long after the last
-  // heartbeat that refreshed them (a long outage ends with equal shares).
+  // Learned fractions decay linearly (in steps of a thousandth of it) to the equal share 1/N
+  // over this long after the last heartbeat that refreshed them (a long outage ends with
+  // equal shares).
   int64_t horizon_ms = 300'000;
   // Limits counted; units asked of further limits are not counted (their fraction is the
   // floor, or 1/N where the fleet did not ask for them either).

@@ -20,6 +20,8 @@ namespace {
 
 using Units = absl::flat_hash_map<std::string, int64_t>;
 
+constexpr int64_t kFreshnessSteps = 1000;
+
 // Abseil's string hash takes absl::string_view, which need not be std::string_view.
 absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
 
@@ -78,8 +80,12 @@ struct FallbackShares::State {
         learned.own = UnitsOf(own_period->units, limit);
       }
     }
-    const double age = static_cast<double>(std::max<int64_t>(0, now_micros - learned_at_micros));
-    const double freshness = 1.0 - age / static_cast<double>(std::max<int64_t>(1, horizon_micros));
+    // In steps of a thousandth of the horizon, so the fallback's numbers (and the local
+    // limiter built from them) change at most that often, not at every check.
+    const int64_t age = std::max<int64_t>(0, now_micros - learned_at_micros);
+    const int64_t steps = std::min<int64_t>(
+        kFreshnessSteps, age / std::max<int64_t>(1, horizon_micros / kFreshnessSteps));
+    const double freshness = static_cast<double>(kFreshnessSteps - steps) / kFreshnessSteps;
     return algorithm::FallbackDemandFraction(periods, instances, freshness);
   }
 };
