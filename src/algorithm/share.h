@@ -155,7 +155,9 @@ inline double FallbackDemandFraction(std::span<const FallbackDemandPeriod> perio
     learned = std::min(learned, g);
   }
   learned = std::clamp(learned, 1.0 / (static_cast<double>(kFallbackDemandFloorDivisor) * n), 1.0);
-  return equal + freshness * (learned - equal);
+  // Clamped so that rounding never takes it past either end (freshness 1: exactly `learned`).
+  return std::clamp(equal + freshness * (learned - equal), std::min(learned, equal),
+                    std::max(learned, equal));
 }
 
 // Weights for `fraction` of a limit among `instances`: {round(fraction * N * scale), N * scale},
