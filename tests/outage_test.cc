@@ -321,12 +321,17 @@ TEST(OutageTest, AfterRedisRestartsEmptyUsersGetTheLimitAndTheRunStaysWithinIt) 
     EXPECT_LE(greedy[0].allowed + greedy[1].allowed + greedy[2].allowed, permit * 1.1);
   }
 
+  // Each limit's fail_open share (shares: demand, the default) is a gauge.
+  auto metrics = HttpTestClient(servers[0]->port()).Send(http::verb::get, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_THAT(metrics->body(), HasSubstr("\ntollgate_fallback_share{limit=\"bucket\"} 0."));
   for (auto& server : servers) EXPECT_EQ(server->Stop(), 0);
   // Every state change is logged, once per change.
   const std::string log = servers[0]->log();
   EXPECT_THAT(log, HasSubstr("live instances: "));
   EXPECT_THAT(log, HasSubstr("circuit breaker opened after"));
-  EXPECT_THAT(log, HasSubstr("fallback started"));
+  EXPECT_THAT(log, HasSubstr("fallback started: decisions come from on_store_failure policies "
+                             "(fail_open shares with N=4: "));
   EXPECT_THAT(log, HasSubstr("redis unreachable (probe failed"));
   EXPECT_THAT(log, HasSubstr("redis reachable again"));
   EXPECT_THAT(log, HasSubstr("circuit breaker closed"));

@@ -24,7 +24,7 @@ enum class Algorithm {
 
 // What a limit does when its store (Redis) cannot answer within the deadline.
 enum class FailureMode {
-  // Answer from a local in-memory limiter at this instance's share (limit / N).
+  // Answer from a local in-memory limiter at this instance's share of the limit (`shares`).
   kFailOpen,
   // Refuse (HTTP 503 with Retry-After).
   kFailClosed,

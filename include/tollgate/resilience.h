@@ -5,7 +5,9 @@
 // whatever the store does. When the store fails, times out, or its circuit breaker is open,
 // each limit's `on_store_failure` answers instead:
 //   fail_open   a local in-memory limiter at this instance's share: limit / N (for a token
-//               bucket, capacity / N and refill / N), never below 1;
+//               bucket, capacity / N and refill / N), never below 1; with Shares::kDemand
+//               and `fallback_shares`, its learned fraction of the limit instead
+//               (tollgate/fallback_shares.h);
 //   fail_closed refused, DenyReason::kStoreUnavailable, with `fail_closed_retry_after_ms`;
 //   local       a local in-memory limiter with the limit's own `local` numbers.
 // Such decisions carry DecisionSource::kFallback.
@@ -33,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "tollgate/clock.h"
+#include "tollgate/fallback_shares.h"
 #include "tollgate/redis_connections.h"
 #include "tollgate/store.h"
 #include "tollgate/timers.h"
@@ -58,7 +61,8 @@ struct ResilienceEvent {
     kStoreReachable,        // a probe succeeded after failing
     kBreakerOpened,         // consecutive failures opened the breaker
     kBreakerClosed,         // the store answered again
-    kFallbackStarted,       // the first decision answered by a failure policy
+    kFallbackStarted,       // the first decision answered by a failure policy; `count`: N,
+                            // `detail`: the fail_open shares in use
     kFallbackEnded,         // the store answered again; `count`: fallback decisions since start
     kReconciled,            // fallback consumption sent; `count`: entries added, `dropped`: lost
     kInstanceCountChanged,  // `count`: the new N, `previous`: the old one
@@ -88,6 +92,11 @@ struct ResilienceOptions {
   // The number of live instances sharing the limits (N), read on every fallback decision.
   // nullptr means 1 (this instance takes the whole limit when the store is down).
   std::function<int64_t()> instance_count;
+  // fail_open's demand-weighted shares (tollgate/fallback_shares.h), shared with the
+  // InstanceRegistry that learns them: every unit asked of a fail_open limit with
+  // Shares::kDemand is counted there, and its fallback takes the learned fraction of the
+  // limit. nullptr: every fail_open limit takes limit / N.
+  std::shared_ptr<FallbackShares> fallback_shares;
   // Retry-After of a fail_closed refusal.
   int64_t fail_closed_retry_after_ms = 1000;
   // Bound on the local fallback limiters' keys.
@@ -179,6 +188,15 @@ struct InstanceRegistryOptions {
   bool announce = true;
   // kStoreUnreachable, kStoreReachable and kInstanceCountChanged events; nullptr: none.
   ResilienceEventCallback on_event;
+  // fail_open's demand-weighted shares (tollgate/fallback_shares.h), shared with the stores
+  // that count the demand: each heartbeat adds the units counted since the last one to the
+  // fleet's totals of the current period and, in a new period, learns the totals of the two
+  // before (in the same script call, keys `<key>:demand:{0,1,2}` in the set's slot, each with
+  // a TTL of three periods). nullptr: none. Needs `announce`.
+  std::shared_ptr<FallbackShares> fallback_shares = nullptr;
+  // The period the fleet's demand is totalled over, an epoch of Redis' clock; the same on
+  // every instance. REQUIRES (with fallback_shares): >= 2 * heartbeat_interval_ms.
+  int64_t demand_period_ms = 10'000;
 };
 
 // Learns N, the number of live instances sharing the limits: every heartbeat, one script

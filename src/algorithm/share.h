@@ -27,7 +27,10 @@
 #define TOLLGATE_SRC_ALGORITHM_SHARE_H_
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "absl/types/span.h"
 #include "src/algorithm/outcome.h"
@@ -185,6 +188,68 @@ inline LimitNumbers FallbackNumbers(const LimitNumbers& numbers, ShareWeights we
                             static_cast<double>(weights.total);
   share.limit = FallbackShare(numbers.limit, weights);
   return share;
+}
+
+// ---- fail_open's demand-weighted shares (Shares::kDemand) ----
+//
+// While the store answers, every instance reports each limit's units asked for (admitted and
+// refused) per period (an epoch of Redis' clock, InstanceRegistryOptions::demand_period_ms),
+// and learns the fleet's total of the two last complete periods (src/resilience/
+// fallback_shares.cc, src/store/redis/lua/heartbeat.lua). Its fallback fraction of a limit is
+//
+//   g(p)     = own(p) / fleet(p) if fleet(p) > 0, else 1/N   (for each period p learned)
+//   learned  = min(g(p) over the two periods), clamped to [1/(10 N), 1]
+//   fraction = 1/N + freshness * (learned - 1/N)             (nothing learned: 1/N)
+//
+// Bound: instances whose newest learned periods are at most one period apart share one
+// period p (both pairs hold it), and the min is at most g(p) there; the own(p) of all instances
+// sum to at most fleet(p) (each is what this instance added to that very total). So the
+// learned fractions of the fleet sum to at most 1 + N * 1/(10 N) = 1.1, with equal freshness;
+// freshness that differs by d between instances adds at most d. An instance that learned
+// nothing (freshness 0, or no period) takes 1/N, as with equal shares.
+
+// What one instance learned of one limit in one period.
+struct FallbackDemandPeriod {
+  int64_t own = 0;    // units this instance asked for (and the store counted)
+  int64_t fleet = 0;  // units every instance asked for, this one's included
+};
+
+// The floor of a learned fraction is 1 / (kFallbackDemandFloorDivisor * N).
+inline constexpr int64_t kFallbackDemandFloorDivisor = 10;
+// FallbackFractionWeights' resolution: a millionth of an equal share.
+inline constexpr int64_t kFallbackWeightScale = 1'000'000;
+
+// The fraction of a limit this instance's fallback takes, by the rule above, from the periods
+// it learned (0 to 2; more are ignored beyond the first two) and `freshness` (1 just learned,
+// falling to 0 when what was learned is forgotten; clamped to [0, 1]). Returns a value in
+// [1/(10 N), 1]; exactly 1.0 / N when nothing is learned.
+inline double FallbackDemandFraction(std::span<const FallbackDemandPeriod> periods,
+                                     int64_t instances, double freshness) {
+  const double n = static_cast<double>(std::max<int64_t>(1, instances));
+  const double equal = 1.0 / n;
+  freshness = std::clamp(freshness, 0.0, 1.0);
+  if (periods.empty() || freshness <= 0) return equal;
+  double learned = 1.0;
+  for (const FallbackDemandPeriod& period : periods.first(std::min<size_t>(periods.size(), 2))) {
+    const double g = period.fleet > 0 ? static_cast<double>(std::max<int64_t>(0, period.own)) /
+                                            static_cast<double>(period.fleet)
+                                      : equal;
+    learned = std::min(learned, g);
+  }
+  learned = std::clamp(learned, 1.0 / (static_cast<double>(kFallbackDemandFloorDivisor) * n), 1.0);
+  // Clamped so that rounding never takes it past either end (freshness 1: exactly `learned`).
+  return std::clamp(equal + freshness * (learned - equal), std::min(learned, equal),
+                    std::max(learned, equal));
+}
+
+// Weights for `fraction` of a limit among `instances`: {round(fraction * N * scale), N * scale},
+// so 1/N gives exactly the equal share (EqualWeights' Share) and 1 the whole limit.
+// REQUIRES: 0 <= fraction <= 1.
+inline ShareWeights FallbackFractionWeights(double fraction, int64_t instances) {
+  const int64_t total = std::max<int64_t>(1, instances) * kFallbackWeightScale;
+  const auto self = static_cast<int64_t>(
+      std::llround(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(total)));
+  return ShareWeights{std::min(self, total), total};
 }
 
 }  // namespace tollgate::algorithm

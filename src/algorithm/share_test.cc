@@ -1,6 +1,7 @@
 // Copyright tollgate authors.
 #include "src/algorithm/share.h"
 
+#include <array>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -211,6 +212,96 @@ TEST(ShareTest, FallbackNumbersShareEveryAlgorithm) {
   // One instance keeps the numbers as they are, however large.
   window.limit = (int64_t{1} << 62) + 1;
   EXPECT_EQ(FallbackNumbers(window, EqualWeights(1)).limit, window.limit);
+}
+
+TEST(ShareTest, DemandFractionFollowsTheSmallerOfTheTwoLearnedPeriods) {
+  const FallbackDemandPeriod half{.own = 50, .fleet = 100};
+  const FallbackDemandPeriod third{.own = 10, .fleet = 30};
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction({}, 4, 1.0), 0.25);  // nothing learned: equal
+  const std::vector<FallbackDemandPeriod> both = {half, third};
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 1.0), 10.0 / 30);
+  // Forgotten: equal; half-way: half-way between the learned and the equal fraction.
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 0.0), 0.25);
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 0.5), 0.25 + 0.5 * (10.0 / 30 - 0.25));
+  // A period nobody asked in says nothing: equal for it.
+  const std::vector<FallbackDemandPeriod> idle = {{.own = 0, .fleet = 0}, {.own = 9, .fleet = 10}};
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(idle, 4, 1.0), 0.25);
+  // An instance that saw none of the fleet's demand keeps the floor, 1 / (10 N).
+  const std::vector<FallbackDemandPeriod> none = {{.own = 0, .fleet = 80}, {.own = 0, .fleet = 90}};
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(none, 4, 1.0), 1.0 / 40);
+  // All of it: the whole limit, never more.
+  const std::vector<FallbackDemandPeriod> all = {{.own = 80, .fleet = 80},
+                                                 {.own = 95, .fleet = 90}};
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(all, 4, 1.0), 1.0);
+}
+
+TEST(ShareTest, AnEqualFractionGivesExactlyTheEqualShare) {
+  for (int64_t limit : {1, 3, 10, 99, 100, 1001, 999'999}) {
+    for (int64_t n : {1, 2, 3, 4, 7, 50, 1000}) {
+      const ShareWeights weights = FallbackFractionWeights(FallbackDemandFraction({}, n, 1.0), n);
+      EXPECT_EQ(FallbackShare(limit, weights), FallbackShare(limit, EqualWeights(n)))
+          << limit << " / " << n;
+    }
+  }
+  EXPECT_EQ(FallbackShare(100, FallbackFractionWeights(1.0, 4)), 100);
+  const LimitNumbers bucket{
+      .algorithm = Algorithm::kTokenBucket, .capacity = 100, .refill_per_second = 10};
+  EXPECT_EQ(FallbackNumbers(bucket, FallbackFractionWeights(1.0, 4)).capacity, 100);
+  const LimitNumbers share = FallbackNumbers(bucket, FallbackFractionWeights(0.48, 4));
+  EXPECT_EQ(share.capacity, 48);
+  EXPECT_DOUBLE_EQ(share.refill_per_second, 4.8);
+}
+
+// The bound of docs/resilience.md: whatever the demand, and with instances whose newest
+// learned periods differ by one, the fleet's shares sum to at most 1.1 x the limit, plus one
+// unit for each instance whose share is raised to 1.
+TEST(ShareTest, DemandSharesOfTheFleetSumToAtMostElevenTenthsOfTheLimit) {
+  std::mt19937_64 random(26);
+  for (int round = 0; round < 20'000; ++round) {
+    const int64_t n = static_cast<int64_t>(random() % 12) + 1;
+    const int64_t limit = static_cast<int64_t>(random() % 3000) + 1;
+    // Each instance's demand in periods a-1, a and a+1 (some ask for nothing).
+    std::vector<std::array<int64_t, 3>> own(n);
+    std::array<int64_t, 3> fleet{};
+    for (auto& periods : own) {
+      for (size_t p = 0; p < 3; ++p) {
+        periods[p] = random() % 3 == 0 ? 0 : static_cast<int64_t>(random() % 1000);
+        fleet[p] += periods[p];
+      }
+    }
+    int64_t sum = 0;
+    int64_t raised = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t newest = random() % 2 + 1;  // learned (a-1, a) or (a, a+1)
+      const std::vector<FallbackDemandPeriod> periods = {
+          {.own = own[i][newest - 1], .fleet = fleet[newest - 1]},
+          {.own = own[i][newest], .fleet = fleet[newest]}};
+      const ShareWeights weights =
+          FallbackFractionWeights(FallbackDemandFraction(periods, n, 1.0), n);
+      if (Share(static_cast<double>(limit), weights) == 0) ++raised;
+      sum += FallbackShare(limit, weights);
+    }
+    ASSERT_LE(sum, limit + limit / 10 + raised) << "limit " << limit << " N " << n;
+  }
+}
+
+// Issue 26's case: traffic on 2 of 4 instances. Equal shares leave half the limit unused;
+// demand shares give the busy two about all of it.
+TEST(ShareTest, DemandSharesFollowTrafficOnTwoOfFourInstances) {
+  const int64_t limit = 200;
+  const std::array<int64_t, 4> asked = {480, 520, 0, 0};  // per period, two periods alike
+  int64_t demand = 0;
+  int64_t equal = 0;
+  for (int64_t own : asked) {
+    const std::vector<FallbackDemandPeriod> periods(2, {.own = own, .fleet = 1000});
+    const int64_t share =
+        FallbackShare(limit, FallbackFractionWeights(FallbackDemandFraction(periods, 4, 1.0), 4));
+    if (own > 0) demand += share;
+    equal += own > 0 ? FallbackShare(limit, EqualWeights(4)) : 0;
+  }
+  EXPECT_GE(demand, limit * 95 / 100);
+  EXPECT_LE(demand, limit);
+  EXPECT_EQ(equal, limit / 2);
 }
 
 }  // namespace

@@ -216,6 +216,12 @@ int RunServe(const ServeOptions& given) {
     const InstanceRegistry* registry = store->registry.get();
     metrics.set_instance_count([registry] { return registry->Count(); });
   }
+  if (store->fallback_shares != nullptr) {
+    metrics.set_fallback_shares(
+        [shares = store->fallback_shares, registry = store->registry.get()] {
+          return shares->Fractions(registry->Count());
+        });
+  }
   // One check service for HTTP and Envoy's API: one snapshot, one Limiter over both stores.
   absl::StatusOr<std::unique_ptr<server::CheckService>> made_service =
       server::CheckService::Create({.store = store->store,

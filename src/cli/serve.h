@@ -11,6 +11,7 @@
 #include "src/config/loaded_configs.h"
 #include "src/server/grpc_server.h"
 #include "src/server/ratelimit_headers.h"
+#include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_connections.h"
 #include "tollgate/resilience.h"
@@ -80,6 +81,9 @@ struct ServeStore {
   // stores, so destroyed after them: they read it.
   // Shared: the stores' instance counts hold it, however long the stores live.
   std::shared_ptr<InstanceRegistry> registry;
+  // With --redis and a learned N: fail_open's demand-weighted shares (the registry learns
+  // them, `store` uses them).
+  std::shared_ptr<FallbackShares> fallback_shares;
   std::shared_ptr<Store> store;
   // With --redis: where `mode: sync` limits live (local counts synced with Redis); else
   // nullptr and they are checked exactly in `store`.

@@ -13,6 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "src/cli/serve.h"
 #include "src/server/resilience_log.h"
+#include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_connections.h"
 #include "tollgate/redis_store.h"
@@ -88,8 +89,15 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   resilience.fallback_max_keys = max_keys;
   // The registry is also the instance's own probe of Redis, which /readyz follows; with a
   // fixed N it only probes and does not join the set.
+  // fail_open's demand-weighted shares: counted by the resilient store, learned by the
+  // registry's heartbeat (a fixed N does not heartbeat: equal shares).
+  if (options.instances <= 0) {
+    result.fallback_shares = std::make_shared<FallbackShares>();
+    resilience.fallback_shares = result.fallback_shares;
+  }
   InstanceRegistryOptions registry_options;
   registry_options.redis = result.redis;
+  registry_options.fallback_shares = result.fallback_shares;
   registry_options.timers = timers;
   registry_options.key = absl::StrCat(registry_options.key, ":", InstanceGroup(config));
   registry_options.probe_interval_ms = kProbeIntervalMs;

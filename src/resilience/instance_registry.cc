@@ -11,14 +11,18 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "src/core/timer_task.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_url.h"
+#include "src/store/redis/resp.h"
 #include "src/store/redis/router.h"
 #include "src/store/redis/slot.h"
+#include "tollgate/fallback_shares.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate {
@@ -45,6 +49,11 @@ class RedisInstanceRegistry final : public InstanceRegistry {
         slot_(redis::KeySlot(options_.key)),
         connections_(std::move(connections)) {
     if (options_.instance_id.empty()) options_.instance_id = DefaultInstanceId();
+    // The demand of periods p % 3 == 0, 1, 2, in the slot of the set (one script call).
+    for (int i = 0; i < 3; ++i) {
+      demand_keys_.push_back(
+          absl::StrCat(options_.key, ":demand:", i, "{", redis::SlotTag(slot_), "}"));
+    }
   }
 
   ~RedisInstanceRegistry() override {
@@ -111,13 +120,25 @@ class RedisInstanceRegistry final : public InstanceRegistry {
                               now - last_heartbeat_micros_.load(std::memory_order_relaxed) >=
                                   options_.heartbeat_interval_ms * 1000);
     auto call = std::make_shared<ProbeCall>();
-    call->answer = [this, heartbeat_due, now,
+    FallbackShares* const shares = heartbeat_due ? options_.fallback_shares.get() : nullptr;
+    // Units counted since the last heartbeat; lost if this one fails (the fleet's totals
+    // may or may not hold them: counted nowhere is the side that admits less).
+    FallbackShares::Counts reported;
+    if (shares != nullptr) reported = shares->TakeCounts();
+    std::vector<std::string> command = {"PING"};
+    if (heartbeat_due) command = HeartbeatCommand(shares, reported);
+    call->answer = [this, heartbeat_due, now, shares, reported = std::move(reported),
                     done = std::move(done)](const absl::StatusOr<RedisReply>& reply) mutable {
-      absl::StatusOr<int64_t> count = heartbeat_due ? HeartbeatCount(reply) : PingAnswer(reply);
-      SetReachable(count.status());
-      if (count.ok() && heartbeat_due) {
+      absl::StatusOr<Heartbeat> heartbeat =
+          heartbeat_due ? ParseHeartbeat(reply, shares != nullptr) : PingAnswer(reply);
+      SetReachable(heartbeat.status());
+      if (heartbeat.ok() && heartbeat_due) {
         last_heartbeat_micros_.store(now, std::memory_order_relaxed);
-        UpdateCount(*count);
+        UpdateCount(heartbeat->count);
+        if (shares != nullptr) {
+          shares->Learn(heartbeat->period, heartbeat->created, reported,
+                        heartbeat->has_previous ? &heartbeat->previous : nullptr);
+        }
       }
       std::move(done)();
     };
@@ -125,15 +146,6 @@ class RedisInstanceRegistry final : public InstanceRegistry {
       if (call->answered.exchange(true)) return;
       std::move(call->answer)(absl::DeadlineExceededError("no reply within probe_timeout_ms"));
     });
-    std::vector<std::string> command = {"PING"};
-    if (heartbeat_due) {
-      command = {"EVAL",
-                 std::string(redis::kLuaHeartbeat),
-                 "1",
-                 options_.key,
-                 options_.instance_id,
-                 absl::StrCat(options_.instance_ttl_ms * 1000)};
-    }
     (*connections)
         ->router()
         .Send(slot_, redis::FormatCommand(command), [call](absl::StatusOr<RedisReply> reply) {
@@ -166,20 +178,84 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     return made;
   }
 
-  static absl::StatusOr<int64_t> HeartbeatCount(const absl::StatusOr<RedisReply>& reply) {
-    if (!reply.ok()) return reply.status();
-    if (reply->type != RedisReply::Type::kInteger || reply->integer < 1) {
-      return absl::UnavailableError(absl::StrCat("heartbeat: unexpected reply ", reply->str));
+  // heartbeat.lua with this instance's id, and with `shares`: the demand keys, the period,
+  // the period last learned and the units of `reported`.
+  std::vector<std::string> HeartbeatCommand(const FallbackShares* shares,
+                                            const FallbackShares::Counts& reported) const {
+    std::vector<std::string> command = {"EVAL", std::string(redis::kLuaHeartbeat),
+                                        shares != nullptr ? "4" : "1", options_.key};
+    if (shares != nullptr) command.insert(command.end(), demand_keys_.begin(), demand_keys_.end());
+    command.push_back(options_.instance_id);
+    command.push_back(absl::StrCat(options_.instance_ttl_ms * 1000));
+    if (shares == nullptr) return command;
+    command.push_back(absl::StrCat(options_.demand_period_ms * 1000));
+    command.push_back(absl::StrCat(shares->period()));
+    for (const auto& [limit, units] : reported) {
+      command.push_back(limit);
+      command.push_back(absl::StrCat(units));
     }
-    return reply->integer;
+    return command;
   }
 
-  static absl::StatusOr<int64_t> PingAnswer(const absl::StatusOr<RedisReply>& reply) {
+  // What a heartbeat answered: the live count, and with demand the period it ran in, the
+  // incarnation of that period's totals and, in a new period, the totals of the two before.
+  struct Heartbeat {
+    int64_t count = 0;
+    int64_t period = -1;
+    std::string created;
+    bool has_previous = false;
+    std::vector<FallbackShares::PeriodTotals> previous;
+  };
+
+  static absl::StatusOr<Heartbeat> ParseHeartbeat(const absl::StatusOr<RedisReply>& reply,
+                                                  bool demand) {
+    if (!reply.ok()) return reply.status();
+    const auto unexpected = [&] {
+      return absl::UnavailableError(
+          absl::StrCat("heartbeat: unexpected reply ", redis::DebugString(*reply)));
+    };
+    const RedisReply* count = &*reply;
+    if (demand) {
+      if (reply->type != RedisReply::Type::kArray || reply->elements.size() < 3 ||
+          reply->elements[1].type != RedisReply::Type::kInteger ||
+          reply->elements[2].type != RedisReply::Type::kString) {
+        return unexpected();
+      }
+      count = &reply->elements[0];
+    }
+    if (count->type != RedisReply::Type::kInteger || count->integer < 1) return unexpected();
+    Heartbeat heartbeat;
+    heartbeat.count = count->integer;
+    if (!demand) return heartbeat;
+    heartbeat.period = reply->elements[1].integer;
+    heartbeat.created = reply->elements[2].str;
+    heartbeat.has_previous = reply->elements.size() >= 5;
+    for (size_t i = 3; heartbeat.has_previous && i < 5; ++i) {
+      const RedisReply& table = reply->elements[i];
+      if (table.type != RedisReply::Type::kArray || table.elements.size() % 2 != 0) {
+        return unexpected();
+      }
+      FallbackShares::PeriodTotals& totals = heartbeat.previous.emplace_back();
+      for (size_t field = 0; field + 1 < table.elements.size(); field += 2) {
+        const std::string& name = table.elements[field].str;
+        const std::string& value = table.elements[field + 1].str;
+        int64_t units = 0;
+        if (name == "created") {
+          totals.created = value;
+        } else if (absl::StartsWith(name, "l:") && absl::SimpleAtoi(value, &units)) {
+          totals.units.emplace_back(name.substr(2), units);
+        }
+      }
+    }
+    return heartbeat;
+  }
+
+  static absl::StatusOr<Heartbeat> PingAnswer(const absl::StatusOr<RedisReply>& reply) {
     if (!reply.ok()) return reply.status();
     if (reply->type == RedisReply::Type::kError) {
       return absl::UnavailableError(absl::StrCat("PING: ", reply->str));
     }
-    return 0;
+    return Heartbeat{};
   }
 
   void UpdateCount(int64_t count) {
@@ -217,7 +293,8 @@ class RedisInstanceRegistry final : public InstanceRegistry {
 
   InstanceRegistryOptions options_;
   const std::shared_ptr<Timers> timers_;
-  const int slot_;  // the hash slot of options_.key
+  const int slot_;                        // the hash slot of options_.key
+  std::vector<std::string> demand_keys_;  // heartbeat.lua's KEYS[2..4]
   absl::Mutex connections_mu_;
   std::shared_ptr<RedisConnections> connections_ ABSL_GUARDED_BY(connections_mu_);
   std::atomic<int64_t> count_{1};
@@ -243,6 +320,11 @@ absl::StatusOr<std::unique_ptr<InstanceRegistry>> InstanceRegistry::Start(
   }
   if (options.instance_ttl_ms <= options.heartbeat_interval_ms) {
     return absl::InvalidArgumentError("instance_ttl_ms must be longer than the heartbeat");
+  }
+  if (options.fallback_shares != nullptr &&
+      options.demand_period_ms < 2 * options.heartbeat_interval_ms) {
+    return absl::InvalidArgumentError(
+        "demand_period_ms must be at least twice heartbeat_interval_ms");
   }
   absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.redis_url);
   if (options.redis == nullptr && !target.ok()) return target.status();

@@ -11,12 +11,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "src/algorithm/share.h"
 #include "src/algorithm/token_bucket_replay.h"
 #include "src/core/batch.h"
 #include "src/resilience/circuit_breaker.h"
 #include "src/resilience/deadline_scheduler.h"
+#include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
 
@@ -205,10 +207,10 @@ class Core {
                         const std::shared_ptr<PendingCall>& hold = nullptr) {
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     episode_decisions_.fetch_add(1, std::memory_order_relaxed);
-    if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
-      Emit(ResilienceEvent::Kind::kFallbackStarted);
-    }
     const int64_t instances = Instances();
+    if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
+      Emit(ResilienceEvent::Kind::kFallbackStarted, instances, SharesInUse(instances));
+    }
     bool any_fail_closed = false;
     // Keeps the substituted limits alive until the (inline) memory store has answered.
     std::vector<std::shared_ptr<const Limit>> substitutes;
@@ -428,6 +430,53 @@ class Core {
     return options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
   }
 
+ public:
+  // Counts the units each item asks of a fail_open limit with demand-weighted shares (checks,
+  // reservations and charges; admitted or refused), for FallbackShares.
+  void CountDemand(const std::vector<CheckItem>& items) {
+    FallbackShares* shares = options_.fallback_shares.get();
+    if (shares == nullptr) return;
+    for (const CheckItem& item : items) {
+      if (UsesDemandShares(*item.limit) && item.cost > 0 &&
+          (item.op == ItemOp::kCheck || item.op == ItemOp::kReserve ||
+           item.op == ItemOp::kCharge)) {
+        shares->Count(item.limit->name, item.cost);
+      }
+    }
+  }
+
+ private:
+  bool UsesDemandShares(const Limit& limit) const {
+    return options_.fallback_shares != nullptr && limit.shares == Shares::kDemand &&
+           limit.on_store_failure == FailureMode::kFailOpen &&
+           limit.numbers.algorithm != Algorithm::kConcurrency;
+  }
+
+  // The weights of `limit`'s fail_open share: its learned fraction with demand-weighted
+  // shares, else exactly 1/N.
+  algorithm::ShareWeights FallbackWeights(const Limit& limit, int64_t instances) const {
+    if (!UsesDemandShares(limit)) return algorithm::EqualWeights(instances);
+    return algorithm::FallbackFractionWeights(
+        options_.fallback_shares->Fraction(limit.name, instances), instances);
+  }
+
+  // For the fallback-started event: the fail_open shares in use with `instances` live.
+  std::string SharesInUse(int64_t instances) const {
+    std::string text = absl::StrCat("fail_open shares with N=", instances, ": ");
+    if (options_.fallback_shares == nullptr) return absl::StrCat(text, "limit / N each");
+    constexpr size_t kListed = 8;
+    const std::vector<std::pair<std::string, double>> fractions =
+        options_.fallback_shares->Fractions(instances);
+    for (size_t i = 0; i < std::min(fractions.size(), kListed); ++i) {
+      absl::StrAppend(&text, fractions[i].first, " ", absl::StrFormat("%.3f", fractions[i].second),
+                      ", ");
+    }
+    if (fractions.size() > kListed) {
+      absl::StrAppend(&text, "and ", fractions.size() - kListed, " more by demand, ");
+    }
+    return absl::StrCat(text, fractions.empty() ? "" : "others ", "1/N");
+  }
+
   // What a fallback answer admitted: recorded now, or held for the late reply of `hold`.
   void Admit(const std::vector<CheckItem>& items, int64_t instances,
              const std::shared_ptr<PendingCall>& hold) {
@@ -516,7 +565,7 @@ class Core {
     const LimitNumbers numbers =
         limit.on_store_failure == FailureMode::kLocal && limit.local
             ? *limit.local
-            : algorithm::FallbackNumbers(limit.numbers, algorithm::EqualWeights(instances));
+            : algorithm::FallbackNumbers(limit.numbers, FallbackWeights(limit, instances));
     absl::MutexLock lock(&mutex_);
     std::shared_ptr<const Limit>& cached = fallback_limits_[limit.name];
     if (cached == nullptr || cached->numbers.algorithm != numbers.algorithm ||
@@ -566,6 +615,7 @@ class ResilientStoreImpl final : public ResilientStore {
  private:
   // CheckAsync or ApplyAsync (`apply`) on the wrapped store, within the deadline.
   void Send(std::vector<CheckItem> items, CheckCallback done, bool apply) {
+    core_->CountDemand(items);
     const CircuitBreaker::Admission admission = core_->breaker().Admit();
     if (admission == CircuitBreaker::Admission::kReject) {
       core_->breaker_rejections_.fetch_add(1, std::memory_order_relaxed);

@@ -183,6 +183,12 @@ void Metrics::set_instance_count(std::function<int64_t()> instance_count) {
   instance_count_ = std::move(instance_count);
 }
 
+void Metrics::set_fallback_shares(
+    std::function<std::vector<std::pair<std::string, double>>()> fallback_shares) {
+  absl::MutexLock lock(&mu_);
+  fallback_shares_ = std::move(fallback_shares);
+}
+
 void Metrics::set_memory_store(const MemoryStore* store, int64_t max_keys) {
   absl::MutexLock lock(&mu_);
   memory_store_ = store;
@@ -193,6 +199,7 @@ std::string Metrics::Render() const {
   std::vector<std::pair<std::string, const LimitCounters*>> limits;
   const ResilientStore* store = nullptr;
   std::function<int64_t()> instance_count;
+  std::function<std::vector<std::pair<std::string, double>>()> fallback_shares;
   const MemoryStore* memory_store = nullptr;
   int64_t memory_max_keys = 0;
   {
@@ -201,6 +208,7 @@ std::string Metrics::Render() const {
     for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
     store = resilient_store_;
     instance_count = instance_count_;
+    fallback_shares = fallback_shares_;
     memory_store = memory_store_;
     memory_max_keys = memory_max_keys_;
   }
@@ -367,6 +375,15 @@ std::string Metrics::Render() const {
     Family(out, "tollgate_instances", "gauge",
            "Live tollgate instances sharing the limits (N of the fallback share).");
     absl::StrAppend(&out, "tollgate_instances ", instance_count(), "\n");
+  }
+  if (fallback_shares) {
+    Family(out, "tollgate_fallback_share", "gauge",
+           "The fraction of a fail_open limit this instance's fallback takes while the store is "
+           "unreachable, learned from its share of the fleet's demand (1/N when nothing is).");
+    for (const auto& [limit, fraction] : fallback_shares()) {
+      absl::StrAppend(&out, "tollgate_fallback_share{limit=\"", EscapeLabelValue(limit), "\"} ",
+                      absl::StrFormat("%.6f", fraction), "\n");
+    }
   }
   if (memory_store != nullptr) {
     Family(out, "tollgate_memory_store_keys", "gauge",

@@ -23,6 +23,8 @@
 //       per check call (ResilientStore::store_round_trips(), buckets 50 us .. 100 ms)
 //   tollgate_circuit_breaker_state                  gauge; 0 closed, 1 open, 2 half_open
 //   tollgate_instances                              gauge; live instances sharing the limits
+//   tollgate_fallback_share{limit}                  gauge; the fraction of a fail_open limit
+//       this instance's fallback takes (learned from demand; 1/N when nothing is learned)
 //   tollgate_memory_store_keys                      gauge; entries the embedded store holds
 //   tollgate_memory_store_max_keys                  gauge; its cap (--memory-max-keys)
 //   tollgate_memory_store_evictions_total           counter; entries evicted at the cap
@@ -37,6 +39,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -95,6 +98,9 @@ class Metrics {
   // this object.
   void set_resilient_store(const ResilientStore* store);
   void set_instance_count(std::function<int64_t()> instance_count);
+  // The fail_open fraction per limit (FallbackShares::Fractions), sorted by limit.
+  void set_fallback_shares(
+      std::function<std::vector<std::pair<std::string, double>>()> fallback_shares);
   // The embedded in-memory store (serve without --redis) and the cap it was made with.
   // REQUIRES: `store` outlives this object.
   void set_memory_store(const MemoryStore* store, int64_t max_keys);
@@ -134,6 +140,8 @@ class Metrics {
   std::vector<std::unique_ptr<const Table>> tables_ ABSL_GUARDED_BY(mu_);
   const ResilientStore* resilient_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::function<int64_t()> instance_count_ ABSL_GUARDED_BY(mu_);
+  std::function<std::vector<std::pair<std::string, double>>()> fallback_shares_
+      ABSL_GUARDED_BY(mu_);
   const MemoryStore* memory_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t memory_max_keys_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -113,6 +114,9 @@ TEST(MetricsTest, RendersValidPrometheusText) {
   metrics.ObserveCheckDuration(CheckApi::kEnvoy, 3'000'000);
   metrics.RecordReload(true);
   metrics.set_instance_count([] { return 3; });
+  metrics.set_fallback_shares([] {
+    return std::vector<std::pair<std::string, double>>{{"api_per_user", 0.5}};
+  });
 
   const std::string text = metrics.Render();
   EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
@@ -121,6 +125,7 @@ TEST(MetricsTest, RendersValidPrometheusText) {
                          R"(source="redis",outcome="refused"})"),
             1);
   EXPECT_EQ(Sample(text, "tollgate_instances"), 3);
+  EXPECT_EQ(Sample(text, R"(tollgate_fallback_share{limit="api_per_user"})"), 0.5);
   EXPECT_EQ(Sample(text, R"(tollgate_config_reloads_total{result="success"})"), 1);
   EXPECT_EQ(Sample(text, R"(tollgate_config_reloads_total{result="failure"})"), 0);
   // No store statistics without a resilient store.

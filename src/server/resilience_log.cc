@@ -47,6 +47,7 @@ std::optional<ResilienceLog::Line> ResilienceLog::Format(const ResilienceEvent& 
       break;
     case Kind::kFallbackStarted:
       line = {Level::kWarn, "fallback started: decisions come from on_store_failure policies"};
+      if (!event.detail.empty()) absl::StrAppend(&line.text, " (", event.detail, ")");
       break;
     case Kind::kFallbackEnded:
       line = {Level::kInfo, absl::StrCat("fallback ended after ", event.count, " decisions")};

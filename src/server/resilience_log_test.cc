@@ -39,6 +39,14 @@ TEST(ResilienceLogTest, OneLinePerChangeAtWarnForDegradationAndInfoForRecovery) 
   EXPECT_EQ(line->level, ResilienceLog::Level::kInfo);
   EXPECT_EQ(log.Format(Event(Kind::kReconciled, 7, 3))->level, ResilienceLog::Level::kWarn);
 
+  ResilienceEvent started = Event(Kind::kFallbackStarted, 4);
+  started.detail = "fail_open shares with N=4: api 0.480, others 1/N";
+  line = log.Format(started);
+  EXPECT_EQ(line->level, ResilienceLog::Level::kWarn);
+  EXPECT_EQ(line->text,
+            "fallback started: decisions come from on_store_failure policies (fail_open shares "
+            "with N=4: api 0.480, others 1/N)");
+
   ResilienceEvent instances = Event(Kind::kInstanceCountChanged, 4);
   instances.previous = 3;
   EXPECT_EQ(log.Format(instances)->text, "live instances: 3 -> 4");

@@ -1,0 +1,119 @@
+// Copyright tollgate authors.
+#include "tollgate/fallback_shares.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tollgate/clock.h"
+
+namespace tollgate {
+namespace {
+
+using Totals = FallbackShares::PeriodTotals;
+
+// The totals of period - 1 and period - 2, as a heartbeat in a new period brings them.
+std::vector<Totals> Previous(Totals previous, Totals before) {
+  return {std::move(previous), std::move(before)};
+}
+
+TEST(FallbackSharesTest, NothingLearnedIsTheEqualShare) {
+  FallbackShares shares;
+  shares.Count("api", 10);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.25);
+  EXPECT_EQ(shares.period(), -1);
+  const FallbackShares::Counts counts = shares.TakeCounts();
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts[0], (std::pair<std::string, int64_t>("api", 10)));
+  EXPECT_TRUE(shares.TakeCounts().empty());  // taken: zero until counted again
+}
+
+TEST(FallbackSharesTest, LearnsItsShareOfTheFleetsDemandOverTwoPeriods) {
+  SimulatedClock clock;
+  FallbackShares shares({.clock = &clock});
+  // Period 10: this instance reports 30 units of api into the incarnation "a".
+  shares.Learn(10, "a", {{"api", 30}}, nullptr);
+  // Period 11 (the fleet asked 100 in period 10, of which these 30): then 40 more.
+  const std::vector<Totals> at_11 =
+      Previous({.created = "a", .units = {{"api", 100}, {"search", 5}}}, {});
+  shares.Learn(11, "b", {{"api", 40}}, &at_11);
+  EXPECT_EQ(shares.period(), 11);
+  // Period 9 is unknown (nobody asked): 1/N for it; period 10: 0.3. The min: 0.25.
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.25);
+  // Period 12: the fleet asked 80 in period 11, 40 of them here: min(0.3, 0.5).
+  const std::vector<Totals> at_12 =
+      Previous({.created = "b", .units = {{"api", 80}}}, {.created = "a", .units = {{"api", 100}}});
+  shares.Learn(12, "c", {}, &at_12);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.3);
+  // A limit the fleet asked for and this instance did not: the floor, 1 / (10 N).
+  const std::vector<Totals> at_13 =
+      Previous({.created = "c", .units = {{"api", 10}, {"search", 50}}},
+               {.created = "b", .units = {{"api", 80}, {"search", 50}}});
+  shares.Learn(13, "d", {}, &at_13);
+  EXPECT_DOUBLE_EQ(shares.Fraction("search", 4), 0.025);
+  // api: nothing asked here in period 12: the floor too.
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.025);
+  const std::vector<std::pair<std::string, double>> fractions = shares.Fractions(4);
+  ASSERT_EQ(fractions.size(), 2u);
+  EXPECT_EQ(fractions[0].first, "api");
+  EXPECT_EQ(fractions[1].first, "search");
+}
+
+TEST(FallbackSharesTest, UnitsAddedToALostIncarnationDoNotCount) {
+  SimulatedClock clock;
+  FallbackShares shares({.clock = &clock});
+  shares.Learn(10, "a", {{"api", 90}}, nullptr);
+  // Redis lost period 10's hash; another instance re-created it ("a2") and this one adds 10.
+  shares.Learn(10, "a2", {{"api", 10}}, nullptr);
+  const std::vector<Totals> at_11 =
+      Previous({.created = "a2", .units = {{"api", 20}}}, {.created = "x", .units = {{"api", 20}}});
+  shares.Learn(11, "b", {}, &at_11);
+  // 10 of 20 in period 10 (not 100 of 20); period 9's hash is another incarnation than any
+  // this instance added to: nothing of its own there, the floor.
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.05);
+  const std::vector<Totals> at_12 =
+      Previous({.created = "b", .units = {{"api", 8}}}, {.created = "a2", .units = {{"api", 20}}});
+  shares.Learn(12, "c", {}, &at_12);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.05);  // 0 of 8 in period 11
+}
+
+TEST(FallbackSharesTest, LearnedSharesDecayToEqualOverTheHorizon) {
+  SimulatedClock clock;
+  FallbackShares shares({.clock = &clock, .horizon_ms = 10'000});
+  shares.Learn(10, "a", {{"api", 50}}, nullptr);
+  const std::vector<Totals> at_11 =
+      Previous({.created = "a", .units = {{"api", 50}}}, {.created = "z", .units = {{"api", 50}}});
+  shares.Learn(11, "b", {{"api", 50}}, &at_11);
+  // Period 9: none of the fleet's 50 here.
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.05);
+  const std::vector<Totals> at_12 =
+      Previous({.created = "b", .units = {{"api", 50}}}, {.created = "a", .units = {{"api", 50}}});
+  shares.Learn(12, "c", {}, &at_12);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 1.0);  // all of it, twice
+  clock.AdvanceMillis(5'000);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.75);  // half-way to 1/2
+  clock.AdvanceMillis(5'000);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.5);
+  clock.AdvanceMillis(60'000);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.5);
+  // A heartbeat in the same period refreshes what was learned.
+  shares.Learn(12, "c", {}, nullptr);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 1.0);
+}
+
+TEST(FallbackSharesTest, CountsAtMostMaxLimits) {
+  FallbackShares shares({.max_limits = 2});
+  shares.Count("a", 1);
+  shares.Count("b", 2);
+  shares.Count("c", 3);
+  shares.Count("a", 0);  // nothing asked
+  const FallbackShares::Counts counts = shares.TakeCounts();
+  ASSERT_EQ(counts.size(), 2u);
+  int64_t total = 0;
+  for (const auto& [limit, units] : counts) total += units;
+  EXPECT_EQ(total, 3);
+}
+
+}  // namespace
+}  // namespace tollgate
