@@ -90,13 +90,17 @@ struct AppOptions {
   std::string redis_url;
   // split: the divisor of every limit; redis: a fixed instance count (0: learn it).
   int64_t servers = 0;
+  // redis with a learned N: the period over which fail_open's demand-weighted shares are
+  // learned (InstanceRegistryOptions::demand_period_ms); heartbeats come 4 times in one.
+  int64_t demand_period_ms = 10'000;
   std::string name = "tiffin-app";
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: tiffin-app --port N [--config FILE] [--store memory|split|redis]\n"
-               "                  [--redis URL] [--servers N] [--name NAME]\n");
+               "                  [--redis URL] [--servers N] [--name NAME]\n"
+               "                  [--demand-period-ms MS]\n");
 }
 
 // Parses argv into `options`; false (after printing why) on anything unusable.
@@ -116,6 +120,10 @@ bool ParseFlags(int argc, char** argv, AppOptions& options) {
       options.store = value;
     } else if (flag == "--redis") {
       options.redis_url = value;
+    } else if (flag == "--demand-period-ms") {
+      if (!absl::SimpleAtoi(value, &options.demand_period_ms) || options.demand_period_ms < 200) {
+        return false;
+      }
     } else if (flag == "--servers") {
       if (!absl::SimpleAtoi(value, &options.servers) || options.servers < 0) return false;
     } else if (flag == "--name") {
@@ -175,9 +183,16 @@ absl::StatusOr<AppStore> MakeRedisStore(const AppOptions& options) {
     const int64_t servers = options.servers;
     resilience.instance_count = [servers] { return servers; };
   } else {
+    // fail_open's shares follow demand, as in `tollgate serve` (src/cli/store_factory.cc).
+    auto shares = std::make_shared<tollgate::FallbackShares>();
+    resilience.fallback_shares = shares;
     tollgate::InstanceRegistryOptions registry_options;
     registry_options.redis_url = options.redis_url;
     registry_options.instance_id = options.name;
+    registry_options.fallback_shares = shares;
+    registry_options.demand_period_ms = options.demand_period_ms;
+    registry_options.heartbeat_interval_ms =
+        std::min<int64_t>(registry_options.heartbeat_interval_ms, options.demand_period_ms / 4);
     absl::StatusOr<std::unique_ptr<tollgate::InstanceRegistry>> registry =
         tollgate::InstanceRegistry::Start(registry_options);
     if (!registry.ok()) return registry.status();

@@ -8,6 +8,10 @@
 #   partner a hot partner key (1000/s) at 2000/s: sync mode makes at most 8 servers x 10
 #           syncs/s x 1.5 Redis calls a second, at least 5x fewer than exact mode, and
 #           allows at most 1000 x 1.1 in every whole second.
+#   skew    one partner pinned to 1 of 8 servers: the split limit and sync mode at
+#           remaining / N admit about 1/8 of the limit, demand-weighted sync grants most of it
+#           without passing it; in an outage, fail_open at limit / N admits about 1/8 and at
+#           the shares learned while Redis was up most of the limit.
 #   llm     LLM gateways: a tenant's tokens, charged after each response, stay within the
 #           token bucket's budget plus the calls in flight when it ran dry; a tenant never
 #           holds more than its 4 streams; a SIGKILLed gateway's leases stop counting within
@@ -151,6 +155,24 @@ sync_last=$(($(seconds "$OUT/partner_sync.csv") - 1))
 check "partner: sync mode allowed <= $PARTNER_LIMIT x 1.1 in every whole second (max $(
   awk -F, 'NR > 1 && $3 > m { m = $3 } END { print m + 0 }' "$OUT/partner_sync.csv"))" \
   every "$OUT/partner_sync.csv" 0 "$sync_last" "\$3 <= $PARTNER_LIMIT * 1.1"
+
+# skew: OUT/skew.csv has name,case,traffic,share_pct (of partner_hot_key's 1000 per window).
+skew_pct() { awk -F, -v n="$1" '$1 == n { print $4 }' "$OUT/skew.csv"; }
+check "skew: pinned, the split limit admitted $(skew_pct skew_split_pinned)%, at most 20%" \
+  test "$(skew_pct skew_split_pinned)" -le 20
+check "skew: pinned, sync at remaining / N admitted $(skew_pct skew_equal_pinned)%, at most 30%" \
+  test "$(skew_pct skew_equal_pinned)" -le 30
+check "skew: pinned, sync by demand admitted $(skew_pct skew_demand_pinned)%, at least 70% and twice remaining / N" \
+  test "$(skew_pct skew_demand_pinned)" -ge 70 -a \
+  "$(skew_pct skew_demand_pinned)" -ge $((2 * $(skew_pct skew_equal_pinned)))
+for run in skew_demand_pinned skew_demand_half; do
+  check "skew: $run allowed <= $PARTNER_LIMIT x 1.1 in every whole window" \
+    every "$OUT/$run.csv" 0 $(($(seconds "$OUT/$run.csv") - 2)) "\$3 <= $PARTNER_LIMIT * 1.1"
+done
+check "skew: outage, fail_open at limit / N admitted $(skew_pct skew_out_equal)%, at most 20%" \
+  test "$(skew_pct skew_out_equal)" -le 20
+check "skew: outage, fail_open at learned shares admitted $(skew_pct skew_out_demand)%, 70% to 110%" \
+  test "$(skew_pct skew_out_demand)" -ge 70 -a "$(skew_pct skew_out_demand)" -le 110
 
 # llm: the menu assistant's limits (examples/tiffin.yaml) behind 4 gateways.
 TOKENS_PER_S=1000

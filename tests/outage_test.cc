@@ -350,10 +350,11 @@ TEST(OutageTest, AFailClosedEnvoyRuleAnswersTheOutageOverGrpcAndJson) {
   constexpr char kConfig[] = R"(domain: login
 descriptors:
   - key: phone
-    rate_limit: {unit: hour, requests_per_unit: 5, on_store_failure: fail_closed}
+    rate_limit: {unit: hour, requests_per_unit: 5, on_store_failure: fail_closed, timeout: 500ms}
   - key: user
-    rate_limit: {unit: hour, requests_per_unit: 100}
+    rate_limit: {unit: hour, requests_per_unit: 100, timeout: 500ms}
 )";
+  // Deadlines a loaded machine keeps: the answers before the outage must come from Redis.
   auto server = ServeProcess::Start(kConfig, {"--redis", (*redis)->url(), "--instances", "1"});
   ASSERT_NE(server, nullptr);
   ASSERT_GT(server->grpc_port(), 0) << server->log();
