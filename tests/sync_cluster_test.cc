@@ -23,6 +23,7 @@
 #include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/serve_process.h"
+#include "tests/support/sync_stores.h"
 #include "tollgate/clock.h"
 #include "tollgate/sync_store.h"
 
@@ -33,6 +34,7 @@ using ::tollgate::testing::RedisCluster;
 using ::tollgate::testing::RedisCommand;
 using ::tollgate::testing::RedisSentinelSet;
 using ::tollgate::testing::RedisServer;
+using ::tollgate::testing::SimulatedSyncStore;
 
 constexpr int64_t kSecond = 1'000'000;
 constexpr int64_t kStart = 1'700'000'000LL * kSecond;  // a window start
@@ -48,25 +50,12 @@ Limit SyncLimit(std::string name, Algorithm algorithm, int64_t max, int64_t wind
 
 std::string Key(int i) { return absl::StrCat("user:", i); }
 
-// A store on `url` at `clock`'s time, with rounds only by SyncNow().
-std::unique_ptr<SyncStore> NewStore(const std::string& url, Clock* clock, int64_t instances) {
-  SyncStoreOptions options;
-  options.redis_url = url;
-  options.clock = clock;
-  options.instance_count = [instances] { return instances; };
-  options.use_redis_time = false;
-  options.schedule_rounds = false;
-  absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(std::move(options));
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? *std::move(store) : nullptr;
-}
-
 // Two instances checking a fixed and a sliding window over kKeys keys for 30 s of simulated
 // time, unevenly, each syncing on its own rhythm: every decision in order ('1' admitted).
 std::string Decisions(const std::string& url) {
   SimulatedClock clock(kStart);
-  std::unique_ptr<SyncStore> a = NewStore(url, &clock, 2);
-  std::unique_ptr<SyncStore> b = NewStore(url, &clock, 2);
+  std::unique_ptr<SyncStore> a = SimulatedSyncStore(url, &clock, 2);
+  std::unique_ptr<SyncStore> b = SimulatedSyncStore(url, &clock, 2);
   if (a == nullptr || b == nullptr) return "";
   const Limit fixed = SyncLimit("fixed", Algorithm::kFixedWindow, 40, 10 * kSecond);
   const Limit sliding = SyncLimit("sliding", Algorithm::kSlidingWindow, 40, 10 * kSecond);
@@ -167,7 +156,7 @@ TEST_F(SyncClusterTest, DecidesAsOnOneRedis) {
 
 TEST_F(SyncClusterTest, SendsOneScriptCallPerSlotPerRound) {
   SimulatedClock clock(kStart);
-  std::unique_ptr<SyncStore> store = NewStore(cluster_->url(), &clock, 1);
+  std::unique_ptr<SyncStore> store = SimulatedSyncStore(cluster_->url(), &clock, 1);
   ASSERT_NE(store, nullptr);
   const Limit fixed = SyncLimit("fixed", Algorithm::kFixedWindow, 1000, 60 * kSecond);
   const Limit sliding = SyncLimit("sliding", Algorithm::kSlidingWindow, 1000, 60 * kSecond);
@@ -240,7 +229,7 @@ TEST(SyncSentinelTest, CountsOnThePrimaryAndServeAnswers) {
   absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set = RedisSentinelSet::Start("limits");
   ASSERT_TRUE(set.ok()) << set.status();
   SimulatedClock clock(kStart);
-  std::unique_ptr<SyncStore> store = NewStore((*set)->url(), &clock, 1);
+  std::unique_ptr<SyncStore> store = SimulatedSyncStore((*set)->url(), &clock, 1);
   ASSERT_NE(store, nullptr);
   const Limit limit = SyncLimit("fixed", Algorithm::kFixedWindow, 5, 60 * kSecond);
   int admitted = 0;

@@ -19,6 +19,7 @@
 #include "src/store/redis/client.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/redis_test.h"
+#include "tests/support/sync_stores.h"
 #include "tollgate/clock.h"
 #include "tollgate/sync_store.h"
 
@@ -409,16 +410,10 @@ class SyncSharesTest : public testing::RedisTest {
     limit.sync_interval_micros = kInterval;
     std::vector<std::unique_ptr<SyncStore>> stores;
     for (int i = 0; i < kInstances; ++i) {
-      SyncStoreOptions options;
-      options.redis_url = server_->url();
-      options.clock = &clock;
-      options.instance_count = [] { return kInstances; };
-      options.use_redis_time = false;
-      options.schedule_rounds = false;
-      absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
-      EXPECT_TRUE(store.ok()) << store.status();
-      if (!store.ok()) return {};
-      stores.push_back(*std::move(store));
+      std::unique_ptr<SyncStore> store =
+          testing::SimulatedSyncStore(server_->url(), &clock, kInstances);
+      if (store == nullptr) return {};
+      stores.push_back(std::move(store));
     }
     const int64_t first = algorithm::WindowIndex(clock.NowMicros(), kWindow);
     std::vector<double> owed(kInstances, 0);

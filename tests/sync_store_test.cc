@@ -20,6 +20,7 @@
 #include "src/store/redis/redis_url.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/redis_test.h"
+#include "tests/support/sync_stores.h"
 #include "tollgate/clock.h"
 #include "tollgate/timers.h"
 
@@ -51,14 +52,7 @@ Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_
 class SyncStoreTest : public testing::RedisTest {
  protected:
   std::unique_ptr<SyncStore> NewStore(int64_t instances, SyncStoreOptions options = {}) {
-    options.redis_url = server_->url();
-    options.clock = &clock_;
-    options.instance_count = [instances] { return instances; };
-    options.use_redis_time = false;
-    options.schedule_rounds = false;
-    absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(std::move(options));
-    EXPECT_TRUE(store.ok()) << store.status();
-    return store.ok() ? *std::move(store) : nullptr;
+    return testing::SimulatedSyncStore(server_->url(), &clock_, instances, std::move(options));
   }
 
   // The counter the exact RedisStore would use for `key` at the clock's current window.
