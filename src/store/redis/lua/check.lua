@@ -205,6 +205,21 @@ if code == 102 or code == 115 then  -- one check alone, 'f' or 's'
   return struct.pack('<dBddd', now, allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 
+-- When a concurrency limit's slots free: reset_after (the last lease's expiry) and retry_after
+-- (when the lease whose end frees a slot expires, unless this item just took one: `taking`),
+-- from the `held` leases, in expiry order the first `stored` in the set `lkey` and the rest
+-- taken in this call (they expire at now + lease, the latest of all).
+local function lease_times(lkey, limit, lease, held, stored, taking)
+  local function expiry(rank)
+    if rank >= stored then return now + lease end
+    return tonumber(redis.call('ZRANGE', lkey, rank, rank, 'WITHSCORES')[2])
+  end
+  local reset_after, retry_after = 0, 0
+  if held > 0 then reset_after = expiry(held - 1) - now end
+  if held >= limit and not taking then retry_after = expiry(held - limit) - now end
+  return reset_after, retry_after
+end
+
 -- One concurrency item alone taking a slot ('K') or releasing one ('L'), the two calls of every
 -- lease: the concurrency branch of the general loop below, without its tables and closures.
 -- Both paths must decide alike (redis_store_test's ConcurrencyTableMatchesTheAlgorithm runs
@@ -218,7 +233,7 @@ if #KEYS == 1 and string.byte(ARGV[2]) == 99 and #ARGV[2] > 26 then  -- 'c', wit
     redis.call('ZREMRANGEBYSCORE', lkey, '-inf', string.format('%d', now))
     local held = redis.call('ZCARD', lkey)
     local stored = held  -- leases in the set; a lease taken here is the latest of all
-    local allowed, reason, retry_after = 0, 0, 0
+    local allowed, reason = 0, 0
     if op == 76 then  -- release: applied whatever it finds; reason 3 if it was not held
       local removed = redis.call('ZREM', lkey, id)
       held = held - removed
@@ -236,15 +251,8 @@ if #KEYS == 1 and string.byte(ARGV[2]) == 99 and #ARGV[2] > 26 then  -- 'c', wit
         held = held + 1
       end
     end
-    local function expiry(rank)
-      if rank >= stored then return now + lease end
-      return tonumber(redis.call('ZRANGE', lkey, rank, rank, 'WITHSCORES')[2])
-    end
-    local reset_after = 0
-    if held > 0 then reset_after = expiry(held - 1) - now end
-    if held >= limit and not (op == 75 and allowed == 1 and cost == 1) then
-      retry_after = expiry(held - limit) - now
-    end
+    local reset_after, retry_after =
+      lease_times(lkey, limit, lease, held, stored, op == 75 and allowed == 1 and cost == 1)
     return struct.pack('<dBddd', now, allowed + 2 * reason, limit - held, reset_after, retry_after)
   end
 end
@@ -476,18 +484,9 @@ for pass = 1, 2 do
           end
         end
         remaining = limit - held  -- < 0: held beyond the limit (a debt)
-        -- The leases in expiry order: the set's, then this call's tentative ones (now + lease,
-        -- the latest of all).
-        local stored = held - tentative
-        local function expiry(rank)
-          if rank >= stored then return now + lease end
-          local member = redis.call('ZRANGE', lkey, rank, rank, 'WITHSCORES')
-          return tonumber(member[2])
-        end
-        if held > 0 then reset_after = expiry(held - 1) - now end
-        if held >= limit and not (allowed == 1 and cost == 1) then
-          retry_after = expiry(held - limit) - now
-        end
+        -- The set's leases, then this call's tentative ones.
+        reset_after, retry_after = lease_times(lkey, limit, lease, held, held - tentative,
+                                               allowed == 1 and cost == 1)
 
       else
         return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
