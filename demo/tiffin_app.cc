@@ -316,6 +316,34 @@ std::pair<int64_t, int64_t> QueryRange(std::string_view target, std::string_view
   return fallback;
 }
 
+// The answer to an admitted or refused batch of checks decided at `decided_at_micros`: 200,
+// 429 or 503 (the first refusal's reason), with Retry-After, X-Decision-Source, X-Decided-At
+// and X-Reset-At (see the file comment).
+Response Decided(const Request& request, const tollgate::MultiDecision& result,
+                 int64_t decided_at_micros) {
+  const tollgate::Decision* refusal = nullptr;
+  for (const tollgate::Decision& decision : result.decisions) {
+    if (!decision.allowed && refusal == nullptr) refusal = &decision;
+  }
+  Response response = [&] {
+    if (result.allowed) return Answer(request, http::status::ok, "ok");
+    if (refusal != nullptr && refusal->reason == tollgate::DenyReason::kStoreUnavailable) {
+      return Answer(request, http::status::service_unavailable, "limits unavailable, try later");
+    }
+    return Answer(request, http::status::too_many_requests, "rate limited");
+  }();
+  if (refusal != nullptr && refusal->retry_after_micros > 0) {
+    const int64_t seconds = (refusal->retry_after_micros + 999'999) / 1'000'000;
+    response.set(http::field::retry_after, std::to_string(seconds));
+  }
+  const tollgate::Decision& first = refusal != nullptr ? *refusal : result.decisions.front();
+  const std::string_view source = tollgate::DecisionSourceName(first.source);
+  response.set("X-Decision-Source", beast::string_view(source.data(), source.size()));
+  response.set("X-Decided-At", std::to_string(decided_at_micros));
+  response.set("X-Reset-At", std::to_string(decided_at_micros + first.reset_after_micros));
+  return response;
+}
+
 // GET /chat: see the file comment.
 Response HandleChat(tollgate::Limiter& limiter, const Request& request, std::string_view target,
                     const std::string& tenant) {
@@ -331,18 +359,7 @@ Response HandleChat(tollgate::Limiter& limiter, const Request& request, std::str
   if (!result.ok()) {
     return Answer(request, http::status::internal_server_error, result.status().ToString());
   }
-  if (!result->allowed) {
-    const bool unavailable = std::any_of(
-        result->decisions.begin(), result->decisions.end(), [](const tollgate::Decision& d) {
-          return d.reason == tollgate::DenyReason::kStoreUnavailable;
-        });
-    Response refused =
-        unavailable
-            ? Answer(request, http::status::service_unavailable, "limits unavailable, try later")
-            : Answer(request, http::status::too_many_requests, "rate limited");
-    refused.set("X-Decided-At", std::to_string(WallMicros()));
-    return refused;
-  }
+  if (!result->allowed) return Decided(request, *result, WallMicros());
   const std::string lease = result->tokens[2];
   held_leases.Add(tenant, lease);
   thread_local std::mt19937_64 random(std::random_device{}());
@@ -400,27 +417,7 @@ Response Handle(tollgate::Limiter& limiter, const Request& request) {
   if (!result.ok()) {
     return Answer(request, http::status::internal_server_error, result.status().ToString());
   }
-  const tollgate::Decision* refusal = nullptr;
-  for (const tollgate::Decision& decision : result->decisions) {
-    if (!decision.allowed && refusal == nullptr) refusal = &decision;
-  }
-  Response response = [&] {
-    if (result->allowed) return Answer(request, http::status::ok, "ok");
-    if (refusal != nullptr && refusal->reason == tollgate::DenyReason::kStoreUnavailable) {
-      return Answer(request, http::status::service_unavailable, "limits unavailable, try later");
-    }
-    return Answer(request, http::status::too_many_requests, "rate limited");
-  }();
-  if (refusal != nullptr && refusal->retry_after_micros > 0) {
-    const int64_t seconds = (refusal->retry_after_micros + 999'999) / 1'000'000;
-    response.set(http::field::retry_after, std::to_string(seconds));
-  }
-  const tollgate::Decision& first = refusal != nullptr ? *refusal : result->decisions.front();
-  const std::string_view source = tollgate::DecisionSourceName(first.source);
-  response.set("X-Decision-Source", beast::string_view(source.data(), source.size()));
-  response.set("X-Decided-At", std::to_string(decided_at_micros));
-  response.set("X-Reset-At", std::to_string(decided_at_micros + first.reset_after_micros));
-  return response;
+  return Decided(request, *result, decided_at_micros);
 }
 
 // Serves one connection until the peer closes it or stops keeping it alive.
