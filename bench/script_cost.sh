@@ -73,6 +73,7 @@ tollgate_tb() { tollgate "$1" --algorithm token_bucket; }
 tollgate_fw() { tollgate "$1" --algorithm fixed_window; }
 tollgate_sw() { tollgate "$1" --algorithm sliding_window; }
 tollgate_multi() { tollgate "$1" --mode multi; }
+tollgate_lease() { tollgate "$1" --mode lease; }
 
 # One row: `run CALLS` sends CALLS calls; warmed up, then measured.
 row() {
@@ -95,4 +96,6 @@ row "tollgate sliding window, check.lua" \
   "compare_driver --via library --algorithm sliding_window --callers 64 --keys 1000" tollgate_sw
 row "tollgate 3 limits in one call (tb+fw+sw), check.lua" \
   "compare_driver --via library --mode multi --callers 64 --keys 1000" tollgate_multi
+row "tollgate concurrency lease, acquire or release (two calls per lease), check.lua" \
+  "compare_driver --via library --mode lease --callers 64 --keys 1000" tollgate_lease
 row "plain INCR" "redis-benchmark -c 4 -P 32 -r 1000 INCR 'incr:{__rand_int__}'" incr

@@ -568,9 +568,10 @@ TEST_F(RedisStoreTest, ConcurrencyTableMatchesTheAlgorithm) {
     CheckItem item{&limit, "k", 1};
     algorithm::Outcome<algorithm::ConcurrencyState> expected;
     switch (random() % 4) {
-      case 0:  // acquire
+      case 0:  // acquire; now and then a look with an id (cost 0) or a cost a lease refuses
         item.id = absl::StrCat("new", i);
-        expected = algorithm::ConcurrencyAcquire(state, now, params, item.id, 1);
+        if (random() % 6 == 0) item.cost = random() % 2 == 0 ? 0 : 2;
+        expected = algorithm::ConcurrencyAcquire(state, now, params, item.id, item.cost);
         taken += expected.decision.allowed ? 1 : 0;
         refused += expected.decision.allowed ? 0 : 1;
         break;
@@ -773,6 +774,8 @@ TEST_F(RedisStoreTest, IdleKeysVanishAfterTheirRefillTime) {
 
 TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
   const Limit bucket = TokenBucket("api", 1000, 1000);
+  // Leases go through their own script (lease.lua), which a flush loses too.
+  const Limit slots = Window("slots", Algorithm::kConcurrency, 1, 60'000'000);
   for (int i = 0; i < 200; ++i) {
     if (i == 50 || i == 120) {
       EXPECT_EQ(Redis({"SCRIPT", "FLUSH"}).str, "OK");
@@ -780,6 +783,17 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
     absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "u"}});
     ASSERT_TRUE(d.ok()) << "check " << i << ": " << d.status();
     EXPECT_TRUE((*d)[0].allowed);
+    if (i == 50 || i == 51 || i == 120) {
+      CheckItem take{&slots, "u", 1};
+      take.id = absl::StrCat("lease", i);
+      CheckItem give_back = take;
+      give_back.op = ItemOp::kRelease;
+      for (const CheckItem& item : {take, give_back}) {
+        absl::StatusOr<std::vector<Decision>> lease = store_->Check({item});
+        ASSERT_TRUE(lease.ok()) << "lease " << i << ": " << lease.status();
+        EXPECT_TRUE((*lease)[0].allowed) << "lease " << i;
+      }
+    }
   }
 }
 

@@ -144,6 +144,45 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
   writer.Add(std::string_view(arg, cursor - arg));
 }
 
+// A batch that is one concurrency item taking ('K') or releasing ('L') a slot, not in shadow
+// mode: lua/lease.lua's call, the two of every lease.
+bool IsSingleLease(const std::vector<CheckItem>& items) {
+  if (items.size() != 1 || items[0].shadow ||
+      items[0].limit->numbers.algorithm != Algorithm::kConcurrency) {
+    return false;
+  }
+  const char op = OpByte(items[0]);
+  return op == 'K' || op == 'L';
+}
+
+// EVALSHA <sha> (or EVAL <script>) of lua/lease.lua for `item` (IsSingleLease): the lease
+// set's key, the time, the item's 26 bytes without its id, the id, the lease time in ms.
+std::string LeaseCommand(std::string_view verb, std::string_view script, std::string_view prefix,
+                         const CheckItem& item, std::optional<int64_t> now_micros) {
+  const LimitNumbers& numbers = item.limit->numbers;
+  CommandWriter writer(8, 96 + script.size() + prefix.size() + item.limit->name.size() +
+                              item.key.size() + item.id.size());
+  writer.Add(verb);
+  writer.Add(script);
+  writer.Add("1");
+  writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}:l"});
+  if (now_micros.has_value()) {
+    writer.AddInteger(*now_micros);
+  } else {
+    writer.Add("");
+  }
+  char arg[1 + 3 * 8 + 1];
+  arg[0] = 'c';
+  char* cursor = PutLittleEndianDouble(arg + 1, static_cast<double>(numbers.limit));
+  cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.window_micros));
+  cursor = PutLittleEndianDouble(cursor, static_cast<double>(item.cost));
+  *cursor++ = OpByte(item);
+  writer.Add(std::string_view(arg, cursor - arg));
+  writer.Add(item.id);
+  writer.AddInteger((numbers.window_micros + 999) / 1000);
+  return std::move(writer).Finish();
+}
+
 // EVALSHA <sha> (or EVAL <script>) of lua/check.lua for `items`.
 std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
                          const std::vector<CheckItem>& items, std::optional<int64_t> now_micros) {
@@ -313,9 +352,11 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
 
 RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
                                std::shared_ptr<RedisConnections> connections,
-                               std::string script_sha, std::vector<std::string> warnings)
+                               std::string script_sha, std::string lease_sha,
+                               std::vector<std::string> warnings)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
+      lease_sha_(std::move(lease_sha)),
       warnings_(std::move(warnings)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
@@ -366,6 +407,7 @@ struct RedisStoreImpl::ScriptCall {
   int slot = kAnySlot;
   bool follow_ask = false;
   bool retried = false;
+  bool lease = false;  // lua/lease.lua's call (IsSingleLease), else lua/check.lua's
   // Exactly one is set: the decisions (CheckAtAsync) or the raw reply (EvalCheckAsync).
   CheckCallback decisions_done;
   ReplyCallback reply_done;
@@ -407,9 +449,18 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
     call->slot = ItemSlot(options_.key_prefix, call->items[0]);
     call->follow_ask = OnlyDeclaredKeys(call->items);
   }
-  std::string command =
-      CheckCommand("EVALSHA", script_sha_, options_.key_prefix, call->items, call->now_micros);
+  call->lease = IsSingleLease(call->items);
+  std::string command = ScriptCommand(*call, /*eval=*/false);
   SendScriptCommand(std::move(call), std::move(command));
+}
+
+std::string RedisStoreImpl::ScriptCommand(const ScriptCall& call, bool eval) const {
+  if (call.lease) {
+    return LeaseCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaLease : lease_sha_,
+                        options_.key_prefix, call.items[0], call.now_micros);
+  }
+  return CheckCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaCheck : script_sha_,
+                      options_.key_prefix, call.items, call.now_micros);
 }
 
 void RedisStoreImpl::SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command) {
@@ -431,8 +482,7 @@ void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
     // cluster node that just joined or was promoted). EVAL runs it and caches it again
     // under the same SHA1, so later EVALSHA calls find it.
     call->retried = true;
-    std::string command =
-        CheckCommand("EVAL", kLuaCheck, options_.key_prefix, call->items, call->now_micros);
+    std::string command = ScriptCommand(*call, /*eval=*/true);
     SendScriptCommand(std::move(call), std::move(command));
     return;
   }
@@ -674,19 +724,26 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
   }
   redis::Router& router = connections->router();
 
-  // In a cluster this loads the script on one primary; the others get it from the EVAL
+  // In a cluster this loads the scripts on one primary; the others get them from the EVAL
   // that follows their first NOSCRIPT.
-  absl::StatusOr<redis::RedisReply> loaded =
-      router.Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
-  if (!loaded.ok()) return loaded.status();
-  if (loaded->type != redis::RedisReply::Type::kString) {
-    return absl::InternalError(
-        absl::StrCat("SCRIPT LOAD of the check script failed: ", redis::DebugString(*loaded)));
+  std::string shas[2];
+  const std::pair<const char*, std::string_view> scripts[2] = {{"check", redis::kLuaCheck},
+                                                               {"lease", redis::kLuaLease}};
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<redis::RedisReply> loaded =
+        router.Command({"SCRIPT", "LOAD", std::string(scripts[i].second)});
+    if (!loaded.ok()) return loaded.status();
+    if (loaded->type != redis::RedisReply::Type::kString) {
+      return absl::InternalError(absl::StrCat("SCRIPT LOAD of the ", scripts[i].first,
+                                              " script failed: ", redis::DebugString(*loaded)));
+    }
+    shas[i] = std::move(loaded->str);
   }
   std::vector<std::string> warnings;
   redis::CheckEviction(router, &warnings);
   return std::make_unique<redis::RedisStoreImpl>(std::move(options), std::move(connections),
-                                                 loaded->str, std::move(warnings));
+                                                 std::move(shas[0]), std::move(shas[1]),
+                                                 std::move(warnings));
 }
 
 }  // namespace tollgate

@@ -38,7 +38,7 @@ int ItemSlot(std::string_view prefix, const CheckItem& item);
 class RedisStoreImpl final : public RedisStore {
  public:
   RedisStoreImpl(RedisStoreOptions options, std::shared_ptr<RedisConnections> connections,
-                 std::string script_sha, std::vector<std::string> warnings);
+                 std::string script_sha, std::string lease_sha, std::vector<std::string> warnings);
   // Connections of its own are closed, failing the calls still out at once; shared ones stay
   // with the other stores, and the destructor waits for this store's calls to be answered
   // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
@@ -76,6 +76,8 @@ class RedisStoreImpl final : public RedisStore {
   struct ScriptCall;
   // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
   void SendScriptCall(std::unique_ptr<ScriptCall> call);
+  // `call`'s EVALSHA of its script (lease.lua or check.lua), or with `eval` its EVAL.
+  std::string ScriptCommand(const ScriptCall& call, bool eval) const;
   // Sends `command` (EVALSHA, or EVAL after NOSCRIPT) for `call` to its slot; the reply goes
   // to OnScriptReply.
   void SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command);
@@ -87,7 +89,8 @@ class RedisStoreImpl final : public RedisStore {
   void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
 
   const RedisStoreOptions options_;
-  const std::string script_sha_;
+  const std::string script_sha_;  // lua/check.lua's
+  const std::string lease_sha_;   // lua/lease.lua's
   const std::vector<std::string> warnings_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared

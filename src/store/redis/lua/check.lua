@@ -28,6 +28,8 @@
 --             'K' id                    the lease to add (ZADD), if the batch passes
 --             'L' id                    a release (ZREM); reason 3 if not held
 --             'N' id                    a renewal (ZADD XX now + lease); reason 3 if not held
+--           A call of one such item taking ('K') or releasing ('L') its slot goes to lease.lua
+--           instead, which decides alike at fewer Redis calls.
 --
 -- Items that are not conditional (charges, settles, releases, renewals) are applied first, in
 -- order, whatever the batch does; then the checks are decided on what they leave, all or
@@ -218,43 +220,6 @@ local function lease_times(lkey, limit, lease, held, stored, taking)
   if held > 0 then reset_after = expiry(held - 1) - now end
   if held >= limit and not taking then retry_after = expiry(held - limit) - now end
   return reset_after, retry_after
-end
-
--- One concurrency item alone taking a slot ('K') or releasing one ('L'), the two calls of every
--- lease: the concurrency branch of the general loop below, without its tables and closures.
--- Both paths must decide alike (redis_store_test's ConcurrencyTableMatchesTheAlgorithm runs
--- its cases alone and beside another item).
-if #KEYS == 1 and string.byte(ARGV[2]) == 99 and #ARGV[2] > 26 then  -- 'c', with an op
-  local op = string.byte(ARGV[2], 26)
-  if op == 75 or op == 76 then
-    local limit, lease, cost = struct.unpack('<ddd', ARGV[2], 2)
-    local lkey = KEYS[1] .. ':l'
-    local id = string.sub(ARGV[2], 27)
-    redis.call('ZREMRANGEBYSCORE', lkey, '-inf', string.format('%d', now))
-    local held = redis.call('ZCARD', lkey)
-    local stored = held  -- leases in the set; a lease taken here is the latest of all
-    local allowed, reason = 0, 0
-    if op == 76 then  -- release: applied whatever it finds; reason 3 if it was not held
-      local removed = redis.call('ZREM', lkey, id)
-      held = held - removed
-      stored = held
-      if removed == 1 then allowed = 1 else reason = 3 end
-    elseif cost > 1 or cost > limit then
-      reason = 2
-    elseif held + cost > limit then
-      reason = 1
-    else
-      allowed = 1
-      if cost == 1 then
-        redis.call('ZADD', lkey, string.format('%d', now + lease), id)
-        redis.call('PEXPIRE', lkey, math.ceil(lease / 1000))
-        held = held + 1
-      end
-    end
-    local reset_after, retry_after =
-      lease_times(lkey, limit, lease, held, stored, op == 75 and allowed == 1 and cost == 1)
-    return struct.pack('<dBddd', now, allowed + 2 * reason, limit - held, reset_after, retry_after)
-  end
 end
 
 -- State read so far in this call, including what earlier limits of the same call would
