@@ -96,6 +96,6 @@ row "tollgate sliding window, check.lua" \
   "compare_driver --via library --algorithm sliding_window --callers 64 --keys 1000" tollgate_sw
 row "tollgate 3 limits in one call (tb+fw+sw), check.lua" \
   "compare_driver --via library --mode multi --callers 64 --keys 1000" tollgate_multi
-row "tollgate concurrency lease, acquire or release (two calls per lease), check.lua" \
+row "tollgate concurrency lease, acquire or release (two calls per lease), lease.lua" \
   "compare_driver --via library --mode lease --callers 64 --keys 1000" tollgate_lease
 row "plain INCR" "redis-benchmark -c 4 -P 32 -r 1000 INCR 'incr:{__rand_int__}'" incr
