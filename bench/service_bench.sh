@@ -7,7 +7,8 @@
 # table (and writes it to $OUT).
 #
 #   bench/service_bench.sh [BUILD_DIR]   (default: build; needs tollgate, bench/http_load,
-#                                         bench/grpc_load, bench/h2_floor_server,
+#                                         bench/h2_load (or bench/grpc_load),
+#                                         bench/h2_floor_server,
 #                                         bench/grpc_floor_server)
 #
 # Rows (ROWS, in this order at every load level; HTTP rows at each HTTP_CONNECTIONS, gRPC
@@ -23,8 +24,10 @@
 #   (also accepted: grpc-memory, tollgate's in-memory store over gRPC, and grpc-nodomain,
 #   tollgate answering a domain no config defines: its gRPC cost without a decision)
 # HTTP load: bench/http_load (one thread, one request in flight per keep-alive connection,
-# the same POST for nginx and tollgate); gRPC load: bench/grpc_load (CLIENT_THREADS
-# completion-queue threads over CHANNELS HTTP/2 connections).
+# the same POST for nginx and tollgate); gRPC load: bench/h2_load (libnghttp2, one thread,
+# over CHANNELS HTTP/2 connections, as Envoy's HTTP/2 codec calls), or with GRPC_CLIENT=grpc
+# bench/grpc_load (gRPC C++, CLIENT_THREADS completion-queue threads), which spends several
+# times a server's CPU per call and on 2 cores sets the latency of every gRPC row itself.
 #
 # Environment:
 #   DURATION=5 WARMUP=1         seconds measured per run, after the warm-up
@@ -40,7 +43,8 @@
 #                               tollgate's default (10ms). On a loaded machine a Redis row at
 #                               the default may be mostly fallback answers (the fallback
 #                               column); a longer deadline keeps every decision on Redis.
-#   CHANNELS=2 CLIENT_THREADS=2 bench/grpc_load's connections and threads
+#   CHANNELS=2                  the gRPC load generator's HTTP/2 connections
+#   GRPC_CLIENT=h2              h2: bench/h2_load; grpc: bench/grpc_load with CLIENT_THREADS=2
 #   LATENCY=1                   0: skip the paced runs (no latency columns)
 #   PROFILE=0                   1: `perf record` the server over each closed-loop run's
 #                               measured window (PROFILE_ARGS, default "-F 999": add -g for
@@ -79,6 +83,7 @@ THREADS=${THREADS:-2}
 KEYS=${KEYS:-10000}
 CHANNELS=${CHANNELS:-2}
 CLIENT_THREADS=${CLIENT_THREADS:-2}
+GRPC_CLIENT=${GRPC_CLIENT:-h2}
 LATENCY=${LATENCY:-1}
 PROFILE=${PROFILE:-0}
 PROFILE_ARGS=${PROFILE_ARGS:-"-F 999"}
@@ -89,7 +94,11 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 TOLLGATE="$BUILD/tollgate"
 HTTP_LOAD="$BUILD/bench/http_load"
-GRPC_LOAD="$BUILD/bench/grpc_load"
+case "$GRPC_CLIENT" in
+  h2) GRPC_LOAD="$BUILD/bench/h2_load" GRPC_CLIENT_ARGS=() ;;
+  grpc) GRPC_LOAD="$BUILD/bench/grpc_load" GRPC_CLIENT_ARGS=(--client-threads "$CLIENT_THREADS") ;;
+  *) echo "service_bench: GRPC_CLIENT is h2 or grpc" >&2; exit 2 ;;
+esac
 H2_FLOOR="$BUILD/bench/h2_floor_server"
 GRPC_FLOOR="$BUILD/bench/grpc_floor_server"
 
@@ -135,7 +144,7 @@ free_port() {
 }
 
 # Limits so large that nothing is refused: what is measured is the cost of a decision.
-# grpc_load's descriptor i (from 0) has the key "user" then "user1", "user2", ...
+# The gRPC load generator's descriptor i (from 0) has the key "user" then "user1", "user2", ...
 {
   echo "domain: bench"
   echo "descriptors:"
@@ -302,7 +311,7 @@ load() {
     local domain=bench
     [ "$row" = grpc-nodomain ] && domain=no_such_domain
     out=$("$GRPC_LOAD" --target "127.0.0.1:$PORT" --domain "$domain" --key user --keys "$KEYS" \
-      --concurrency "$level" --channels "$CHANNELS" --client-threads "$CLIENT_THREADS" \
+      --concurrency "$level" --channels "$CHANNELS" "${GRPC_CLIENT_ARGS[@]}" \
       ${rate:+--rate "$rate"} --duration "$DURATION" --warmup "$WARMUP" \
       --server-pid "$CPU_PIDS" "${redis_args[@]}" 2>&1) || status=$?
   else
@@ -479,7 +488,7 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
 }
 
 {
-  echo "Service benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): ${DURATION}s per run after ${WARMUP}s, tollgate serve --threads $THREADS, $KEYS keys, store deadline ${STORE_TIMEOUT:-10ms (default)}, gRPC over $CHANNELS connections ($CLIENT_THREADS client threads), HTTP from bench/http_load (one thread), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+  echo "Service benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): ${DURATION}s per run after ${WARMUP}s, tollgate serve --threads $THREADS, $KEYS keys, store deadline ${STORE_TIMEOUT:-10ms (default)}, gRPC from $(basename "$GRPC_LOAD") over $CHANNELS connections${GRPC_CLIENT_ARGS[1]:+ (${GRPC_CLIENT_ARGS[1]} client threads)}, HTTP from bench/http_load (one thread), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo
   echo "| path | connections / in flight | decisions/s (max) | server CPU µs per decision | floor µs (same run) | ratio to floor | vs gRPC C++ async | Redis CPU µs per decision | at ½ max: CPU µs | p50 µs | p99 µs | goals | fallback | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"

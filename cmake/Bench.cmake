@@ -32,6 +32,13 @@ endif()
 set_target_properties(h2_floor_server PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 
+# The light gRPC load generator of bench/service_bench.sh: ShouldRateLimit over libnghttp2 in
+# one thread (Envoy's client is an HTTP/2 codec, not gRPC C++).
+add_executable(h2_load ${CMAKE_SOURCE_DIR}/bench/h2_load.cc)
+target_link_libraries(h2_load PRIVATE tollgate_grpc Boost::headers
+  PkgConfig::TOLLGATE_BENCH_NGHTTP2 Threads::Threads)
+set_target_properties(h2_load PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
 if(NOT TOLLGATE_BUILD_BENCH)
   return()
 endif()

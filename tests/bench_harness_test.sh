@@ -5,17 +5,18 @@
 # redis-server and must produce a number without errors, and tollgate and both peers must
 # admit the same count for the same fixed-window workload (600 requests over 10 keys,
 # limit 25 per key: 250 admitted). Then the service benchmark's parts: the nghttp2 floor
-# server (bench/h2_floor_server) answers 300 calls of the grpc++ client (bench/grpc_load) with
-# OK, and bench/service_bench.sh in QUICK mode (1 s runs) gives every row a number without
-# errors: nginx `return 200` (when nginx is installed), tollgate over HTTP with the in-memory
-# store (bench/http_load, closed loop and paced), the floor server.
+# server (bench/h2_floor_server) answers 300 calls of the grpc++ client (bench/grpc_load) and
+# 300 of the nghttp2 client (bench/h2_load) with OK, and bench/service_bench.sh in QUICK mode
+# (1 s runs) gives every row a number without errors: nginx `return 200` (when nginx is
+# installed), tollgate over HTTP with the in-memory store (bench/http_load, closed loop and
+# paced), the floor server and tollgate over gRPC with the in-memory store (bench/h2_load).
 #
 #   bash tests/bench_harness_test.sh BUILD_DIR SOURCE_DIR
 #
-# Needs BUILD_DIR/bench/{compare_driver,grpc_load,http_load,h2_floor_server} and
+# Needs BUILD_DIR/bench/{compare_driver,grpc_load,h2_load,http_load,h2_floor_server} and
 # BUILD_DIR/tollgate, redis-server, redis-benchmark, python3, node and npm (the peers are
 # installed with `npm ci --prefix bench/peers` from the npm registry when missing). Loopback
-# only; bounded by 85 s + 20 s + 90 s.
+# only; bounded by 85 s + 40 s + 90 s.
 set -euo pipefail
 
 BUILD=$(cd "${1:?usage: bench_harness_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
@@ -28,7 +29,8 @@ for tool in redis-server redis-benchmark python3 node npm; do
     exit 1
   fi
 done
-for binary in bench/compare_driver bench/grpc_load bench/http_load bench/h2_floor_server tollgate; do
+for binary in bench/compare_driver bench/grpc_load bench/h2_load bench/http_load \
+  bench/h2_floor_server tollgate; do
   if [ ! -x "$BUILD/$binary" ]; then
     echo "FAIL: $BUILD/$binary not built"
     exit 1
@@ -92,16 +94,23 @@ if ! grep -q '^answers: ok 300, over_limit 0, errors 0$' <<<"$calls"; then
   echo "$calls"
   exit 1
 fi
+if ! calls=$(timeout 20 "$BUILD/bench/h2_load" --target "127.0.0.1:$port" --requests 300 \
+  --concurrency 8 --channels 2 --timeout 5 2>&1) ||
+  ! grep -q '^answers: ok 300, over_limit 0, errors 0$' <<<"$calls"; then
+  echo "FAIL: bench/h2_load against bench/h2_floor_server did not get 300 answers OK:"
+  echo "$calls"
+  exit 1
+fi
 kill -TERM "$FLOOR_PID"
 if ! wait "$FLOOR_PID"; then
   echo "FAIL: bench/h2_floor_server did not exit 0 on SIGTERM"
   exit 1
 fi
 FLOOR_PID=""
-echo "PASS: bench/h2_floor_server answered 300 grpc++ calls OK"
+echo "PASS: bench/h2_floor_server answered 300 grpc++ calls and 300 nghttp2 calls OK"
 
 # bench/service_bench.sh, QUICK: one short row of each kind that this build has.
-rows="http-memory h2-floor"
+rows="http-memory h2-floor grpc-memory"
 command -v nginx >/dev/null 2>&1 && rows="nginx $rows"
 if ! QUICK=1 DURATION=1 WARMUP=0.3 ROWS="$rows" OUT="$OUT/service.md" timeout 90 \
   bash "$SOURCE/bench/service_bench.sh" "$BUILD" >"$OUT/service.log" 2>&1; then
@@ -112,7 +121,8 @@ fi
 python3 - "$OUT/service.md" "$rows" <<'EOF'
 import sys
 lines = [l for l in open(sys.argv[1]) if l.startswith("| ") and not l.startswith("| path")]
-names = {"nginx": "nginx", "http-memory": "HTTP /v1/check, in-memory", "h2-floor": "nghttp2"}
+names = {"nginx": "nginx", "http-memory": "HTTP /v1/check, in-memory", "h2-floor": "nghttp2",
+         "grpc-memory": "gRPC ShouldRateLimit, in-memory"}
 for row in sys.argv[2].split():
     matching = [l for l in lines if names[row] in l]
     assert matching, f"no row for {row} in:\n{''.join(lines)}"
