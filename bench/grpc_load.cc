@@ -2,7 +2,7 @@
 // (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), as Envoy calls tollgate.
 //
 //   grpc_load --target 127.0.0.1:8081 --domain bench --key user --keys 10000
-//       --concurrency 64 --client-threads 2 --duration 10 --warmup 2 [--server-pid PID]
+//       --concurrency 64 --client-threads 2 --duration 10 --warmup 2 [--server-pid PID[,PID...]]
 //       [--rate CALLS_PER_SECOND] [--redis-pid PID]
 //
 // Keeps `--concurrency` calls in flight (closed loop) over `--channels` HTTP/2 connections,
@@ -29,6 +29,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -37,7 +38,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "process_cpu.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/channel.h"
@@ -46,104 +46,29 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "load_common.h"
+#include "process_cpu.h"
 
 namespace {
 
-using tollgate::bench::ProcessCpuSeconds;
+using tollgate::bench::MeasuredWindow;
+using tollgate::bench::Pacer;
+using tollgate::bench::ParseRlsLoadOptions;
+using tollgate::bench::PrintRlsLoadReport;
+using tollgate::bench::RlsLoadOptions;
+using tollgate::bench::RlsLoadResult;
 
 using ::envoy::service::ratelimit::v3::RateLimitRequest;
 using ::envoy::service::ratelimit::v3::RateLimitResponse;
 using ::envoy::service::ratelimit::v3::RateLimitService;
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-  std::string target = "127.0.0.1:8081";
-  std::string domain = "bench";
-  std::string key = "user";
-  std::string value_prefix = "u";
-  int64_t keys = 10000;
-  int descriptors = 1;
-  int concurrency = 64;
-  int channels = 2;
-  double duration_seconds = 10;
-  double warmup_seconds = 1;
-  int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warmup)
-  int server_pid = 0;
-  int redis_pid = 0;
-  double timeout_seconds = 5;
-  int client_threads = 1;
-  double rate = 0;  // calls per second over all slots; 0: closed loop
-};
-
-[[noreturn]] void Usage(const char* message) {
-  std::fprintf(stderr,
-               "grpc_load: %s\nusage: grpc_load [--target HOST:PORT] [--domain D] [--key K] "
-               "[--value-prefix P] [--keys N] [--descriptors N] [--concurrency N] [--channels N] "
-               "[--duration S] [--warmup S] [--requests N] [--server-pid PID] [--timeout S] "
-               "[--client-threads N] [--rate CALLS_PER_SECOND] [--redis-pid PID]\n",
-               message);
-  std::exit(2);
-}
-
-Options ParseOptions(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(("missing value for " + flag).c_str());
-    const char* value = argv[++i];
-    if (flag == "--target") {
-      options.target = value;
-    } else if (flag == "--domain") {
-      options.domain = value;
-    } else if (flag == "--key") {
-      options.key = value;
-    } else if (flag == "--value-prefix") {
-      options.value_prefix = value;
-    } else if (flag == "--keys") {
-      options.keys = std::atoll(value);
-    } else if (flag == "--descriptors") {
-      options.descriptors = std::atoi(value);
-    } else if (flag == "--concurrency") {
-      options.concurrency = std::atoi(value);
-    } else if (flag == "--channels") {
-      options.channels = std::atoi(value);
-    } else if (flag == "--duration") {
-      options.duration_seconds = std::atof(value);
-    } else if (flag == "--warmup") {
-      options.warmup_seconds = std::atof(value);
-    } else if (flag == "--requests") {
-      options.requests = std::atoll(value);
-    } else if (flag == "--server-pid") {
-      options.server_pid = std::atoi(value);
-    } else if (flag == "--redis-pid") {
-      options.redis_pid = std::atoi(value);
-    } else if (flag == "--timeout") {
-      options.timeout_seconds = std::atof(value);
-    } else if (flag == "--client-threads") {
-      options.client_threads = std::atoi(value);
-    } else if (flag == "--rate") {
-      options.rate = std::atof(value);
-    } else {
-      Usage(("unknown flag " + flag).c_str());
-    }
-  }
-  if (options.keys < 1 || options.descriptors < 1 || options.concurrency < 1 ||
-      options.channels < 1 || options.client_threads < 1 || options.duration_seconds <= 0 ||
-      options.warmup_seconds < 0 || options.requests < 0 || options.rate < 0) {
-    Usage("numbers must be positive");
-  }
-  if (options.requests > 0) options.warmup_seconds = 0;
-  return options;
-}
-
-double SelfCpuSeconds() { return ProcessCpuSeconds(getpid()); }
-
 enum class Phase { kWarmup, kMeasure, kStop };
 
 // Shared by all slots. Latencies are recorded per slot (a slot runs one call at a time),
 // merged at the end.
 struct Run {
-  Options options;
+  RlsLoadOptions options;
   std::vector<std::unique_ptr<RateLimitService::Stub>> stubs;
   std::vector<std::unique_ptr<grpc::CompletionQueue>> queues;
   std::atomic<Phase> phase{Phase::kWarmup};
@@ -165,14 +90,12 @@ struct SlotStats {
 // completion-queue tag of both.
 class Slot {
  public:
-  Slot(Run& run, int index) : run_(run), index_(index), random_(index * 7919 + 17) {
+  Slot(Run& run, int index)
+      : run_(run),
+        index_(index),
+        random_(index * 7919 + 17),
+        pacer_(run.options.rate, run.options.concurrency, index) {
     stats_.latencies_micros.reserve(1 << 16);
-    if (run_.options.rate > 0) {
-      period_ = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(run_.options.concurrency / run_.options.rate));
-      // Slots spread over one period, so that calls do not start in bursts.
-      next_turn_ = Clock::now() + period_ * index / run_.options.concurrency;
-    }
   }
 
   void Start() { Wait(); }
@@ -191,22 +114,16 @@ class Slot {
  private:
   // Issues the next call now, or (with --rate) sets an alarm for its turn.
   void Wait() {
-    if (period_ == Clock::duration::zero()) {
+    const std::optional<Clock::time_point> turn = pacer_.Next();
+    if (!turn.has_value()) {
       Issue();
       return;
     }
     const Clock::time_point now = Clock::now();
-    const Clock::time_point turn = next_turn_;
-    // A late slot starts at once and does not catch up with a burst.
-    next_turn_ = std::max(next_turn_, now) + period_;
-    if (turn <= now) {
-      Issue();
-      return;
-    }
     waiting_ = true;
     alarm_.Set(run_.queues[index_ % run_.queues.size()].get(),
                std::chrono::system_clock::now() +
-                   std::chrono::duration_cast<std::chrono::system_clock::duration>(turn - now),
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(*turn - now),
                this);
   }
 
@@ -269,25 +186,17 @@ class Slot {
   Phase phase_at_start_ = Phase::kWarmup;
   Clock::time_point start_;
   SlotStats stats_;
-  // With --rate: the time between a slot's calls, and when its next call may start.
-  Clock::duration period_ = Clock::duration::zero();
-  Clock::time_point next_turn_;
+  Pacer pacer_;  // with --rate, when the next call may start
   bool waiting_ = false;
   grpc::Alarm alarm_;
 };
-
-int64_t Percentile(const std::vector<int32_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const size_t index = std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()));
-  return sorted[index];
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Run run;
-  run.options = ParseOptions(argc, argv);
-  const Options& options = run.options;
+  run.options = ParseRlsLoadOptions(argc, argv, "grpc_load", /*threads_flag=*/true);
+  const RlsLoadOptions& options = run.options;
   for (int i = 0; i < options.channels; ++i) {
     grpc::ChannelArguments arguments;
     // Separate connections, not one shared subchannel.
@@ -323,11 +232,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::duration<double>(options.warmup_seconds));
     run.phase = Phase::kMeasure;
   }
-  const double server_cpu_start =
-      options.server_pid > 0 ? ProcessCpuSeconds(options.server_pid) : -1;
-  const double redis_cpu_start = options.redis_pid > 0 ? ProcessCpuSeconds(options.redis_pid) : -1;
-  const double self_cpu_start = SelfCpuSeconds();
-  const Clock::time_point measure_start = Clock::now();
+  MeasuredWindow window(options);
+  window.Start();
   if (options.requests == 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(options.duration_seconds));
     run.phase = Phase::kStop;
@@ -335,78 +241,29 @@ int main(int argc, char** argv) {
   const auto wait_end = [&] {
     return run.all_done.WaitForNotificationWithTimeout(absl::Seconds(options.timeout_seconds + 30));
   };
-  double elapsed = 0, server_cpu = -1, redis_cpu = -1, self_cpu = 0;
-  if (options.requests == 0) {
-    // The window ends now; calls still in flight finish uncounted.
-    elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
-    if (options.server_pid > 0)
-      server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
-    if (options.redis_pid > 0) redis_cpu = ProcessCpuSeconds(options.redis_pid) - redis_cpu_start;
-    self_cpu = SelfCpuSeconds() - self_cpu_start;
-    if (!wait_end()) {
-      std::fprintf(stderr, "grpc_load: calls still in flight long after their deadline\n");
-      std::_Exit(1);
-    }
-  } else {
-    if (!wait_end()) {
-      std::fprintf(stderr, "grpc_load: calls still in flight long after their deadline\n");
-      std::_Exit(1);
-    }
-    elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
-    if (options.server_pid > 0)
-      server_cpu = ProcessCpuSeconds(options.server_pid) - server_cpu_start;
-    if (options.redis_pid > 0) redis_cpu = ProcessCpuSeconds(options.redis_pid) - redis_cpu_start;
-    self_cpu = SelfCpuSeconds() - self_cpu_start;
+  RlsLoadResult result;
+  // With a duration the window ends now (calls still in flight finish uncounted); with
+  // --requests when the last call has ended.
+  if (options.requests == 0) window.Stop(result);
+  if (!wait_end()) {
+    std::fprintf(stderr, "grpc_load: calls still in flight long after their deadline\n");
+    std::_Exit(1);
   }
+  if (options.requests > 0) window.Stop(result);
 
   for (auto& queue : run.queues) queue->Shutdown();
   for (std::thread& thread : threads) thread.join();
 
-  std::vector<int32_t> latencies;
-  int64_t ok = 0, over_limit = 0, errors = 0;
-  std::string first_error;
   for (auto& slot : slots) {
     SlotStats& stats = slot->stats();
-    latencies.insert(latencies.end(), stats.latencies_micros.begin(), stats.latencies_micros.end());
-    ok += stats.ok;
-    over_limit += stats.over_limit;
-    errors += stats.errors;
-    if (first_error.empty()) first_error = stats.first_error;
+    result.latencies_micros.insert(result.latencies_micros.end(), stats.latencies_micros.begin(),
+                                   stats.latencies_micros.end());
+    result.ok += stats.ok;
+    result.over_limit += stats.over_limit;
+    result.errors += stats.errors;
+    if (result.first_error.empty()) result.first_error = stats.first_error;
   }
-  std::sort(latencies.begin(), latencies.end());
-  const int64_t calls = static_cast<int64_t>(latencies.size());
-  const int64_t decisions = (ok + over_limit) * options.descriptors;
-  const double calls_per_second = calls / elapsed;
-  const double decisions_per_second = decisions / elapsed;
-  const double per_cpu = server_cpu > 0 ? decisions / server_cpu : 0;
-
-  std::printf("target %s, %d in flight over %d channels, %d descriptor(s) per call, %" PRId64
-              " keys\n",
-              options.target.c_str(), options.concurrency, options.channels, options.descriptors,
-              options.keys);
-  std::printf("calls %" PRId64 " in %.2f s: %.0f calls/s, %.0f decisions/s\n", calls, elapsed,
-              calls_per_second, decisions_per_second);
-  std::printf("answers: ok %" PRId64 ", over_limit %" PRId64 ", errors %" PRId64 "%s%s\n", ok,
-              over_limit, errors, first_error.empty() ? "" : " (first: ",
-              first_error.empty() ? "" : (first_error + ")").c_str());
-  std::printf("latency us: p50 %" PRId64 ", p90 %" PRId64 ", p99 %" PRId64 ", p99.9 %" PRId64
-              ", max %" PRId64 "\n",
-              Percentile(latencies, 0.50), Percentile(latencies, 0.90), Percentile(latencies, 0.99),
-              Percentile(latencies, 0.999),
-              latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
-  if (server_cpu >= 0) {
-    std::printf("server CPU %.2f s (%.0f%% of one core): %.0f decisions per CPU-second\n",
-                server_cpu, 100 * server_cpu / elapsed, per_cpu);
-  }
-  std::printf("load generator CPU %.2f s\n", self_cpu);
-  std::printf("result calls=%" PRId64
-              " seconds=%.3f calls_per_second=%.0f "
-              "decisions_per_second=%.0f errors=%" PRId64 " over_limit=%" PRId64
-              " server_cpu_seconds=%.3f redis_cpu_seconds=%.3f decisions_per_cpu_second=%.0f "
-              "p50_us=%" PRId64 " p90_us=%" PRId64 " p99_us=%" PRId64 " max_us=%" PRId64 "\n",
-              calls, elapsed, calls_per_second, decisions_per_second, errors, over_limit,
-              server_cpu, redis_cpu, per_cpu, Percentile(latencies, 0.50),
-              Percentile(latencies, 0.90), Percentile(latencies, 0.99),
-              latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
-  return errors > 0 ? 1 : 0;
+  std::sort(result.latencies_micros.begin(), result.latencies_micros.end());
+  PrintRlsLoadReport(options, result);
+  return result.errors > 0 ? 1 : 0;
 }

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,15 +43,19 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "load_common.h"
 #include "process_cpu.h"
 
 namespace {
 
 using ::envoy::service::ratelimit::v3::RateLimitRequest;
 using ::envoy::service::ratelimit::v3::RateLimitResponse;
-using tollgate::bench::ParsePids;
-using tollgate::bench::ProcessCpuSeconds;
-using tollgate::bench::ProcessesCpuSeconds;
+using tollgate::bench::MeasuredWindow;
+using tollgate::bench::Pacer;
+using tollgate::bench::ParseRlsLoadOptions;
+using tollgate::bench::PrintRlsLoadReport;
+using tollgate::bench::RlsLoadOptions;
+using tollgate::bench::RlsLoadResult;
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -58,108 +63,20 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kPath[] = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-struct Options {
-  std::string host = "127.0.0.1";
-  std::string port = "8081";
-  std::string domain = "bench";
-  std::string key = "user";
-  std::string value_prefix = "u";
-  int64_t keys = 10000;
-  int descriptors = 1;
-  int concurrency = 64;
-  int channels = 2;
-  double duration_seconds = 10;
-  double warmup_seconds = 1;
-  int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warm-up)
-  std::string server_pids;
-  int redis_pid = 0;
-  double timeout_seconds = 5;
-  double rate = 0;  // calls per second over all slots; 0: closed loop
-};
-
-[[noreturn]] void Usage(const char* message) {
-  std::fprintf(stderr,
-               "h2_load: %s\nusage: h2_load [--target HOST:PORT] [--domain D] [--key K] "
-               "[--value-prefix P] [--keys N] [--descriptors N] [--concurrency N] [--channels N] "
-               "[--duration S] [--warmup S] [--requests N] [--server-pid PID[,PID...]] "
-               "[--redis-pid PID] [--timeout S] [--rate CALLS_PER_SECOND]\n",
-               message);
-  std::exit(2);
-}
-
-Options ParseOptions(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(("missing value for " + flag).c_str());
-    const char* value = argv[++i];
-    if (flag == "--target") {
-      const std::string target = value;
-      const size_t colon = target.rfind(':');
-      if (colon == std::string::npos) Usage("--target is HOST:PORT");
-      options.host = target.substr(0, colon);
-      options.port = target.substr(colon + 1);
-    } else if (flag == "--domain") {
-      options.domain = value;
-    } else if (flag == "--key") {
-      options.key = value;
-    } else if (flag == "--value-prefix") {
-      options.value_prefix = value;
-    } else if (flag == "--keys") {
-      options.keys = std::atoll(value);
-    } else if (flag == "--descriptors") {
-      options.descriptors = std::atoi(value);
-    } else if (flag == "--concurrency") {
-      options.concurrency = std::atoi(value);
-    } else if (flag == "--channels") {
-      options.channels = std::atoi(value);
-    } else if (flag == "--duration") {
-      options.duration_seconds = std::atof(value);
-    } else if (flag == "--warmup") {
-      options.warmup_seconds = std::atof(value);
-    } else if (flag == "--requests") {
-      options.requests = std::atoll(value);
-    } else if (flag == "--server-pid") {
-      options.server_pids = value;
-    } else if (flag == "--redis-pid") {
-      options.redis_pid = std::atoi(value);
-    } else if (flag == "--timeout") {
-      options.timeout_seconds = std::atof(value);
-    } else if (flag == "--rate") {
-      options.rate = std::atof(value);
-    } else {
-      Usage(("unknown flag " + flag).c_str());
-    }
-  }
-  if (options.keys < 1 || options.descriptors < 1 || options.concurrency < 1 ||
-      options.channels < 1 || options.duration_seconds <= 0 || options.warmup_seconds < 0 ||
-      options.requests < 0 || options.rate < 0 || options.timeout_seconds <= 0) {
-    Usage("numbers must be positive");
-  }
-  if (options.requests > 0) options.warmup_seconds = 0;
-  return options;
-}
-
 enum class Phase { kWarmup, kMeasure, kStop };
-
-struct Stats {
-  std::vector<int32_t> latencies_micros;
-  int64_t ok = 0;
-  int64_t over_limit = 0;
-  int64_t errors = 0;
-  std::string first_error;
-};
 
 class Connection;
 
 // Everything the slots share: the options, the phase, the counts.
 struct Run {
-  Options options;
+  RlsLoadOptions options;
+  std::string host;
+  std::string port;
   asio::io_context io;
   Phase phase = Phase::kWarmup;
   int64_t started = 0;  // with --requests: calls started
   int active_slots = 0;
-  Stats stats;
+  RlsLoadResult result;
   std::mt19937_64 random{20261204};
 };
 
@@ -167,14 +84,11 @@ struct Run {
 class Slot {
  public:
   Slot(Run& run, Connection& connection, int index)
-      : run_(run), connection_(connection), index_(index), timer_(run.io) {
-    if (run_.options.rate > 0) {
-      period_ = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(run_.options.concurrency / run_.options.rate));
-      // Slots spread over one period, so that calls do not start in bursts.
-      next_turn_ = Clock::now() + period_ * index_ / run_.options.concurrency;
-    }
-  }
+      : run_(run),
+        connection_(connection),
+        index_(index),
+        timer_(run.io),
+        pacer_(run.options.rate, run.options.concurrency, index) {}
 
   void Start() { Wait(); }
 
@@ -228,15 +142,14 @@ class Slot {
   bool in_flight_ = false;
   Phase phase_at_start_ = Phase::kWarmup;
   Clock::time_point start_;
-  Clock::duration period_ = Clock::duration::zero();
-  Clock::time_point next_turn_;
+  Pacer pacer_;  // with --rate, when the next call may start
 };
 
 // One HTTP/2 connection (an nghttp2 client session on one socket) and the slots on it.
 class Connection {
  public:
   explicit Connection(Run& run)
-      : run_(run), authority_(run.options.host + ":" + run.options.port), socket_(run.io) {}
+      : run_(run), authority_(run.host + ":" + run.port), socket_(run.io) {}
   ~Connection() {
     if (session_ != nullptr) nghttp2_session_del(session_);
   }
@@ -244,10 +157,10 @@ class Connection {
   bool Open() {
     boost::system::error_code error;
     tcp::resolver resolver(run_.io);
-    asio::connect(socket_, resolver.resolve(run_.options.host, run_.options.port), error);
+    asio::connect(socket_, resolver.resolve(run_.host, run_.port), error);
     if (error) {
-      std::fprintf(stderr, "h2_load: cannot connect to %s:%s: %s\n", run_.options.host.c_str(),
-                   run_.options.port.c_str(), error.message().c_str());
+      std::fprintf(stderr, "h2_load: cannot connect to %s:%s: %s\n", run_.host.c_str(),
+                   run_.port.c_str(), error.message().c_str());
       return false;
     }
     socket_.set_option(tcp::no_delay(true));
@@ -390,19 +303,12 @@ class Connection {
 };
 
 void Slot::Wait() {
-  if (period_ == Clock::duration::zero()) {
+  const std::optional<Clock::time_point> turn = pacer_.Next();
+  if (!turn.has_value()) {
     Issue();
     return;
   }
-  const Clock::time_point now = Clock::now();
-  const Clock::time_point turn = next_turn_;
-  // A late slot starts at once and does not catch up with a burst.
-  next_turn_ = std::max(next_turn_, now) + period_;
-  if (turn <= now) {
-    Issue();
-    return;
-  }
-  timer_.expires_at(turn);
+  timer_.expires_at(*turn);
   timer_.async_wait([this](boost::system::error_code error) {
     if (!error) Issue();
   });
@@ -468,7 +374,7 @@ void Slot::Record(const std::string& error) {
       (run_.options.requests == 0 && run_.phase != Phase::kMeasure)) {
     return;
   }
-  Stats& stats = run_.stats;
+  RlsLoadResult& stats = run_.result;
   std::string why = error;
   RateLimitResponse answer;
   if (why.empty() &&
@@ -485,19 +391,15 @@ void Slot::Record(const std::string& error) {
   stats.latencies_micros.push_back(static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
 }
 
-int64_t Percentile(const std::vector<int32_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const size_t index = std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()));
-  return sorted[index];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Run run;
-  run.options = ParseOptions(argc, argv);
-  const Options& options = run.options;
-  const std::vector<int> server_pids = ParsePids(options.server_pids);
+  run.options = ParseRlsLoadOptions(argc, argv, "h2_load", /*threads_flag=*/false);
+  const RlsLoadOptions& options = run.options;
+  const size_t colon = options.target.rfind(':');
+  run.host = options.target.substr(0, colon);
+  run.port = options.target.substr(colon + 1);
 
   std::vector<std::unique_ptr<Connection>> connections;
   for (int i = 0; i < options.channels; ++i) {
@@ -513,22 +415,13 @@ int main(int argc, char** argv) {
   if (options.requests > 0) run.phase = Phase::kMeasure;
   run.active_slots = options.concurrency;
 
-  double elapsed = 0, server_cpu = -1, redis_cpu = -1, self_cpu = 0;
-  double server_cpu_start = -1, redis_cpu_start = -1, self_cpu_start = 0;
-  Clock::time_point measure_start = Clock::now();
+  RlsLoadResult& result = run.result;
+  MeasuredWindow window(options);
   const auto start_measuring = [&] {
     run.phase = Phase::kMeasure;
-    server_cpu_start = server_pids.empty() ? -1 : ProcessesCpuSeconds(server_pids);
-    redis_cpu_start = options.redis_pid > 0 ? ProcessCpuSeconds(options.redis_pid) : -1;
-    self_cpu_start = ProcessCpuSeconds(getpid());
-    measure_start = Clock::now();
+    window.Start();
   };
-  const auto stop_measuring = [&] {
-    elapsed = std::chrono::duration<double>(Clock::now() - measure_start).count();
-    if (!server_pids.empty()) server_cpu = ProcessesCpuSeconds(server_pids) - server_cpu_start;
-    if (options.redis_pid > 0) redis_cpu = ProcessCpuSeconds(options.redis_pid) - redis_cpu_start;
-    self_cpu = ProcessCpuSeconds(getpid()) - self_cpu_start;
-  };
+  const auto stop_measuring = [&] { window.Stop(result); };
 
   // The phases, and a watchdog: a call older than --timeout fails (its slot goes on).
   asio::steady_timer warmup_end(run.io), window_end(run.io), watchdog(run.io);
@@ -567,42 +460,7 @@ int main(int argc, char** argv) {
   if (options.requests > 0) stop_measuring();
   for (auto& connection : connections) connection->Close();
 
-  Stats& stats = run.stats;
-  std::vector<int32_t>& latencies = stats.latencies_micros;
-  std::sort(latencies.begin(), latencies.end());
-  const int64_t calls = static_cast<int64_t>(latencies.size());
-  const int64_t decisions = (stats.ok + stats.over_limit) * options.descriptors;
-  const double calls_per_second = elapsed > 0 ? calls / elapsed : 0;
-  const double decisions_per_second = elapsed > 0 ? decisions / elapsed : 0;
-  const double per_cpu = server_cpu > 0 ? decisions / server_cpu : 0;
-
-  std::printf("target %s:%s, %d in flight over %d connections, %d descriptor(s) per call, %" PRId64
-              " keys\n",
-              options.host.c_str(), options.port.c_str(), options.concurrency, options.channels,
-              options.descriptors, options.keys);
-  std::printf("calls %" PRId64 " in %.2f s: %.0f calls/s, %.0f decisions/s\n", calls, elapsed,
-              calls_per_second, decisions_per_second);
-  std::printf("answers: ok %" PRId64 ", over_limit %" PRId64 ", errors %" PRId64 "%s%s\n", stats.ok,
-              stats.over_limit, stats.errors, stats.first_error.empty() ? "" : " (first: ",
-              stats.first_error.empty() ? "" : (stats.first_error + ")").c_str());
-  std::printf("latency us: p50 %" PRId64 ", p90 %" PRId64 ", p99 %" PRId64 ", p99.9 %" PRId64
-              ", max %" PRId64 "\n",
-              Percentile(latencies, 0.50), Percentile(latencies, 0.90), Percentile(latencies, 0.99),
-              Percentile(latencies, 0.999),
-              latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
-  if (server_cpu >= 0) {
-    std::printf("server CPU %.2f s (%.0f%% of one core): %.0f decisions per CPU-second\n",
-                server_cpu, 100 * server_cpu / elapsed, per_cpu);
-  }
-  std::printf("load generator CPU %.2f s\n", self_cpu);
-  std::printf("result calls=%" PRId64
-              " seconds=%.3f calls_per_second=%.0f "
-              "decisions_per_second=%.0f errors=%" PRId64 " over_limit=%" PRId64
-              " server_cpu_seconds=%.3f redis_cpu_seconds=%.3f decisions_per_cpu_second=%.0f "
-              "p50_us=%" PRId64 " p90_us=%" PRId64 " p99_us=%" PRId64 " max_us=%" PRId64 "\n",
-              calls, elapsed, calls_per_second, decisions_per_second, stats.errors,
-              stats.over_limit, server_cpu, redis_cpu, per_cpu, Percentile(latencies, 0.50),
-              Percentile(latencies, 0.90), Percentile(latencies, 0.99),
-              latencies.empty() ? 0 : static_cast<int64_t>(latencies.back()));
-  return stats.errors > 0 ? 1 : 0;
+  std::sort(result.latencies_micros.begin(), result.latencies_micros.end());
+  PrintRlsLoadReport(options, result);
+  return result.errors > 0 ? 1 : 0;
 }

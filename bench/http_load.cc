@@ -29,20 +29,24 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "process_cpu.h"
 #include "boost/asio/connect.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
+#include "load_common.h"
+#include "process_cpu.h"
 
 namespace {
 
+using tollgate::bench::Pacer;
 using tollgate::bench::ParsePids;
+using tollgate::bench::Percentile;
 using tollgate::bench::ProcessCpuSeconds;
 using tollgate::bench::ProcessesCpuSeconds;
 
@@ -59,8 +63,8 @@ struct Options {
   int connections = 8;
   double duration_seconds = 5;
   double warmup_seconds = 1;
-  int64_t requests = 0;  // > 0: a fixed count instead of a duration (no warm-up)
-  double rate = 0;       // requests per second over all connections; 0: closed loop
+  int64_t requests = 0;          // > 0: a fixed count instead of a duration (no warm-up)
+  double rate = 0;               // requests per second over all connections; 0: closed loop
   std::vector<int> server_pids;  // summed: a server of several processes (nginx's workers)
   int redis_pid = 0;
   double timeout_seconds = 5;
@@ -146,13 +150,12 @@ struct Stats {
 // stops (owned by main).
 class Connection {
  public:
-  Connection(Run& run, int index) : run_(run), socket_(run.io), timer_(run.io) {
+  Connection(Run& run, int index)
+      : run_(run),
+        socket_(run.io),
+        timer_(run.io),
+        pacer_(run.options.rate, run.options.connections, index) {
     stats_.latencies_micros.reserve(1 << 16);
-    if (run_.options.rate > 0) {
-      period_ = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(run_.options.connections / run_.options.rate));
-      next_turn_ = Clock::now() + period_ * index / run_.options.connections;
-    }
   }
 
   void Start() { Connect(); }
@@ -175,18 +178,12 @@ class Connection {
 
   // Sends the next request now or, with --rate, at its turn.
   void Wait() {
-    if (period_ == Clock::duration::zero()) {
+    const std::optional<Clock::time_point> turn = pacer_.Next();
+    if (!turn.has_value()) {
       Issue();
       return;
     }
-    const Clock::time_point now = Clock::now();
-    const Clock::time_point turn = next_turn_;
-    next_turn_ = std::max(next_turn_, now) + period_;
-    if (turn <= now) {
-      Issue();
-      return;
-    }
-    timer_.expires_at(turn);
+    timer_.expires_at(*turn);
     timer_.async_wait([this](const boost::system::error_code& error) {
       if (!error) Issue();
     });
@@ -306,16 +303,10 @@ class Connection {
   size_t buffered_ = 0;
   Phase phase_at_start_ = Phase::kWarmup;
   Clock::time_point start_;
-  Clock::duration period_ = Clock::duration::zero();
-  Clock::time_point next_turn_;
+  Pacer pacer_;  // with --rate, when the next request may start
   bool finished_ = false;
   Stats stats_;
 };
-
-int64_t Percentile(const std::vector<int32_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()))];
-}
 
 }  // namespace
 
