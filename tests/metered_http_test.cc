@@ -335,10 +335,17 @@ TEST_P(MeteredHttpTest, BadLeaseRequestsAre400) {
     EXPECT_THAT(Json(response)["error"].get<std::string>(), HasSubstr(c.error))
         << c.path << " " << c.body;
   }
-  // A lease id nobody was granted releases nothing.
+  // A lease id nobody was granted releases nothing, and the answer describes the limit as
+  // its store sees it: one lease held of 2.
+  Response held = Post("/v1/acquire", R"({"limit":"in_flight","key":"k"})");
+  ASSERT_EQ(held.result(), http::status::ok) << held.body();
   Response forged = Post("/v1/release", R"({"limit":"in_flight","key":"k","lease":"x"})");
   EXPECT_EQ(forged.result(), http::status::ok);
   EXPECT_EQ(Json(forged)["released"], false);
+  EXPECT_EQ(Json(forged)["source"], GetParam() ? "redis" : "memory") << forged.body();
+  EXPECT_EQ(Json(forged)["remaining"], 1) << forged.body();
+  Response renewed = Post("/v1/renew", R"({"limit":"in_flight","key":"k","lease":"x"})");
+  EXPECT_EQ(renewed.result(), http::status::not_found) << renewed.body();
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MeteredHttpTest, ::testing::Values(true, false),

@@ -467,19 +467,23 @@ void Limiter::LeaseAsync(const Limit& limit, std::string_view key, std::string_v
   items.back().op = op;
   items.back().id = std::string(lease);
   if (!internal::IsMeteredId(lease)) {
-    // Not an id this library could have made: held by no one.
-    Decision decision;
-    decision.limit = limit.numbers.limit;
-    decision.reason = DenyReason::kNotFound;
-    if (absl::Status status = ValidateRequest(limit.name, key, 1); !status.ok()) {
-      std::move(done)(std::move(status));
-      return;
-    }
+    // Not an id this library could have made: held by no one. The answer describes the
+    // limit as its store sees it (a look, cost 0), as for a lease that is no longer held.
     if (absl::Status status = ValidateOp(items.back()); !status.ok()) {
       std::move(done)(std::move(status));
       return;
     }
-    std::move(done)(decision);
+    items.back() = CheckItem{&limit, std::string(key), 0};
+    CheckItemsAsync(std::move(items),
+                    [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+                      absl::StatusOr<Decision> decision = Single(std::move(result));
+                      if (decision.ok()) {
+                        decision->allowed = false;
+                        decision->reason = DenyReason::kNotFound;
+                        decision->retry_after_micros = 0;
+                      }
+                      std::move(done)(std::move(decision));
+                    });
     return;
   }
   CheckItemsAsync(std::move(items),
