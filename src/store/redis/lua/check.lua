@@ -207,21 +207,6 @@ if code == 102 or code == 115 then  -- one check alone, 'f' or 's'
   return struct.pack('<dBddd', now, allowed + 2 * reason, remaining, reset_after, retry_after)
 end
 
--- When a concurrency limit's slots free: reset_after (the last lease's expiry) and retry_after
--- (when the lease whose end frees a slot expires, unless this item just took one: `taking`),
--- from the `held` leases, in expiry order the first `stored` in the set `lkey` and the rest
--- taken in this call (they expire at now + lease, the latest of all).
-local function lease_times(lkey, limit, lease, held, stored, taking)
-  local function expiry(rank)
-    if rank >= stored then return now + lease end
-    return tonumber(redis.call('ZRANGE', lkey, rank, rank, 'WITHSCORES')[2])
-  end
-  local reset_after, retry_after = 0, 0
-  if held > 0 then reset_after = expiry(held - 1) - now end
-  if held >= limit and not taking then retry_after = expiry(held - limit) - now end
-  return reset_after, retry_after
-end
-
 -- State read so far in this call, including what earlier limits of the same call would
 -- consume, so that a key checked twice in one call sees its own first use.
 local pending = {}
@@ -449,9 +434,18 @@ for pass = 1, 2 do
           end
         end
         remaining = limit - held  -- < 0: held beyond the limit (a debt)
-        -- The set's leases, then this call's tentative ones.
-        reset_after, retry_after = lease_times(lkey, limit, lease, held, held - tentative,
-                                               allowed == 1 and cost == 1)
+        -- The leases in expiry order: the set's, then this call's tentative ones (now + lease,
+        -- the latest of all).
+        local stored = held - tentative
+        local function expiry(rank)
+          if rank >= stored then return now + lease end
+          local member = redis.call('ZRANGE', lkey, rank, rank, 'WITHSCORES')
+          return tonumber(member[2])
+        end
+        if held > 0 then reset_after = expiry(held - 1) - now end
+        if held >= limit and not (allowed == 1 and cost == 1) then
+          retry_after = expiry(held - limit) - now
+        end
 
       else
         return redis.error_reply('tollgate: unknown algorithm ' .. tostring(algorithm))
