@@ -75,9 +75,20 @@ size_t ExpectedBytes(std::string_view script, std::string_view prefix,
   return bytes;
 }
 
-// The state key argument `<prefix><limit name>:{<key>}` (see StateKey).
-void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem& item) {
-  writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}"});
+// The state key argument `<prefix><limit name>:{<key>}` (see StateKey), followed by
+// `suffix` (":l", a concurrency limit's lease set).
+void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem& item,
+                 std::string_view suffix = "") {
+  writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}", suffix});
+}
+
+// The time argument of check.lua and lease.lua: empty (Redis TIME), or pinned by a test.
+void AddTime(CommandWriter& writer, std::optional<int64_t> now_micros) {
+  if (now_micros.has_value()) {
+    writer.AddInteger(*now_micros);
+  } else {
+    writer.Add("");
+  }
 }
 
 // The op byte check.lua reads after an item's 25 bytes; 0 for a plain check (no byte).
@@ -105,12 +116,20 @@ char OpByte(const CheckItem& item) {
 // parses a struct.unpack in a fraction of what four decimal arguments cost it
 // (docs/redis.md, "What a check costs Redis").
 constexpr size_t kItemArgs = 1;
+// An item's bytes up to its id (which follows them in check.lua's ARGV, and is an argument of
+// its own in lease.lua's).
+struct ItemBytes {
+  char data[1 + 4 * 8 + 1 + 8];
+  size_t size = 0;
+  bool then_id = false;  // an op byte was written: the item's id follows
+  std::string_view view() const { return {data, size}; }
+};
 // check.lua reads a shadow item's algorithm byte in upper case ('T', 'F', 'S').
-void AddItemArgs(CommandWriter& writer, const CheckItem& item,
-                 std::optional<double> extra = std::nullopt, bool shadow = false,
-                 bool with_op = false) {
+ItemBytes EncodeItem(const CheckItem& item, std::optional<double> extra, bool shadow,
+                     bool with_op) {
   const LimitNumbers& numbers = item.limit->numbers;
-  char arg[1 + 4 * 8 + 1 + 8];
+  ItemBytes bytes;
+  char* const arg = bytes.data;
   char* cursor = arg + 1;
   switch (numbers.algorithm) {
     case Algorithm::kTokenBucket:
@@ -133,15 +152,26 @@ void AddItemArgs(CommandWriter& writer, const CheckItem& item,
   if (extra.has_value()) cursor = PutLittleEndianDouble(cursor, *extra);
   if (const char op = with_op ? OpByte(item) : 0; op != 0) {
     *cursor++ = op;
+    bytes.then_id = true;
     if (item.op == ItemOp::kReserve) {
       // The record's TTL in ms, rounded up.
       const int64_t ttl_ms = (item.limit->reservation_ttl_micros + 999) / 1000;
       cursor = PutLittleEndianDouble(cursor, static_cast<double>(ttl_ms));
     }
-    writer.AddConcatenation({std::string_view(arg, cursor - arg), item.id});
-    return;
   }
-  writer.Add(std::string_view(arg, cursor - arg));
+  bytes.size = static_cast<size_t>(cursor - arg);
+  return bytes;
+}
+
+void AddItemArgs(CommandWriter& writer, const CheckItem& item,
+                 std::optional<double> extra = std::nullopt, bool shadow = false,
+                 bool with_op = false) {
+  const ItemBytes bytes = EncodeItem(item, extra, shadow, with_op);
+  if (bytes.then_id) {
+    writer.AddConcatenation({bytes.view(), item.id});
+  } else {
+    writer.Add(bytes.view());
+  }
 }
 
 // A batch that is one concurrency item taking ('K') or releasing ('L') a slot, not in shadow
@@ -159,27 +189,16 @@ bool IsSingleLease(const std::vector<CheckItem>& items) {
 // set's key, the time, the item's 26 bytes without its id, the id, the lease time in ms.
 std::string LeaseCommand(std::string_view verb, std::string_view script, std::string_view prefix,
                          const CheckItem& item, std::optional<int64_t> now_micros) {
-  const LimitNumbers& numbers = item.limit->numbers;
   CommandWriter writer(8, 96 + script.size() + prefix.size() + item.limit->name.size() +
                               item.key.size() + item.id.size());
   writer.Add(verb);
   writer.Add(script);
   writer.Add("1");
-  writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}:l"});
-  if (now_micros.has_value()) {
-    writer.AddInteger(*now_micros);
-  } else {
-    writer.Add("");
-  }
-  char arg[1 + 3 * 8 + 1];
-  arg[0] = 'c';
-  char* cursor = PutLittleEndianDouble(arg + 1, static_cast<double>(numbers.limit));
-  cursor = PutLittleEndianDouble(cursor, static_cast<double>(numbers.window_micros));
-  cursor = PutLittleEndianDouble(cursor, static_cast<double>(item.cost));
-  *cursor++ = OpByte(item);
-  writer.Add(std::string_view(arg, cursor - arg));
+  AddStateKey(writer, prefix, item, ":l");
+  AddTime(writer, now_micros);
+  writer.Add(EncodeItem(item, std::nullopt, /*shadow=*/false, /*with_op=*/true).view());
   writer.Add(item.id);
-  writer.AddInteger((numbers.window_micros + 999) / 1000);
+  writer.AddInteger((item.limit->numbers.window_micros + 999) / 1000);
   return std::move(writer).Finish();
 }
 
@@ -192,11 +211,7 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
   writer.Add(script);
   writer.AddInteger(static_cast<int64_t>(n));
   for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
-  if (now_micros.has_value()) {
-    writer.AddInteger(*now_micros);
-  } else {
-    writer.Add("");
-  }
+  AddTime(writer, now_micros);
   for (const CheckItem& item : items) {
     AddItemArgs(writer, item, std::nullopt, item.shadow, /*with_op=*/true);
   }
