@@ -57,6 +57,7 @@ using tollgate::bench::ParseRlsLoadOptions;
 using tollgate::bench::PrintRlsLoadReport;
 using tollgate::bench::RlsLoadOptions;
 using tollgate::bench::RlsLoadResult;
+using tollgate::bench::RlsTally;
 
 using ::envoy::service::ratelimit::v3::RateLimitRequest;
 using ::envoy::service::ratelimit::v3::RateLimitResponse;
@@ -77,14 +78,6 @@ struct Run {
   absl::Notification all_done;
 };
 
-struct SlotStats {
-  std::vector<int32_t> latencies_micros;
-  int64_t ok = 0;
-  int64_t over_limit = 0;
-  int64_t errors = 0;
-  std::string first_error;
-};
-
 // One in-flight call at a time, reissued when its completion comes off the queue (with
 // --rate, at its next turn: a gRPC alarm on the same queue). The slot itself is the
 // completion-queue tag of both.
@@ -99,7 +92,7 @@ class Slot {
   }
 
   void Start() { Wait(); }
-  SlotStats& stats() { return stats_; }
+  RlsTally& stats() { return stats_; }
 
   // A completion of this slot's tag: its alarm or its call.
   void Event() {
@@ -135,14 +128,8 @@ class Slot {
     if (phase_at_start_ == Phase::kMeasure &&
         (run_.options.requests > 0 ||
          run_.phase.load(std::memory_order_acquire) == Phase::kMeasure)) {
-      if (!status_.ok()) {
-        if (stats_.errors++ == 0) stats_.first_error = status_.error_message();
-      } else if (response_.overall_code() == RateLimitResponse::OVER_LIMIT) {
-        ++stats_.over_limit;
-      } else {
-        ++stats_.ok;
-      }
-      stats_.latencies_micros.push_back(static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
+      stats_.Record(micros, status_.ok() ? std::string() : status_.error_message(),
+                    status_.ok() && response_.overall_code() == RateLimitResponse::OVER_LIMIT);
     }
     Wait();
   }
@@ -185,7 +172,7 @@ class Slot {
   std::unique_ptr<grpc::ClientAsyncResponseReader<RateLimitResponse>> reader_;
   Phase phase_at_start_ = Phase::kWarmup;
   Clock::time_point start_;
-  SlotStats stats_;
+  RlsTally stats_;
   Pacer pacer_;  // with --rate, when the next call may start
   bool waiting_ = false;
   grpc::Alarm alarm_;
@@ -255,13 +242,7 @@ int main(int argc, char** argv) {
   for (std::thread& thread : threads) thread.join();
 
   for (auto& slot : slots) {
-    SlotStats& stats = slot->stats();
-    result.latencies_micros.insert(result.latencies_micros.end(), stats.latencies_micros.begin(),
-                                   stats.latencies_micros.end());
-    result.ok += stats.ok;
-    result.over_limit += stats.over_limit;
-    result.errors += stats.errors;
-    if (result.first_error.empty()) result.first_error = stats.first_error;
+    result.Merge(slot->stats());
   }
   std::sort(result.latencies_micros.begin(), result.latencies_micros.end());
   PrintRlsLoadReport(options, result);

@@ -374,21 +374,14 @@ void Slot::Record(const std::string& error) {
       (run_.options.requests == 0 && run_.phase != Phase::kMeasure)) {
     return;
   }
-  RlsLoadResult& stats = run_.result;
   std::string why = error;
   RateLimitResponse answer;
   if (why.empty() &&
       !answer.ParseFromArray(response_.data() + 5, static_cast<int>(response_.size() - 5))) {
     why = "an answer that does not parse";
   }
-  if (!why.empty()) {
-    if (stats.errors++ == 0) stats.first_error = why;
-  } else if (answer.overall_code() == RateLimitResponse::OVER_LIMIT) {
-    ++stats.over_limit;
-  } else {
-    ++stats.ok;
-  }
-  stats.latencies_micros.push_back(static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
+  run_.result.Record(micros, why,
+                     why.empty() && answer.overall_code() == RateLimitResponse::OVER_LIMIT);
 }
 
 }  // namespace

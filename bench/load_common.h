@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -145,12 +146,37 @@ inline RlsLoadOptions ParseRlsLoadOptions(int argc, char** argv, const char* too
 }
 
 // What one run of an RLS load generator measured.
-struct RlsLoadResult {
-  std::vector<int32_t> latencies_micros;  // sorted
+// The answers of the measured calls and their latencies.
+struct RlsTally {
+  std::vector<int32_t> latencies_micros;  // sorted once the run is over
   int64_t ok = 0;
   int64_t over_limit = 0;
   int64_t errors = 0;
   std::string first_error;
+
+  // One call that took `micros`: failed with `error` (non-empty), or answered, OVER_LIMIT
+  // when `over` is set.
+  void Record(int64_t micros, const std::string& error, bool over) {
+    if (!error.empty()) {
+      if (errors++ == 0) first_error = error;
+    } else if (over) {
+      ++over_limit;
+    } else {
+      ++ok;
+    }
+    latencies_micros.push_back(static_cast<int32_t>(std::min<int64_t>(micros, INT32_MAX)));
+  }
+  void Merge(const RlsTally& other) {
+    latencies_micros.insert(latencies_micros.end(), other.latencies_micros.begin(),
+                            other.latencies_micros.end());
+    ok += other.ok;
+    over_limit += other.over_limit;
+    errors += other.errors;
+    if (first_error.empty()) first_error = other.first_error;
+  }
+};
+
+struct RlsLoadResult : RlsTally {
   double elapsed_seconds = 0;
   double server_cpu_seconds = -1;  // -1: not measured
   double redis_cpu_seconds = -1;
