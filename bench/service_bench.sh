@@ -8,21 +8,27 @@
 #
 #   bench/service_bench.sh [BUILD_DIR]   (default: build; needs tollgate, bench/http_load,
 #                                         bench/h2_load (or bench/grpc_load),
-#                                         bench/h2_floor_server,
+#                                         bench/h2_floor_server, bench/http_floor_server,
 #                                         bench/grpc_floor_server)
 #
 # Rows (ROWS, in this order at every load level; HTTP rows at each HTTP_CONNECTIONS, gRPC
 # rows at each GRPC_IN_FLIGHT):
 #   nginx          HTTP floor: nginx (Debian's nginx-light), THREADS workers, access log off,
 #                  keep-alive, `location / { return 200 '<a check's JSON answer>'; }`
+#   http-floor-redis  HTTP + Redis floor: bench/http_floor_server --redis (epoll, THREADS
+#                  loops, one pipelined EVALSHA of a token bucket's Redis calls per request
+#                  before its 200; bench/floor_server.h): what a Redis round trip per request
+#                  costs a hand-written server, under the http-redis row
 #   http-memory    tollgate serve, POST /v1/check, in-memory store
 #   http-redis     tollgate serve, POST /v1/check, Redis store
 #   h2-floor       gRPC floor: bench/h2_floor_server (libnghttp2, THREADS loops, answers OK)
+#   h2-floor-redis gRPC + Redis floor: bench/h2_floor_server --redis (as http-floor-redis)
 #   grpc-async     gRPC C++ floor: bench/grpc_floor_server --api async --threads THREADS
 #   grpc-callback  gRPC C++ floor: bench/grpc_floor_server --api callback
 #   grpc-redis     tollgate serve, ShouldRateLimit, Redis store
-#   (also accepted: grpc-memory, tollgate's in-memory store over gRPC, and grpc-nodomain,
-#   tollgate answering a domain no config defines: its gRPC cost without a decision)
+#   (also accepted: grpc-memory, tollgate's in-memory store over gRPC; grpc-nodomain,
+#   tollgate answering a domain no config defines: its gRPC cost without a decision; and
+#   http-floor, bench/http_floor_server without Redis, a hand-written floor beside nginx)
 # HTTP load: bench/http_load (one thread, one request in flight per keep-alive connection,
 # the same POST for nginx and tollgate); gRPC load: bench/h2_load (libnghttp2, one thread,
 # over CHANNELS HTTP/2 connections, as Envoy's HTTP/2 codec calls), or with GRPC_CLIENT=grpc
@@ -34,7 +40,8 @@
 #   HTTP_CONNECTIONS="8 64"     GRPC_IN_FLIGHT="4 64"
 #   QUICK=0                     1 (make bench QUICK=1, the harness smoke test): the defaults
 #                               become DURATION=2 WARMUP=1 HTTP_CONNECTIONS=8 GRPC_IN_FLIGHT=4
-#   ROWS="nginx http-memory http-redis h2-floor grpc-async grpc-callback grpc-redis"
+#   ROWS="nginx http-floor-redis http-memory http-redis h2-floor h2-floor-redis grpc-async
+#         grpc-callback grpc-redis"
 #   THREADS=2                   tollgate serve --threads, and the floors' threads (nginx
 #                               workers, the nghttp2 and gRPC async floors' loops): each
 #                               ratio compares servers of the same shape
@@ -66,7 +73,9 @@
 # Redis (tollgate's /metrics): a row with a large share measures the fallback, not Redis.
 # Goals (issue 30, 29): HTTP in-memory <= 1.25x nginx, HTTP + Redis <= 1.5x nginx, gRPC + Redis
 # <= 1.5x the nghttp2 floor and <= 20 us server CPU per decision at 64 in flight, p99 at half
-# load <= 2 ms. Compare rows of one run (ratios), not runs: the machine is shared.
+# load <= 2 ms. A Redis row also reads as a ratio to the floor with the same Redis round trip
+# ("vs floor + Redis"): what tollgate adds to what the round trip costs any server. Compare
+# rows of one run (ratios), not runs: the machine is shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -78,7 +87,7 @@ DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-1}
 HTTP_CONNECTIONS=${HTTP_CONNECTIONS:-"8 64"}
 GRPC_IN_FLIGHT=${GRPC_IN_FLIGHT:-"4 64"}
-ROWS=${ROWS:-"nginx http-memory http-redis h2-floor grpc-async grpc-callback grpc-redis"}
+ROWS=${ROWS:-"nginx http-floor-redis http-memory http-redis h2-floor h2-floor-redis grpc-async grpc-callback grpc-redis"}
 THREADS=${THREADS:-2}
 KEYS=${KEYS:-10000}
 CHANNELS=${CHANNELS:-2}
@@ -92,7 +101,7 @@ STORE_TIMEOUT=${STORE_TIMEOUT:-}
 OUT=${OUT:-bench/out/service.md}
 export PATH="$PATH:/usr/sbin:/sbin"
 
-TOLLGATE="$BUILD/tollgate"
+TOLLGATE=${TOLLGATE:-"$BUILD/tollgate"}
 HTTP_LOAD="$BUILD/bench/http_load"
 case "$GRPC_CLIENT" in
   h2) GRPC_LOAD="$BUILD/bench/h2_load" GRPC_CLIENT_ARGS=() ;;
@@ -100,6 +109,7 @@ case "$GRPC_CLIENT" in
   *) echo "service_bench: GRPC_CLIENT is h2 or grpc" >&2; exit 2 ;;
 esac
 H2_FLOOR="$BUILD/bench/h2_floor_server"
+HTTP_FLOOR="$BUILD/bench/http_floor_server"
 GRPC_FLOOR="$BUILD/bench/grpc_floor_server"
 
 has_row() { [[ " $ROWS " == *" $1 "* ]]; }
@@ -107,8 +117,9 @@ needs=()
 for row in $ROWS; do
   case "$row" in
     nginx) needs+=("$HTTP_LOAD") ;;
-    http-*) needs+=("$TOLLGATE" "$HTTP_LOAD") ;;
-    h2-floor) needs+=("$H2_FLOOR" "$GRPC_LOAD") ;;
+    http-floor | http-floor-redis) needs+=("$HTTP_FLOOR" "$HTTP_LOAD") ;;
+    http-memory | http-redis) needs+=("$TOLLGATE" "$HTTP_LOAD") ;;
+    h2-floor | h2-floor-redis) needs+=("$H2_FLOOR" "$GRPC_LOAD") ;;
     grpc-async | grpc-callback) needs+=("$GRPC_FLOOR" "$GRPC_LOAD") ;;
     grpc-*) needs+=("$TOLLGATE" "$GRPC_LOAD") ;;
     *) echo "service_bench: unknown row $row" >&2; exit 2 ;;
@@ -275,7 +286,12 @@ start_server() {  # $1 row
     http-redis) start_serve redis http ;;
     grpc-memory | grpc-nodomain) start_serve memory grpc ;;
     grpc-redis) start_serve redis grpc ;;
+    http-floor) start_floor "$HTTP_FLOOR" --threads "$THREADS" ;;
+    http-floor-redis)
+      start_floor "$HTTP_FLOOR" --threads "$THREADS" --redis "127.0.0.1:$REDIS_PORT" --keys "$KEYS" ;;
     h2-floor) start_floor "$H2_FLOOR" --threads "$THREADS" ;;
+    h2-floor-redis)
+      start_floor "$H2_FLOOR" --threads "$THREADS" --redis "127.0.0.1:$REDIS_PORT" --keys "$KEYS" ;;
     grpc-async) start_floor "$GRPC_FLOOR" --api async --threads "$THREADS" ;;
     grpc-callback) start_floor "$GRPC_FLOOR" --api callback ;;
   esac
@@ -307,7 +323,7 @@ fallback_share() {  # $1, $2: store_counts before and after a row
 load() {
   local row=$1 level=$2 rate=$3 out status=0 redis_args=()
   [[ "$row" == *redis* ]] && redis_args=(--redis-pid "$REDIS_PID")
-  if [[ "$row" == grpc-* || "$row" == h2-floor ]]; then
+  if [[ "$row" == grpc-* || "$row" == h2-floor* ]]; then
     local domain=bench
     [ "$row" = grpc-nodomain ] && domain=no_such_domain
     out=$("$GRPC_LOAD" --target "127.0.0.1:$PORT" --domain "$domain" --key user --keys "$KEYS" \
@@ -433,9 +449,12 @@ fi
 label() {
   case "$1" in
     nginx) echo "nginx \`return 200\` (HTTP floor)" ;;
+    http-floor) echo "bench/http_floor_server (hand-written HTTP floor)" ;;
+    http-floor-redis) echo "bench/http_floor_server + a Redis round trip (HTTP + Redis floor)" ;;
     http-memory) echo "HTTP /v1/check, in-memory" ;;
     http-redis) echo "HTTP /v1/check, Redis" ;;
     h2-floor) echo "nghttp2 floor server (gRPC floor)" ;;
+    h2-floor-redis) echo "nghttp2 floor server + a Redis round trip (gRPC + Redis floor)" ;;
     grpc-async) echo "gRPC C++ async floor" ;;
     grpc-callback) echo "gRPC C++ callback floor" ;;
     grpc-redis) echo "gRPC ShouldRateLimit, Redis" ;;
@@ -445,8 +464,14 @@ label() {
 }
 floor_of() {  # the floor row of tollgate's row $1 (empty for a floor itself)
   case "$1" in
-    http-*) echo nginx ;;
+    http-memory | http-redis) echo nginx ;;
     grpc-redis | grpc-memory | grpc-nodomain) echo h2-floor ;;
+  esac
+}
+redis_floor_of() {  # the floor with the same Redis round trip, of tollgate's Redis row $1
+  case "$1" in
+    http-redis) echo http-floor-redis ;;
+    grpc-redis) echo h2-floor-redis ;;
   esac
 }
 goal_ratio() {
@@ -490,8 +515,8 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
 {
   echo "Service benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): ${DURATION}s per run after ${WARMUP}s, tollgate serve --threads $THREADS, $KEYS keys, store deadline ${STORE_TIMEOUT:-10ms (default)}, gRPC from $(basename "$GRPC_LOAD") over $CHANNELS connections${GRPC_CLIENT_ARGS[1]:+ (${GRPC_CLIENT_ARGS[1]} client threads)}, HTTP from bench/http_load (one thread), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo
-  echo "| path | connections / in flight | decisions/s (max) | server CPU µs per decision | floor µs (same run) | ratio to floor | vs gRPC C++ async | Redis CPU µs per decision | at ½ max: CPU µs | p50 µs | p99 µs | goals | fallback | errors |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| path | connections / in flight | decisions/s (max) | server CPU µs per decision | floor µs (same run) | ratio to floor | vs floor + Redis | vs gRPC C++ async | Redis CPU µs per decision | at ½ max: CPU µs | p50 µs | p99 µs | goals | fallback | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for group in HTTP GRPC; do
     if [ "$group" = HTTP ]; then levels=$HTTP_CONNECTIONS; rows=("${HTTP_ROWS[@]}"); else levels=$GRPC_IN_FLIGHT; rows=("${GRPC_ROWS[@]}"); fi
     [ "${#rows[@]}" -gt 0 ] || continue
@@ -499,9 +524,16 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
       for row in "${rows[@]}"; do
         key="$row $level"
         floor=$(floor_of "$row")
-        # The gRPC C++ floors, too, as a ratio to the nghttp2 floor.
-        case "$row" in grpc-async | grpc-callback) floor=h2-floor ;; esac
-        floor_us=- floor_ratio=- async_ratio=-
+        # The other floors, too, as a ratio to their protocol's floor.
+        case "$row" in
+          grpc-async | grpc-callback | h2-floor-redis) floor=h2-floor ;;
+          http-floor | http-floor-redis) floor=nginx ;;
+        esac
+        floor_us=- floor_ratio=- async_ratio=- redis_floor_ratio=-
+        redis_floor=$(redis_floor_of "$row")
+        if [ -n "$redis_floor" ] && [ -n "${CPU_US[$redis_floor $level]:-}" ]; then
+          redis_floor_ratio=$(ratio "${CPU_US[$key]}" "${CPU_US[$redis_floor $level]}")
+        fi
         if [ -n "$floor" ] && [ -n "${CPU_US[$floor $level]:-}" ]; then
           floor_us=${CPU_US[$floor $level]}
           floor_ratio=$(ratio "${CPU_US[$key]}" "$floor_us")
@@ -512,7 +544,7 @@ verdict() {  # $1 row $2 level $3 ratio: the goals this row has, each met or not
         fi
         goal_text=-
         [ -n "$(floor_of "$row")" ] && goal_text=$(verdict "$row" "$level" "$floor_ratio")
-        echo "| $(label "$row") | $level | ${DPS[$key]} | ${CPU_US[$key]} | $floor_us | $floor_ratio | $async_ratio | ${REDIS_US[$key]} | ${HALF_CPU_US[$key]} | ${P50[$key]} | ${P99[$key]} | $goal_text | ${FALLBACK[$key]} | ${ERRORS[$key]} |"
+        echo "| $(label "$row") | $level | ${DPS[$key]} | ${CPU_US[$key]} | $floor_us | $floor_ratio | $redis_floor_ratio | $async_ratio | ${REDIS_US[$key]} | ${HALF_CPU_US[$key]} | ${P50[$key]} | ${P99[$key]} | $goal_text | ${FALLBACK[$key]} | ${ERRORS[$key]} |"
       done
     done
   done

@@ -1,5 +1,5 @@
 # Benchmarks. Included when TOLLGATE_BUILD_BENCH or TOLLGATE_BUILD_TESTS is on: the tests'
-# build needs compare_driver, grpc_load, http_load and h2_floor_server for the harness smoke
+# build needs compare_driver, grpc_load, http_load and the floor servers for the harness smoke
 # test (tests/bench_harness_test.sh); the Google Benchmark targets only with
 # TOLLGATE_BUILD_BENCH.
 
@@ -21,16 +21,22 @@ add_executable(http_load ${CMAKE_SOURCE_DIR}/bench/http_load.cc)
 target_link_libraries(http_load PRIVATE Boost::headers Threads::Threads)
 set_target_properties(http_load PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 
-# The floor under every gRPC row of bench/service_bench.sh: a minimal unary gRPC server on
-# libnghttp2 answering OK.
+# The floors under bench/service_bench.sh's rows (bench/floor_server.h): a minimal unary gRPC
+# server on libnghttp2 answering OK, and a minimal HTTP/1.1 server answering 200; either
+# passes each request through one Redis round trip with --redis.
 pkg_check_modules(TOLLGATE_BENCH_NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
 add_executable(h2_floor_server ${CMAKE_SOURCE_DIR}/bench/h2_floor_server.cc)
-target_link_libraries(h2_floor_server PRIVATE tollgate_grpc PkgConfig::TOLLGATE_BENCH_NGHTTP2)
-if(TARGET PkgConfig::TOLLGATE_MALLOC_LIB)
-  target_link_libraries(h2_floor_server PRIVATE PkgConfig::TOLLGATE_MALLOC_LIB)
-endif()
-set_target_properties(h2_floor_server PROPERTIES
-  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+target_link_libraries(h2_floor_server PRIVATE tollgate_grpc PkgConfig::TOLLGATE_BENCH_NGHTTP2
+  Threads::Threads)
+add_executable(http_floor_server ${CMAKE_SOURCE_DIR}/bench/http_floor_server.cc)
+target_link_libraries(http_floor_server PRIVATE Threads::Threads)
+foreach(floor h2_floor_server http_floor_server)
+  target_include_directories(${floor} PRIVATE ${CMAKE_SOURCE_DIR})
+  if(TARGET PkgConfig::TOLLGATE_MALLOC_LIB)  # the malloc of `tollgate serve`, for a fair floor
+    target_link_libraries(${floor} PRIVATE PkgConfig::TOLLGATE_MALLOC_LIB)
+  endif()
+  set_target_properties(${floor} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endforeach()
 
 # The light gRPC load generator of bench/service_bench.sh: ShouldRateLimit over libnghttp2 in
 # one thread (Envoy's client is an HTTP/2 codec, not gRPC C++).

@@ -8,14 +8,15 @@
 # server (bench/h2_floor_server) answers 300 calls of the grpc++ client (bench/grpc_load) and
 # 300 of the nghttp2 client (bench/h2_load) with OK, and bench/service_bench.sh in QUICK mode
 # (1 s runs) gives every row a number without errors: nginx `return 200` (when nginx is
-# installed), tollgate over HTTP with the in-memory store (bench/http_load, closed loop and
-# paced), the floor server and tollgate over gRPC with the in-memory store (bench/h2_load).
+# installed), tollgate over HTTP with the in-memory store and with Redis beside the HTTP +
+# Redis floor (bench/http_floor_server --redis; bench/http_load, closed loop and paced), the
+# floor server and tollgate over gRPC with the in-memory store (bench/h2_load).
 #
 #   bash tests/bench_harness_test.sh BUILD_DIR SOURCE_DIR
 #
-# Needs BUILD_DIR/bench/{compare_driver,grpc_load,h2_load,http_load,h2_floor_server} and
-# BUILD_DIR/tollgate, redis-server, redis-benchmark, python3, node and npm (the peers are
-# installed with `npm ci --prefix bench/peers` from the npm registry when missing). Loopback
+# Needs BUILD_DIR/bench/{compare_driver,grpc_load,h2_load,http_load,h2_floor_server,
+# http_floor_server} and BUILD_DIR/tollgate, redis-server, redis-benchmark, python3, node and
+# npm (the peers are installed with `npm ci --prefix bench/peers` from the npm registry when missing). Loopback
 # only; bounded by 85 s + 40 s + 90 s.
 set -euo pipefail
 
@@ -30,7 +31,7 @@ for tool in redis-server redis-benchmark python3 node npm; do
   fi
 done
 for binary in bench/compare_driver bench/grpc_load bench/h2_load bench/http_load \
-  bench/h2_floor_server tollgate; do
+  bench/h2_floor_server bench/http_floor_server tollgate; do
   if [ ! -x "$BUILD/$binary" ]; then
     echo "FAIL: $BUILD/$binary not built"
     exit 1
@@ -110,7 +111,7 @@ FLOOR_PID=""
 echo "PASS: bench/h2_floor_server answered 300 grpc++ calls and 300 nghttp2 calls OK"
 
 # bench/service_bench.sh, QUICK: one short row of each kind that this build has.
-rows="http-memory h2-floor grpc-memory"
+rows="http-memory http-floor-redis http-redis h2-floor grpc-memory"
 command -v nginx >/dev/null 2>&1 && rows="nginx $rows"
 if ! QUICK=1 DURATION=1 WARMUP=0.3 ROWS="$rows" OUT="$OUT/service.md" timeout 90 \
   bash "$SOURCE/bench/service_bench.sh" "$BUILD" >"$OUT/service.log" 2>&1; then
@@ -121,7 +122,9 @@ fi
 python3 - "$OUT/service.md" "$rows" <<'EOF'
 import sys
 lines = [l for l in open(sys.argv[1]) if l.startswith("| ") and not l.startswith("| path")]
-names = {"nginx": "nginx", "http-memory": "HTTP /v1/check, in-memory", "h2-floor": "nghttp2",
+names = {"nginx": "nginx", "http-memory": "HTTP /v1/check, in-memory",
+         "http-floor-redis": "http_floor_server + a Redis round trip",
+         "http-redis": "HTTP /v1/check, Redis", "h2-floor": "nghttp2 floor server (gRPC floor)",
          "grpc-memory": "gRPC ShouldRateLimit, in-memory"}
 for row in sys.argv[2].split():
     matching = [l for l in lines if names[row] in l]
@@ -129,11 +132,15 @@ for row in sys.argv[2].split():
     cells = [c.strip() for c in matching[0].strip().strip("|").split("|")]
     assert float(cells[2]) > 0, f"{row}: no decisions/s: {matching[0]}"
     assert float(cells[3]) > 0, f"{row}: no server CPU per decision: {matching[0]}"
-    assert cells[10] != "-" and int(cells[10]) > 0, f"{row}: no p99 at half load: {matching[0]}"
+    assert cells[11] != "-" and int(cells[11]) > 0, f"{row}: no p99 at half load: {matching[0]}"
     assert cells[-1] == "0", f"{row}: errors: {matching[0]}"
 if "nginx" in sys.argv[2]:
     http = [l for l in lines if names["http-memory"] in l][0]
     cells = [c.strip() for c in http.strip().strip("|").split("|")]
     assert cells[5] != "-", f"no ratio to nginx: {http}"
+http_redis = [l for l in lines if names["http-redis"] in l][0]
+cells = [c.strip() for c in http_redis.strip().strip("|").split("|")]
+assert float(cells[6]) > 0, f"no ratio to the HTTP + Redis floor: {http_redis}"
+assert float(cells[8]) > 0, f"no Redis CPU per decision: {http_redis}"
 print(f"PASS: bench/service_bench.sh QUICK: {len(lines)} rows, each with a number")
 EOF
