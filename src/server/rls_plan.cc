@@ -435,26 +435,25 @@ size_t VarintSize(uint64_t value) {
   for (; value >= 0x80; value >>= 7) ++size;
   return size;
 }
-void PutVarint(std::string& out, uint64_t value) {
-  for (; value >= 0x80; value >>= 7) out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-  out.push_back(static_cast<char>(value));
-}
 constexpr int kVarint = 0;
 constexpr int kLengthDelimited = 2;
-void PutTag(std::string& out, int field, int wire_type) {
-  out.push_back(static_cast<char>((field << 3) | wire_type));
+// A one-byte tag and a varint, appended in one piece.
+void PutTagged(std::string& out, int field, int wire_type, uint64_t value) {
+  char bytes[11];
+  size_t size = 0;
+  bytes[size++] = static_cast<char>((field << 3) | wire_type);
+  for (; value >= 0x80; value >>= 7) bytes[size++] = static_cast<char>((value & 0x7f) | 0x80);
+  bytes[size++] = static_cast<char>(value);
+  out.append(bytes, size);
 }
 // A proto3 scalar: absent when 0.
 size_t VarintFieldSize(uint64_t value) { return value == 0 ? 0 : 1 + VarintSize(value); }
 void PutVarintField(std::string& out, int field, uint64_t value) {
-  if (value == 0) return;
-  PutTag(out, field, kVarint);
-  PutVarint(out, value);
+  if (value != 0) PutTagged(out, field, kVarint, value);
 }
 size_t LengthDelimitedSize(size_t length) { return 1 + VarintSize(length) + length; }
 void PutLengthDelimited(std::string& out, int field, size_t length) {
-  PutTag(out, field, kLengthDelimited);
-  PutVarint(out, length);
+  PutTagged(out, field, kLengthDelimited, length);
 }
 // A proto3 string: absent when empty.
 void PutStringField(std::string& out, int field, std::string_view value) {
@@ -551,6 +550,9 @@ bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool 
   if (plan.dynamic_metadata.has_value()) return false;
   const Answer answer = Decide(plan, now_micros);
   if (answer.unavailable_limit != nullptr) return false;  // dynamic metadata
+  // Room for the usual answer (a status of a few dozen bytes, three short headers per
+  // descriptor), so that appending does not grow the string piece by piece.
+  out->reserve(out->size() + 8 + answer.statuses.size() * (headers ? 160 : 48));
   PutVarintField(*out, 1, static_cast<uint64_t>(answer.overall_code));
   for (const StatusAnswer& status : answer.statuses) PutStatus(*out, status);
   if (headers) {
