@@ -58,8 +58,8 @@ class FallbackShares {
   FallbackShares& operator=(const FallbackShares&) = delete;
   ~FallbackShares();
 
-  // `units` (> 0) asked of `limit` at this instance, admitted or refused. Cheap: a shared lock
-  // and one atomic add once the limit is known.
+  // `units` (> 0) asked of `limit` at this instance, admitted or refused. Cheap: once a thread
+  // has counted a limit, a lookup in that thread's own table and one atomic add, no lock.
   void Count(std::string_view limit, int64_t units);
 
   // The fraction of `limit` this instance's fallback takes with `instances` live (N): in

@@ -33,6 +33,11 @@ int64_t UnitsOf(const Units& units, std::string_view limit) {
 }  // namespace
 
 struct FallbackShares::State {
+  static uint64_t NextId() {
+    static std::atomic<uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
   // This instance's units in one period, as added to one incarnation of its totals.
   struct OwnPeriod {
     int64_t period = -1;
@@ -45,8 +50,12 @@ struct FallbackShares::State {
     Units units;
   };
 
+  // Tells this object's counters apart in the threads' caches (Count): unique in the
+  // process, where an address could be reused by a later object.
+  const uint64_t id = NextId();
   absl::Mutex counters_mu;
-  // Never erased, so a counter's address is stable for the shared-lock path.
+  // Never erased, so a counter's address is stable while this object lives (the threads'
+  // caches keep it).
   absl::flat_hash_map<std::string, std::unique_ptr<std::atomic<int64_t>>> counters
       ABSL_GUARDED_BY(counters_mu);
 
@@ -99,22 +108,35 @@ FallbackShares::~FallbackShares() = default;
 
 void FallbackShares::Count(std::string_view limit, int64_t units) {
   if (units <= 0) return;
+  // Every check of a demand-shared limit counts here, on every event loop: each thread
+  // keeps the counters it has found (for the last object it counted for), so that a count
+  // takes no lock shared with the other loops.
+  struct Cache {
+    uint64_t owner = 0;
+    absl::flat_hash_map<std::string, std::atomic<int64_t>*> counters;
+  };
+  thread_local Cache cache;
+  if (cache.owner != state_->id) {
+    cache.owner = state_->id;
+    cache.counters.clear();
+  }
+  if (auto cached = cache.counters.find(View(limit)); cached != cache.counters.end()) {
+    cached->second->fetch_add(units, std::memory_order_relaxed);
+    return;
+  }
+  std::atomic<int64_t>* counter = nullptr;
   {
-    absl::ReaderMutexLock lock(&state_->counters_mu);
+    absl::MutexLock lock(&state_->counters_mu);
     auto it = state_->counters.find(View(limit));
-    if (it != state_->counters.end()) {
-      it->second->fetch_add(units, std::memory_order_relaxed);
-      return;
+    if (it == state_->counters.end()) {
+      if (state_->counters.size() >= options_.max_limits) return;
+      it = state_->counters.emplace(std::string(limit), std::make_unique<std::atomic<int64_t>>(0))
+               .first;
     }
+    counter = it->second.get();
   }
-  absl::MutexLock lock(&state_->counters_mu);
-  auto it = state_->counters.find(View(limit));
-  if (it == state_->counters.end()) {
-    if (state_->counters.size() >= options_.max_limits) return;
-    it = state_->counters.emplace(std::string(limit), std::make_unique<std::atomic<int64_t>>(0))
-             .first;
-  }
-  it->second->fetch_add(units, std::memory_order_relaxed);
+  cache.counters.emplace(std::string(limit), counter);
+  counter->fetch_add(units, std::memory_order_relaxed);
 }
 
 FallbackShares::Counts FallbackShares::TakeCounts() {

@@ -1,7 +1,10 @@
 // Copyright tollgate authors.
 #include "tollgate/fallback_shares.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -113,6 +116,27 @@ TEST(FallbackSharesTest, CountsAtMostMaxLimits) {
   int64_t total = 0;
   for (const auto& [limit, units] : counts) total += units;
   EXPECT_EQ(total, 3);
+}
+
+// One thread counting for several objects (a reload's old and new service, or objects made
+// where an earlier one was freed) adds each count to its own object.
+TEST(FallbackSharesTest, CountsReachTheirOwnObjectWhenOneThreadCountsForSeveral) {
+  for (int round = 0; round < 3; ++round) {
+    auto first = std::make_unique<FallbackShares>(FallbackSharesOptions{});
+    FallbackShares second(FallbackSharesOptions{});
+    first->Count("api", 2);
+    second.Count("api", 5);
+    first->Count("api", 3);
+    second.Count("web", 1);
+    EXPECT_EQ(first->TakeCounts(), (FallbackShares::Counts{{"api", 5}}));
+    FallbackShares::Counts counts = second.TakeCounts();
+    std::sort(counts.begin(), counts.end());
+    EXPECT_EQ(counts, (FallbackShares::Counts{{"api", 5}, {"web", 1}}));
+    // Counted from another thread too, both reach the same counter.
+    std::thread([&] { first->Count("api", 4); }).join();
+    first->Count("api", 1);
+    EXPECT_EQ(first->TakeCounts(), (FallbackShares::Counts{{"api", 5}}));
+  }
 }
 
 }  // namespace
