@@ -65,6 +65,7 @@
 #                               (with PROFILE=1 or PERF_STAT=1, the CPU columns include
 #                               perf's own overhead in the server: measure without them)
 #   OUT=bench/out/service.md
+#   TOLLGATE=BUILD_DIR/tollgate the tollgate binary (an A/B of two builds: run once per binary)
 # Server CPU is utime + stime of the server process (/proc/PID/stat) over the measured window,
 # divided by the decisions (calls for the floors) answered in it; Redis's own CPU
 # (redis-server's /proc/PID/stat over the same window) is reported apart. The load
