@@ -2,6 +2,7 @@
 #ifndef TOLLGATE_SRC_RESILIENCE_CIRCUIT_BREAKER_H_
 #define TOLLGATE_SRC_RESILIENCE_CIRCUIT_BREAKER_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -16,7 +17,9 @@ namespace tollgate::resilience {
 // Half-open: exactly one call (the probe) is admitted; its success closes the breaker, its
 // failure opens it again. Other calls are refused while the probe is out.
 //
-// Thread-safe. Time comes from the injected clock.
+// Thread-safe. Time comes from the injected clock. While the breaker is closed with no
+// failure counted (the usual state: every call of every event loop asks it twice), Admit and
+// a non-probe RecordSuccess read one atomic flag and take no lock.
 class CircuitBreaker {
  public:
   enum class Admission { kAdmit, kProbe, kReject };
@@ -35,6 +38,9 @@ class CircuitBreaker {
   CircuitState state() const;
 
  private:
+  // Sets quiet_ from the state. REQUIRES: mutex_ held, after every change.
+  void UpdateQuiet() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   const CircuitBreakerOptions options_;
   Clock* const clock_;
   mutable absl::Mutex mutex_;
@@ -42,6 +48,9 @@ class CircuitBreaker {
   int consecutive_failures_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t open_until_micros_ ABSL_GUARDED_BY(mutex_) = 0;
   bool probe_in_flight_ ABSL_GUARDED_BY(mutex_) = false;
+  // state_ == kClosed and consecutive_failures_ == 0: Admit admits and a non-probe success
+  // changes nothing, so both may answer from this flag alone.
+  std::atomic<bool> quiet_{true};
 };
 
 }  // namespace tollgate::resilience

@@ -55,5 +55,26 @@ TEST(CircuitBreakerTest, LetsOneProbeThroughAfterTheOpenDuration) {
   EXPECT_EQ(breaker.Admit(), Admission::kAdmit);
 }
 
+// A call admitted while the breaker was closed, answered after it opened, closes it again
+// (the store answers); successes while it is closed and quiet change nothing.
+TEST(CircuitBreakerTest, ALateSuccessClosesAnOpenBreaker) {
+  SimulatedClock clock;
+  CircuitBreaker breaker({.failure_threshold = 2, .open_duration_ms = 500}, &clock);
+  ASSERT_EQ(breaker.Admit(), Admission::kAdmit);  // answered last, below
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(breaker.Admit(), Admission::kAdmit);
+    EXPECT_FALSE(breaker.RecordSuccess(false));
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(breaker.Admit(), Admission::kAdmit);
+    EXPECT_EQ(breaker.RecordFailure(false), i == 1);  // true: this failure opened it
+  }
+  EXPECT_EQ(breaker.Admit(), Admission::kReject);
+  EXPECT_TRUE(breaker.RecordSuccess(false));
+  EXPECT_EQ(breaker.state(), CircuitState::kClosed);
+  EXPECT_EQ(breaker.Admit(), Admission::kAdmit);
+  EXPECT_FALSE(breaker.RecordSuccess(false));
+}
+
 }  // namespace
 }  // namespace tollgate::resilience
