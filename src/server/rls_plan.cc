@@ -199,7 +199,8 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
   if (!plan.known_domain) return plan;
 
   const int64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
-  std::vector<DescriptorEntry> entries;
+  // A descriptor's entries, without an allocation for the usual few.
+  absl::InlinedVector<DescriptorEntry, 8> entries;
   std::vector<std::string_view> counted_values;
   plan.descriptors.resize(request.descriptors_size());
   absl::flat_hash_set<std::string_view> replaced;
