@@ -266,14 +266,53 @@ class Connection {
   // reply came. The answer leaves with the connection's next Flush.
   virtual void Release(int32_t tag) = 0;
   // Output waits for room in the socket (the loop then asks for EPOLLOUT).
-  virtual bool wants_output() const = 0;
+  bool wants_output() const { return output_offset_ < output_.size(); }
 
   int fd() const { return fd_; }
   uint64_t id = 0;         // set by the loop
   bool flush_due = false;  // the loop's: in its list of connections to flush this turn
 
+ protected:
+  // Hands `consume(bytes, size)` every chunk the socket holds, until it is drained. False on
+  // end of file, a read error, or when `consume` returns false.
+  template <typename Consume>
+  bool ReadAvailable(Consume consume) {
+    char buffer[65536];
+    for (;;) {
+      const ssize_t got = read(fd_, buffer, sizeof(buffer));
+      if (got > 0) {
+        if (!consume(buffer, static_cast<size_t>(got))) return false;
+        if (static_cast<size_t>(got) < sizeof(buffer)) return true;
+        continue;
+      }
+      if (got == 0) return false;
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+  }
+
+  // Writes output_: true when all of it went (output_ is then empty) or the socket is full
+  // (the rest when it has room: wants_output()), false on a write error.
+  bool WriteOutput() {
+    while (output_offset_ < output_.size()) {
+      const ssize_t sent =
+          write(fd_, output_.data() + output_offset_, output_.size() - output_offset_);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK;
+      }
+      output_offset_ += static_cast<size_t>(sent);
+    }
+    output_.clear();
+    output_offset_ = 0;
+    return true;
+  }
+
+  std::string output_;  // what is to be written, from output_offset_ on
+
  private:
   const int fd_;
+  size_t output_offset_ = 0;
 };
 
 // One event loop: the connections handed to it through its pipe (an accepted fd, 4 bytes per

@@ -63,51 +63,29 @@ class Connection : public floor_server::Connection {
   // Reads what the socket holds, answers every finished request, writes what the session has
   // to send. Returns false when the connection is to be closed.
   bool OnReadable() override {
-    uint8_t buffer[65536];
-    for (;;) {
-      const ssize_t got = read(fd(), buffer, sizeof(buffer));
-      if (got > 0) {
-        if (nghttp2_session_mem_recv(session_, buffer, static_cast<size_t>(got)) < 0) return false;
-        if (static_cast<size_t>(got) < sizeof(buffer)) break;
-        continue;
-      }
-      if (got == 0) return false;
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return false;
-    }
-    return Flush();
+    const bool open = ReadAvailable([this](const char* bytes, size_t size) {
+      return nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes), size) >= 0;
+    });
+    return open && Flush();
   }
 
-  // Writes pending output; returns false on a write error or when the session is done.
+  // Writes pending output, then everything the session has to send, gathered into one write.
+  // Returns false on a write error or when the session is done.
   bool Flush() override {
     for (;;) {
-      while (pending_offset_ < pending_.size()) {
-        const ssize_t sent =
-            write(fd(), pending_.data() + pending_offset_, pending_.size() - pending_offset_);
-        if (sent < 0) {
-          if (errno == EINTR) continue;
-          if (errno == EAGAIN || errno == EWOULDBLOCK) return true;  // EPOLLOUT resumes
-          return false;
-        }
-        pending_offset_ += static_cast<size_t>(sent);
-      }
-      pending_.clear();
-      pending_offset_ = 0;
-      // Everything the session has now, gathered into one write.
+      if (!WriteOutput()) return false;
+      if (wants_output()) return true;  // EPOLLOUT resumes
       for (;;) {
         const uint8_t* data = nullptr;
         const ssize_t length = nghttp2_session_mem_send(session_, &data);
         if (length < 0) return false;
         if (length == 0) break;
-        pending_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(length));
+        output_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(length));
       }
-      if (pending_.empty()) break;
+      if (output_.empty()) break;
     }
     return nghttp2_session_want_read(session_) != 0 || nghttp2_session_want_write(session_) != 0;
   }
-
-  bool wants_output() const override { return pending_offset_ < pending_.size(); }
 
   // A request ended (END_STREAM seen): answered now, or after its Redis round trip.
   int OnRequest(int32_t stream_id) { return loop_.Defer(*this, stream_id) ? 0 : Answer(stream_id); }
@@ -144,8 +122,6 @@ class Connection : public floor_server::Connection {
 
   floor_server::Loop& loop_;
   nghttp2_session* session_ = nullptr;
-  std::string pending_;
-  size_t pending_offset_ = 0;
 };
 
 int OnFrameReceived(nghttp2_session* /*session*/, const nghttp2_frame* frame, void* user_data) {

@@ -68,17 +68,10 @@ class Connection : public floor_server::Connection {
 
   // Reads what the socket holds, answers (or sends to Redis) every whole request in it.
   bool OnReadable() override {
-    char buffer[16384];
-    for (;;) {
-      const ssize_t got = read(fd(), buffer, sizeof(buffer));
-      if (got > 0) {
-        in_.append(buffer, static_cast<size_t>(got));
-        if (static_cast<size_t>(got) < sizeof(buffer)) break;
-        continue;
-      }
-      if (got == 0) return false;
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (!ReadAvailable([this](const char* bytes, size_t size) {
+          in_.append(bytes, size);
+          return true;
+        })) {
       return false;
     }
     size_t used = 0;
@@ -94,35 +87,19 @@ class Connection : public floor_server::Connection {
       const size_t whole = blank + 4 + static_cast<size_t>(body);
       if (rest.size() < whole) break;
       used += whole;
-      if (!loop_.Defer(*this, 0)) out_ += Response();
+      if (!loop_.Defer(*this, 0)) output_ += Response();
     }
     in_.erase(0, used);
     return Flush();
   }
 
-  bool Flush() override {
-    while (out_offset_ < out_.size()) {
-      const ssize_t sent = write(fd(), out_.data() + out_offset_, out_.size() - out_offset_);
-      if (sent < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;  // EPOLLOUT resumes
-        return false;
-      }
-      out_offset_ += static_cast<size_t>(sent);
-    }
-    out_.clear();
-    out_offset_ = 0;
-    return true;
-  }
+  bool Flush() override { return WriteOutput(); }
 
-  void Release(int32_t /*tag*/) override { out_ += Response(); }
-  bool wants_output() const override { return out_offset_ < out_.size(); }
+  void Release(int32_t /*tag*/) override { output_ += Response(); }
 
  private:
   floor_server::Loop& loop_;
   std::string in_;
-  std::string out_;
-  size_t out_offset_ = 0;
 };
 
 }  // namespace
