@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cassert>
+#include <cstring>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -438,29 +440,41 @@ size_t VarintSize(uint64_t value) {
 }
 constexpr int kVarint = 0;
 constexpr int kLengthDelimited = 2;
-// A one-byte tag and a varint, appended in one piece.
-void PutTagged(std::string& out, int field, int wire_type, uint64_t value) {
-  char bytes[11];
-  size_t size = 0;
-  bytes[size++] = static_cast<char>((field << 3) | wire_type);
-  for (; value >= 0x80; value >>= 7) bytes[size++] = static_cast<char>((value & 0x7f) | 0x80);
-  bytes[size++] = static_cast<char>(value);
-  out.append(bytes, size);
-}
 // A proto3 scalar: absent when 0.
 size_t VarintFieldSize(uint64_t value) { return value == 0 ? 0 : 1 + VarintSize(value); }
-void PutVarintField(std::string& out, int field, uint64_t value) {
-  if (value != 0) PutTagged(out, field, kVarint, value);
-}
 size_t LengthDelimitedSize(size_t length) { return 1 + VarintSize(length) + length; }
-void PutLengthDelimited(std::string& out, int field, size_t length) {
-  PutTagged(out, field, kLengthDelimited, length);
-}
-// A proto3 string: absent when empty.
-void PutStringField(std::string& out, int field, std::string_view value) {
-  if (value.empty()) return;
-  PutLengthDelimited(out, field, value.size());
-  out.append(value.data(), value.size());
+
+// Writes wire bytes from a cursor into room the caller sized exactly (Extend).
+class WireCursor {
+ public:
+  explicit WireCursor(char* at) : at_(at) {}
+  void Tagged(int field, int wire_type, uint64_t value) {
+    *at_++ = static_cast<char>((field << 3) | wire_type);
+    for (; value >= 0x80; value >>= 7) *at_++ = static_cast<char>((value & 0x7f) | 0x80);
+    *at_++ = static_cast<char>(value);
+  }
+  void VarintField(int field, uint64_t value) {
+    if (value != 0) Tagged(field, kVarint, value);
+  }
+  void LengthDelimited(int field, size_t length) { Tagged(field, kLengthDelimited, length); }
+  // A proto3 string: absent when empty.
+  void StringField(int field, std::string_view value) {
+    if (value.empty()) return;
+    LengthDelimited(field, value.size());
+    std::memcpy(at_, value.data(), value.size());
+    at_ += value.size();
+  }
+  const char* at() const { return at_; }
+
+ private:
+  char* at_;
+};
+
+// `size` more bytes at the end of `out`, and a cursor at the first of them.
+WireCursor Extend(std::string& out, size_t size) {
+  const size_t old = out.size();
+  out.resize(old + size);
+  return WireCursor(out.data() + old);
 }
 
 // RateLimitResponse.DescriptorStatus, its RateLimit and Duration (rls.proto).
@@ -473,19 +487,21 @@ void PutStatus(std::string& out, const StatusAnswer& status) {
                       (status.has_current_limit ? LengthDelimitedSize(limit_size) : 0) +
                       VarintFieldSize(status.limit_remaining) +
                       (status.has_duration ? LengthDelimitedSize(duration_size) : 0);
-  PutLengthDelimited(out, 2, size);  // RateLimitResponse.statuses
-  PutVarintField(out, 1, static_cast<uint64_t>(status.code));
+  WireCursor cursor = Extend(out, LengthDelimitedSize(size));
+  cursor.LengthDelimited(2, size);  // RateLimitResponse.statuses
+  cursor.VarintField(1, static_cast<uint64_t>(status.code));
   if (status.has_current_limit) {
-    PutLengthDelimited(out, 2, limit_size);
-    PutVarintField(out, 1, status.requests_per_unit);
-    PutVarintField(out, 2, static_cast<uint64_t>(status.unit));
-    PutStringField(out, 3, status.name);
+    cursor.LengthDelimited(2, limit_size);
+    cursor.VarintField(1, status.requests_per_unit);
+    cursor.VarintField(2, static_cast<uint64_t>(status.unit));
+    cursor.StringField(3, status.name);
   }
-  PutVarintField(out, 3, status.limit_remaining);
+  cursor.VarintField(3, status.limit_remaining);
   if (status.has_duration) {
-    PutLengthDelimited(out, 4, duration_size);
-    PutVarintField(out, 1, static_cast<uint64_t>(status.reset_seconds));
+    cursor.LengthDelimited(4, duration_size);
+    cursor.VarintField(1, static_cast<uint64_t>(status.reset_seconds));
   }
+  assert(cursor.at() == out.data() + out.size());
 }
 
 }  // namespace
@@ -552,18 +568,21 @@ bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool 
   const Answer answer = Decide(plan, now_micros);
   if (answer.unavailable_limit != nullptr) return false;  // dynamic metadata
   // Room for the usual answer (a status of a few dozen bytes, three short headers per
-  // descriptor), so that appending does not grow the string piece by piece.
+  // descriptor), so that it is not grown piece by piece.
   out->reserve(out->size() + 8 + answer.statuses.size() * (headers ? 160 : 48));
-  PutVarintField(*out, 1, static_cast<uint64_t>(answer.overall_code));
+  const auto overall_code = static_cast<uint64_t>(answer.overall_code);
+  Extend(*out, VarintFieldSize(overall_code)).VarintField(1, overall_code);
   for (const StatusAnswer& status : answer.statuses) PutStatus(*out, status);
   if (headers) {
     // RateLimitResponse.response_headers_to_add: HeaderValue {key = 1, value = 2}.
     ForEachHeader(answer, [out](std::string_view name, std::string_view value) {
       const size_t size = (name.empty() ? 0 : LengthDelimitedSize(name.size())) +
                           (value.empty() ? 0 : LengthDelimitedSize(value.size()));
-      PutLengthDelimited(*out, 3, size);
-      PutStringField(*out, 1, name);
-      PutStringField(*out, 2, value);
+      WireCursor cursor = Extend(*out, LengthDelimitedSize(size));
+      cursor.LengthDelimited(3, size);
+      cursor.StringField(1, name);
+      cursor.StringField(2, value);
+      assert(cursor.at() == out->data() + out->size());
     });
   }
   return true;
