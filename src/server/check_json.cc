@@ -311,7 +311,11 @@ void AppendDecision(std::string& out, absl::string_view name, const Decision& de
 
 std::string DecisionJson(absl::string_view name, const Decision& decision,
                          const DecisionExtras& extras) {
-  std::string out = "{";
+  std::string out;
+  // Room for the usual answer (its fields and numbers, the limit's name), so that it is not
+  // grown piece by piece.
+  out.reserve(144 + name.size() + extras.lease.size() + extras.reservation.size());
+  out += '{';
   AppendDecision(out, name, decision, decision.allowed, extras);
   out += '}';
   return out;
