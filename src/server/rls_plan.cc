@@ -443,6 +443,10 @@ constexpr int kLengthDelimited = 2;
 // A proto3 scalar: absent when 0.
 size_t VarintFieldSize(uint64_t value) { return value == 0 ? 0 : 1 + VarintSize(value); }
 size_t LengthDelimitedSize(size_t length) { return 1 + VarintSize(length) + length; }
+// A proto3 string: absent when empty.
+size_t StringFieldSize(std::string_view value) {
+  return value.empty() ? 0 : LengthDelimitedSize(value.size());
+}
 
 // Writes wire bytes from a cursor into room the caller sized exactly (Extend).
 class WireCursor {
@@ -481,7 +485,7 @@ WireCursor Extend(std::string& out, size_t size) {
 void PutStatus(std::string& out, const StatusAnswer& status) {
   const size_t limit_size = VarintFieldSize(status.requests_per_unit) +
                             VarintFieldSize(static_cast<uint64_t>(status.unit)) +
-                            (status.name.empty() ? 0 : LengthDelimitedSize(status.name.size()));
+                            StringFieldSize(status.name);
   const size_t duration_size = VarintFieldSize(static_cast<uint64_t>(status.reset_seconds));
   const size_t size = VarintFieldSize(static_cast<uint64_t>(status.code)) +
                       (status.has_current_limit ? LengthDelimitedSize(limit_size) : 0) +
@@ -576,8 +580,7 @@ bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool 
   if (headers) {
     // RateLimitResponse.response_headers_to_add: HeaderValue {key = 1, value = 2}.
     ForEachHeader(answer, [out](std::string_view name, std::string_view value) {
-      const size_t size = (name.empty() ? 0 : LengthDelimitedSize(name.size())) +
-                          (value.empty() ? 0 : LengthDelimitedSize(value.size()));
+      const size_t size = StringFieldSize(name) + StringFieldSize(value);
       WireCursor cursor = Extend(*out, LengthDelimitedSize(size));
       cursor.LengthDelimited(3, size);
       cursor.StringField(1, name);
