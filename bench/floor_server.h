@@ -372,7 +372,8 @@ class Loop {
         if (found == connections_.end()) continue;
         Connection* connection = found->second.get();
         connection->flush_due = false;
-        AfterIo(connection, connection->wants_output(), connection->Flush());
+        const bool was_waiting = connection->wants_output();  // before Flush changes it
+        AfterIo(connection, was_waiting, connection->Flush());
       }
       flush_due_.clear();
       if (redis_ != nullptr && !redis_->Flush()) Die("writing to Redis failed");
