@@ -23,13 +23,12 @@ namespace http = boost::beast::http;
 HttpResponse JsonResponse(http::status status, std::string body, unsigned version,
                           bool keep_alive) {
   HttpResponse response(status, version);
-  response.set(http::field::server, "tollgate");
-  response.set(http::field::content_type, "application/json");
-  response.set(http::field::cache_control, "no-store");
+  response.add_field("Server", "tollgate");
+  response.add_field("Content-Type", "application/json");
+  response.add_field("Cache-Control", "no-store");
   response.keep_alive(keep_alive);
   response.body() = std::move(body);
   response.body().push_back('\n');
-  response.prepare_payload();
   return response;
 }
 
@@ -90,7 +89,7 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
             absl::string_view(request.method_string().data(), request.method_string().size()),
             " not allowed on ", path, " (use ", allow, ")"),
         request.version(), request.keep_alive());
-    response.set(http::field::allow, allow);
+    response.add_field("Allow", allow);
     std::move(done)(std::move(response));
   };
 
@@ -129,7 +128,7 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
         [done = std::move(done), version, keep_alive](RlsJsonReply reply) mutable {
           HttpResponse response = JsonResponse(static_cast<http::status>(reply.http_status),
                                                std::move(reply.body), version, keep_alive);
-          for (auto& [name, value] : reply.headers) response.set(name, std::move(value));
+          for (const auto& [name, value] : reply.headers) response.add_field(name, value);
           std::move(done)(std::move(response));
         });
   }
@@ -147,12 +146,11 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
   if (path == "/metrics" && metrics_ != nullptr) {
     if (request.method() != http::verb::get) return method_not_allowed("GET");
     HttpResponse response(http::status::ok, request.version());
-    response.set(http::field::server, "tollgate");
-    response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    response.set(http::field::cache_control, "no-store");
+    response.add_field("Server", "tollgate");
+    response.add_field("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    response.add_field("Cache-Control", "no-store");
     response.keep_alive(request.keep_alive());
     response.body() = metrics_->Render();
-    response.prepare_payload();
     return std::move(done)(std::move(response));
   }
   std::move(done)(JsonErrorResponse(http::status::not_found,
@@ -174,13 +172,13 @@ HttpResponse CheckedResponse(const ParsedCheckBody& body, const MultiDecision& r
                                        CheckReplyBody(body, result, limits), version, keep_alive);
 
   RateLimitFields fields = RateLimitHeaderFields(format, limits, result.decisions, top);
-  if (!fields.policy.empty()) response.set("RateLimit-Policy", std::move(fields.policy));
-  if (!fields.rate_limit.empty()) response.set("RateLimit", std::move(fields.rate_limit));
+  if (!fields.policy.empty()) response.add_field("RateLimit-Policy", fields.policy);
+  if (!fields.rate_limit.empty()) response.add_field("RateLimit", fields.rate_limit);
   if (!result.allowed) {
     std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
     // A fail_closed refusal always says when to come back, even if the store could not tell.
     if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
-    if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
+    if (retry) response.add_field("Retry-After", absl::StrCat(*retry));
   }
   return response;
 }

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "boost/beast/http.hpp"
 #include "src/server/check_service.h"
+#include "src/server/http_response.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
 
@@ -36,15 +37,14 @@ class RlsService;
 using ReadinessCheck = std::function<absl::Status()>;
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
-using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
 using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 
-// A complete response with a JSON body {"error": message}; Content-Length set.
+// A complete response with a JSON body {"error": message}.
 HttpResponse JsonErrorResponse(boost::beast::http::status status, absl::string_view message,
                                unsigned version, bool keep_alive);
 
 // A complete response with `body` (JSON) and a final newline; Content-Type application/json,
-// Cache-Control no-store, Content-Length set.
+// Cache-Control no-store.
 HttpResponse JsonResponse(boost::beast::http::status status, std::string body, unsigned version,
                           bool keep_alive);
 
@@ -77,8 +77,8 @@ class HttpHandler {
   HttpHandler(const HttpHandler&) = delete;
   HttpHandler& operator=(const HttpHandler&) = delete;
 
-  // Answers `request` by calling `done` exactly once with a complete response (version,
-  // keep-alive and Content-Length set), either before returning or later on a store thread.
+  // Answers `request` by calling `done` exactly once with a complete response (version and
+  // keep-alive set), either before returning or later on a store thread.
   // `request` need only live until Handle returns. Never throws.
   void Handle(const HttpRequest& request, HttpResponseCallback done);
 

@@ -55,8 +55,7 @@ class HttpHandlerTest : public ::testing::Test {
   }
 
   static std::string Header(const HttpResponse& response, std::string_view name) {
-    auto field = response.find(boost::beast::string_view(name.data(), name.size()));
-    return field == response.end() ? "" : std::string(field->value());
+    return std::string(response.field(name));
   }
 
   SimulatedClock clock_;

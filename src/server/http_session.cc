@@ -49,27 +49,6 @@ std::vector<std::weak_ptr<HttpSession>> SessionRegistry::Close() {
 
 namespace {
 
-// The response as it goes on the wire: status line, the fields as set, a blank line, the
-// body. (The handler has set Content-Length and Connection.)
-void SerializeResponse(const HttpResponse& response, std::string& out) {
-  out.clear();
-  out += response.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  absl::StrAppend(&out, response.result_int(), " ");
-  const auto reason = response.reason();
-  out.append(reason.data(), reason.size());
-  out += "\r\n";
-  for (const auto& field : response) {
-    const auto name = field.name_string();
-    const auto value = field.value();
-    out.append(name.data(), name.size());
-    out += ": ";
-    out.append(value.data(), value.size());
-    out += "\r\n";
-  }
-  out += "\r\n";
-  out += response.body();
-}
-
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
@@ -238,7 +217,8 @@ void HttpSession::Dispatch() {
 void HttpSession::Write(HttpResponse response) {
   if (stopping_) response.keep_alive(false);
   keep_alive_ = response.keep_alive();
-  SerializeResponse(response, write_buffer_);
+  write_buffer_.clear();
+  response.AppendTo(write_buffer_);
   SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
   Send(0, &HttpSession::OnWrite);
 }
