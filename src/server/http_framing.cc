@@ -1,8 +1,7 @@
 // Copyright tollgate authors.
 #include "src/server/http_framing.h"
 
-#include <cstddef>
-#include <iterator>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -16,14 +15,13 @@ namespace {
 
 namespace http = boost::beast::http;
 
-absl::string_view View(boost::beast::string_view text) { return {text.data(), text.size()}; }
+absl::string_view View(const std::string& text) { return {text.data(), text.size()}; }
 
 }  // namespace
 
-std::optional<FramingRefusal> CheckRequestFraming(const http::request_header<>& head) {
+std::optional<FramingRefusal> CheckRequestFraming(const HttpRequest& head) {
   if (head.version() >= 11) {
-    auto [host_begin, host_end] = head.equal_range(http::field::host);
-    const size_t hosts = static_cast<size_t>(std::distance(host_begin, host_end));
+    const int hosts = head.host_fields();
     if (hosts == 0) {
       return FramingRefusal{http::status::bad_request,
                             "an HTTP/1.1 request needs a Host header (RFC 9112 3.2)"};
@@ -32,31 +30,28 @@ std::optional<FramingRefusal> CheckRequestFraming(const http::request_header<>& 
       return FramingRefusal{http::status::bad_request, "more than one Host header (RFC 9112 3.2)"};
     }
   }
-  auto [coding_begin, coding_end] = head.equal_range(http::field::transfer_encoding);
-  if (coding_begin == coding_end) return std::nullopt;
+  if (!head.has_transfer_encoding()) return std::nullopt;
   if (head.version() < 11) {
     return FramingRefusal{http::status::bad_request,
                           "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)"};
   }
   int chunked = 0;
-  for (auto field = coding_begin; field != coding_end; ++field) {
-    for (absl::string_view element : absl::StrSplit(View(field->value()), ',')) {
-      // A coding is a token, optionally with parameters (`gzip;q=1` names gzip).
-      absl::string_view coding = absl::StripAsciiWhitespace(element.substr(0, element.find(';')));
-      if (coding.empty()) continue;
-      if (absl::StrContains(coding, ' ') || absl::StrContains(coding, '\t')) {
-        return FramingRefusal{http::status::bad_request,
-                              "malformed Transfer-Encoding (codings are separated by commas)"};
-      }
-      if (absl::EqualsIgnoreCase(coding, "chunked")) {
-        ++chunked;
-        continue;
-      }
-      return FramingRefusal{
-          http::status::not_implemented,
-          absl::StrCat("transfer coding ", QuoteForMessage(coding),
-                       " is not implemented (only chunked is); send the body uncoded")};
+  for (absl::string_view element : absl::StrSplit(View(head.transfer_encoding()), ',')) {
+    // A coding is a token, optionally with parameters (`gzip;q=1` names gzip).
+    absl::string_view coding = absl::StripAsciiWhitespace(element.substr(0, element.find(';')));
+    if (coding.empty()) continue;
+    if (absl::StrContains(coding, ' ') || absl::StrContains(coding, '\t')) {
+      return FramingRefusal{http::status::bad_request,
+                            "malformed Transfer-Encoding (codings are separated by commas)"};
     }
+    if (absl::EqualsIgnoreCase(coding, "chunked")) {
+      ++chunked;
+      continue;
+    }
+    return FramingRefusal{
+        http::status::not_implemented,
+        absl::StrCat("transfer coding ", QuoteForMessage(coding),
+                     " is not implemented (only chunked is); send the body uncoded")};
   }
   if (chunked > 1) {
     return FramingRefusal{http::status::bad_request, "chunked applied more than once (RFC 9112 7)"};

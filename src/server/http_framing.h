@@ -1,5 +1,5 @@
 // Copyright tollgate authors. HTTP/1.1 framing rules that Beast's parser leaves to us, checked
-// on a parsed request head (RFC 9112), so that tollgate behind a proxy never reads a body
+// on a parsed request (RFC 9112), so that tollgate behind a proxy never reads a body
 // differently from how the proxy framed it.
 #ifndef TOLLGATE_SRC_SERVER_HTTP_FRAMING_H_
 #define TOLLGATE_SRC_SERVER_HTTP_FRAMING_H_
@@ -7,7 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "boost/beast/http.hpp"
+#include "boost/beast/http/status.hpp"
+#include "src/server/http_request.h"
 
 namespace tollgate::server {
 
@@ -26,7 +27,7 @@ struct FramingRefusal {
 //       exactly one `Host` field (RFC 9112 3.2).
 // What Beast's parser refuses already (Content-Length with Transfer-Encoding, two differing
 // Content-Lengths, bare LF, chunked not last) never reaches this. Thread-safe; never throws.
-std::optional<FramingRefusal> CheckRequestFraming(const boost::beast::http::request_header<>& head);
+std::optional<FramingRefusal> CheckRequestFraming(const HttpRequest& head);
 
 }  // namespace tollgate::server
 

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "boost/beast/http.hpp"
 #include "src/server/check_service.h"
+#include "src/server/http_request.h"
 #include "src/server/http_response.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
@@ -36,7 +37,6 @@ class RlsService;
 // Whether the service can answer checks as configured: OK, or Unavailable with the reason.
 using ReadinessCheck = std::function<absl::Status()>;
 
-using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 
 // A complete response with a JSON body {"error": message}.

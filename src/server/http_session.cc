@@ -127,9 +127,7 @@ void HttpSession::Parse() {
     // The body's own deadline, from the end of the head.
     SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
     // curl and others wait (about a second) for "100 Continue" before sending a large body.
-    const auto& head = parser_->get();
-    auto expect = head.find(http::field::expect);
-    if (expect != head.end() && beast::iequals(expect->value(), "100-continue")) {
+    if (parser_->get().expects_continue()) {
       write_buffer_.assign(kContinue.data(), kContinue.size());
       return Send(0, &HttpSession::OnContinueWritten);
     }

@@ -233,9 +233,8 @@ class HandlerOpsTest : public ::testing::Test {
   HttpResponse Send(HttpHandler& handler, http::verb method, const std::string& target,
                     std::string body = "") {
     HttpRequest request(method, target, 11);
-    request.set(http::field::host, "tollgate");  // HTTP/1.1 requires it
+    request.add_field("Host", "tollgate");  // HTTP/1.1 requires it
     request.body() = std::move(body);
-    request.prepare_payload();
     std::optional<HttpResponse> response;
     handler.Handle(request, [&](HttpResponse reply) { response = std::move(reply); });
     EXPECT_TRUE(response.has_value());
