@@ -1,6 +1,7 @@
 // Copyright tollgate authors.
 #include "src/server/check_json.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/server/json_errors.h"
 #include "src/server/ratelimit_headers.h"
+#include "src/server/text_append.h"
 
 namespace tollgate::server {
 namespace {
@@ -281,30 +283,26 @@ void AppendJsonString(std::string& out, absl::string_view text) {
 // `extras`: the members a metered reply adds, "" for none.
 void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
                     bool allowed, const DecisionExtras& extras = {}) {
-  absl::StrAppend(&out, "\"allowed\":", allowed ? "true" : "false");
-  if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
+  AppendPieces(out, allowed ? "\"allowed\":true" : "\"allowed\":false");
+  if (decision.debt > 0) AppendPieces(out, ",\"debt\":", decision.debt);
   if (!extras.lease.empty()) {
-    absl::StrAppend(&out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
+    AppendPieces(out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
     AppendJsonString(out, extras.lease);
   }
-  absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
+  AppendPieces(out, ",\"limit\":", decision.limit, ",\"name\":");
   AppendJsonString(out, name);
-  if (!allowed) {
-    const std::string_view reason = DenyReasonName(decision.reason);
-    absl::StrAppend(&out, ",\"reason\":\"", absl::string_view(reason.data(), reason.size()), "\"");
-  }
+  if (!allowed) AppendPieces(out, ",\"reason\":\"", DenyReasonName(decision.reason), "\"");
   if (extras.released.has_value()) {
-    absl::StrAppend(&out, ",\"released\":", *extras.released ? "true" : "false");
+    AppendPieces(out, *extras.released ? ",\"released\":true" : ",\"released\":false");
   }
-  const std::string_view source = DecisionSourceName(decision.source);
-  absl::StrAppend(&out, ",\"remaining\":", decision.remaining < 0 ? 0 : decision.remaining);
+  AppendPieces(out, ",\"remaining\":", std::max<int64_t>(decision.remaining, 0));
   if (!extras.reservation.empty()) {
     out += ",\"reservation\":";
     AppendJsonString(out, extras.reservation);
   }
-  absl::StrAppend(&out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
-                  ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
-                  absl::string_view(source.data(), source.size()), "\"");
+  AppendPieces(out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
+               ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
+               DecisionSourceName(decision.source), "\"");
 }
 
 }  // namespace

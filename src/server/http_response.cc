@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "boost/beast/http/status.hpp"
@@ -10,14 +11,20 @@
 namespace tollgate::server {
 
 void HttpResponse::add_field(std::string_view name, std::string_view value) {
+  const size_t at = fields_.size();
+  const size_t size = name.size() + 2 + value.size() + 2;
   // A response's fields take one allocation, not one per doubling from the inline capacity.
-  const size_t needed = fields_.size() + name.size() + 2 + value.size() + 2;
-  if (needed > fields_.capacity())
-    fields_.reserve(std::max<size_t>(needed, 2 * fields_.capacity() + 256));
-  fields_.append(name);
-  fields_.append(": ");
-  fields_.append(value);
-  fields_.append("\r\n");
+  if (at + size > fields_.capacity()) fields_.reserve(std::max(at + size, 2 * at + 256));
+  fields_.resize(at + size);
+  char* out = fields_.data() + at;
+  std::memcpy(out, name.data(), name.size());
+  out += name.size();
+  *out++ = ':';
+  *out++ = ' ';
+  std::memcpy(out, value.data(), value.size());
+  out += value.size();
+  *out++ = '\r';
+  *out = '\n';
 }
 
 std::string_view HttpResponse::field(std::string_view name) const {

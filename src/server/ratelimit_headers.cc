@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/server/text_append.h"
 
 namespace tollgate::server {
 namespace {
@@ -36,6 +37,15 @@ void ForEachDistinctLimit(absl::Span<const Limit* const> limits, size_t top, Eac
 // StructuredFieldString(text), appended to `out`.
 void AppendStructuredFieldString(std::string& out, std::string_view text) {
   out.push_back('"');
+  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte >= 0x20 && byte <= 0x7e && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out.append(text);
+    out.push_back('"');
+    return;
+  }
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
@@ -52,25 +62,25 @@ void AppendStructuredFieldString(std::string& out, std::string_view text) {
 
 void AppendPolicyItem(std::string& out, const LimitNumbers& numbers) {
   if (numbers.algorithm == Algorithm::kConcurrency) {
-    absl::StrAppend(&out, numbers.MaxCost());
+    AppendInt(out, numbers.MaxCost());
     return;
   }
-  absl::StrAppend(&out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+  AppendPieces(out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
 void AppendPolicyListItem(std::string& out, std::string_view name, const LimitNumbers& numbers) {
   AppendStructuredFieldString(out, name);
   if (numbers.algorithm == Algorithm::kConcurrency) {
-    absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";qu=\"concurrent-requests\"");
+    AppendPieces(out, ";q=", numbers.MaxCost(), ";qu=\"concurrent-requests\"");
     return;
   }
-  absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+  AppendPieces(out, ";q=", numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
 void AppendServiceLimitItem(std::string& out, std::string_view name, const Decision& decision) {
   AppendStructuredFieldString(out, name);
-  absl::StrAppend(&out, ";r=", std::max<int64_t>(decision.remaining, 0),
-                  ";t=", CeilSeconds(decision.reset_after_micros));
+  AppendPieces(out, ";r=", std::max<int64_t>(decision.remaining, 0),
+               ";t=", CeilSeconds(decision.reset_after_micros));
 }
 
 }  // namespace
