@@ -142,49 +142,11 @@ if [ "$PROFILE" = 1 ] && perf stat -e instructions true 2>&1 | grep -q '[0-9] *i
   PROFILE_EVENT=cycles
 fi
 
-WORK=$(mktemp -d /tmp/tollgate-service-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Limits so large that nothing is refused: what is measured is the cost of a decision.
-# The gRPC load generator's descriptor i (from 0) has the key "user" then "user1", "user2", ...
-{
-  echo "domain: bench"
-  echo "descriptors:"
-  echo "  - key: user"
-  echo "    rate_limit: {unit: second, requests_per_unit: 1000000000${STORE_TIMEOUT:+, timeout: $STORE_TIMEOUT}}"
-} >"$WORK/envoy.yaml"
-{
-  echo "limits:"
-  echo "  bench:"
-  echo "    algorithm: token_bucket"
-  echo "    capacity: 1000000000"
-  echo "    refill_per_second: 1000000000"
-  if [ -n "$STORE_TIMEOUT" ]; then echo "    timeout: $STORE_TIMEOUT"; fi
-} >"$WORK/limits.yaml"
-
+. bench/service_setup.sh
+service_work service-bench
+service_configs "$WORK" "$STORE_TIMEOUT"
 REDIS_URL="" REDIS_PID=""
-if [[ "$ROWS" == *redis* ]]; then
-  REDIS_PORT=$(free_port)
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-    --loglevel warning >"$WORK/redis.log" 2>&1 &
-  REDIS_PID=$!
-  PIDS+=("$REDIS_PID")
-  for _ in $(seq 100); do
-    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
-fi
+if [[ "$ROWS" == *redis* ]]; then service_redis; fi
 
 # The server of the current row: its pid, the port the load goes to, tollgate's HTTP port
 # (for /metrics; empty for the floors).
@@ -205,34 +167,8 @@ wait_for_line() {  # $1 file, $2 sed expression printing the port; sets REPLY
 
 start_nginx() {
   local prefix="$WORK/nginx"
-  mkdir -p "$prefix"
   PORT=$(free_port)
-  # The answer of one allowed check, as tollgate's POST /v1/check renders it.
-  cat >"$prefix/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes $THREADS;
-pid $prefix/nginx.pid;
-error_log $prefix/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  keepalive_timeout 60s;
-  client_body_temp_path $prefix/body;
-  proxy_temp_path $prefix/proxy;
-  fastcgi_temp_path $prefix/fastcgi;
-  uwsgi_temp_path $prefix/uwsgi;
-  scgi_temp_path $prefix/scgi;
-  default_type application/json;
-  server {
-    listen 127.0.0.1:$PORT;
-    location / {
-      return 200 '{"allowed":true,"limit":1000000000,"remaining":999999999,"reset_after_ms":0,"retry_after_ms":0}';
-    }
-  }
-}
-EOF
+  service_nginx_conf "$prefix" "$PORT" "$THREADS" on
   nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/error.log" >"$prefix/stdout.log" 2>&1 &
   SERVER_PID=$!
   CPU_PIDS=$SERVER_PID

@@ -9,22 +9,23 @@
 # compare rows of one run, not a row with service_bench.sh's CPU time.
 #
 #   bench/service_cost.sh [BUILD_DIR]   (default: build; needs valgrind, redis-server,
-#                                        tollgate, bench/{h2_load,http_load,h2_floor_server,
+#                                        nginx for the nginx row, tollgate,
+#                                        bench/{h2_load,http_load,h2_floor_server,
 #                                        http_floor_server})
 #
 # Environment:
 #   CALLS=20000     requests measured per row
-#   ROWS="h2-floor h2-floor-redis grpc-memory grpc-redis http-floor http-floor-redis
+#   ROWS="h2-floor h2-floor-redis grpc-memory grpc-redis nginx http-floor http-floor-redis
 #         http-memory http-redis"
-#                   the rows of service_bench.sh (h2-floor*, http-floor*: the floors; grpc-*:
-#                   ShouldRateLimit, 64 in flight on one HTTP/2 connection; http-*: POST
-#                   /v1/check on 8 keep-alive connections), on 1,000 keys
+#                   the rows of service_bench.sh (nginx, h2-floor*, http-floor*: the floors;
+#                   grpc-*: ShouldRateLimit, 64 in flight on one HTTP/2 connection; nginx,
+#                   http-*: POST /v1/check on 8 keep-alive connections), on 1,000 keys
 #   OUT=bench/out/service_cost.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 CALLS=${CALLS:-20000}
-ROWS=${ROWS:-"h2-floor h2-floor-redis grpc-memory grpc-redis http-floor http-floor-redis http-memory http-redis"}
+ROWS=${ROWS:-"h2-floor h2-floor-redis grpc-memory grpc-redis nginx http-floor http-floor-redis http-memory http-redis"}
 OUT=${OUT:-bench/out/service_cost.md}
 WARMUP_CALLS=3000
 for binary in tollgate bench/h2_load bench/http_load bench/h2_floor_server bench/http_floor_server; do
@@ -33,48 +34,28 @@ done
 for tool in valgrind callgrind_control callgrind_annotate redis-server; do
   command -v "$tool" >/dev/null || { echo "service_cost: $tool not installed" >&2; exit 1; }
 done
+export PATH="$PATH:/usr/sbin:/sbin"
+if [[ " $ROWS " == *" nginx "* ]] && ! command -v nginx >/dev/null; then
+  echo "service_cost: nginx not installed (nginx-light, scripts/bootstrap): no nginx row" >&2
+  ROWS=${ROWS//nginx/}
+fi
 
-WORK=$(mktemp -d /tmp/tollgate-service-cost.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Limits so large that nothing is refused, and a deadline no callgrind run reaches.
-cat >"$WORK/envoy.yaml" <<'EOF'
-domain: bench
-descriptors:
-  - key: user
-    rate_limit: {unit: second, requests_per_unit: 1000000000, timeout: 10s}
-EOF
-cat >"$WORK/limits.yaml" <<'EOF'
-limits:
-  bench:
-    algorithm: token_bucket
-    capacity: 1000000000
-    refill_per_second: 1000000000
-    timeout: 10s
-EOF
-
-REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-  --loglevel warning >"$WORK/redis.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do
-  redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
+. bench/service_setup.sh
+service_work service-cost
+# A deadline no callgrind run reaches.
+service_configs "$WORK" 10s
+service_redis
 
 # Prints the row's instructions per decision.
 measure() {
-  local row=$1 args=() pattern log="$WORK/$1.log" out="$WORK/callgrind.$1"
+  local row=$1 args=() pattern log="$WORK/$1.log" out="$WORK/callgrind.$1" nginx_port=""
   case "$row" in
+    nginx)
+      # One process (no master), so that callgrind follows the worker that answers.
+      nginx_port=$(free_port)
+      service_nginx_conf "$WORK/nginx" "$nginx_port" 1 off
+      args=(nginx -p "$WORK/nginx/" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log")
+      pattern="" ;;
     h2-floor | http-floor | h2-floor-redis | http-floor-redis)
       local floor=h2_floor_server
       [[ "$row" == http-* ]] && floor=http_floor_server
@@ -96,7 +77,11 @@ measure() {
   # (This runs in a command substitution: the EXIT trap does not see this pid.)
   fail() { echo "service_cost: $row: $1" >&2; cat "$2" >&2; kill "$pid" 2>/dev/null; exit 1; }
   for _ in $(seq 300); do
-    port=$(sed -n "$pattern" "$log" | sed -n 1p)
+    if [ -n "$pattern" ]; then
+      port=$(sed -n "$pattern" "$log" | sed -n 1p)
+    elif curl -fsS -o /dev/null "http://127.0.0.1:$nginx_port/" 2>/dev/null; then
+      port=$nginx_port  # nginx says nothing when it listens: it answers
+    fi
     [ -n "$port" ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.2
@@ -130,6 +115,7 @@ label() {
     h2-floor-redis) echo "nghttp2 floor server + a Redis round trip" ;;
     grpc-memory) echo "gRPC ShouldRateLimit, in-memory" ;;
     grpc-redis) echo "gRPC ShouldRateLimit, Redis" ;;
+    nginx) echo "nginx \`return 200\` (one process)" ;;
     http-floor) echo "bench/http_floor_server" ;;
     http-floor-redis) echo "bench/http_floor_server + a Redis round trip" ;;
     http-memory) echo "HTTP /v1/check, in-memory" ;;
