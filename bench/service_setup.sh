@@ -1,4 +1,3 @@
-# shellcheck shell=bash disable=SC2034  # sets variables for the script that sources it
 # Copyright tollgate authors. What bench/service_bench.sh and bench/service_cost.sh both set
 # up: a work directory cleaned at exit with every server started, the configs that refuse
 # nothing, a redis-server, and nginx's `return 200` floor. Sourced (bash), not run.
@@ -8,6 +7,7 @@
 #   service_configs "$WORK" 1s          # envoy.yaml, limits.yaml; store deadline ("" = default)
 #   service_redis                       # REDIS_PORT, REDIS_PID, REDIS_URL
 #   service_nginx_conf DIR PORT WORKERS MASTER   # DIR/nginx.conf; MASTER on|off
+# shellcheck shell=bash disable=SC2034  # sets variables for the script that sources it
 
 # A fresh directory /tmp/tollgate-NAME.XXXXXX as WORK; PIDS, killed at exit before WORK is
 # removed.
