@@ -156,7 +156,8 @@ check "partner: sync mode allowed <= $PARTNER_LIMIT x 1.1 in every whole second 
   awk -F, 'NR > 1 && $3 > m { m = $3 } END { print m + 0 }' "$OUT/partner_sync.csv"))" \
   every "$OUT/partner_sync.csv" 0 "$sync_last" "\$3 <= $PARTNER_LIMIT * 1.1"
 
-# skew: OUT/skew.csv has name,case,traffic,share_pct (of partner_hot_key's 1000 per window).
+# skew: OUT/skew.csv has name,case,traffic,share_pct (of partner_hot_key's 1000 per window, or of
+# what was offered in a window where the load generator offered less).
 skew_pct() { awk -F, -v n="$1" '$1 == n { print $4 }' "$OUT/skew.csv"; }
 check "skew: pinned, the split limit admitted $(skew_pct skew_split_pinned)%, at most 20%" \
   test "$(skew_pct skew_split_pinned)" -le 20
