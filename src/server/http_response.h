@@ -3,12 +3,13 @@
 // Beast's http::response keeps each field in a node of its own (an allocation, a tree insert)
 // so that fields can be looked up, replaced and erased. The API's responses only ever add a
 // few fields, once each, and are then written: this keeps them as their wire text in one
-// string, and writes status line, fields and body with one copy each. The request side stays
-// on Beast's parser.
+// string, and writes status line, fields and body with one copy each. Requests are read by
+// Beast's parser (src/server/http_request.h).
 //
 // Measured: bench/hot_path_bench builds and writes out a /v1/check answer in this type
 // (BM_CheckAnswer) and in Beast's (BM_CheckAnswerBeastResponse); bench/service_cost.sh counts
-// the http-* rows' instructions per decision. Numbers in BENCHMARKS.md, "The service".
+// the http-* rows' instructions per decision. Numbers in BENCHMARKS.md ("Home-made parts",
+// "The service").
 #ifndef TOLLGATE_SRC_SERVER_HTTP_RESPONSE_H_
 #define TOLLGATE_SRC_SERVER_HTTP_RESPONSE_H_
 
