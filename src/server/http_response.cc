@@ -2,29 +2,17 @@
 #include "src/server/http_response.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cstring>
 
 #include "absl/strings/match.h"
 #include "boost/beast/http/status.hpp"
+#include "src/server/text_append.h"
 
 namespace tollgate::server {
 
 void HttpResponse::add_field(std::string_view name, std::string_view value) {
-  const size_t at = fields_.size();
-  const size_t size = name.size() + 2 + value.size() + 2;
   // A response's fields take one allocation, not one per doubling from the inline capacity.
-  if (at + size > fields_.capacity()) fields_.reserve(std::max(at + size, 2 * at + 256));
-  fields_.resize(at + size);
-  char* out = fields_.data() + at;
-  std::memcpy(out, name.data(), name.size());
-  out += name.size();
-  *out++ = ':';
-  *out++ = ' ';
-  std::memcpy(out, value.data(), value.size());
-  out += value.size();
-  *out++ = '\r';
-  *out = '\n';
+  if (fields_.capacity() < 256) fields_.reserve(256);
+  AppendPieces(fields_, name, ": ", value, "\r\n");
 }
 
 std::string_view HttpResponse::field(std::string_view name) const {
@@ -44,31 +32,12 @@ std::string_view HttpResponse::field(std::string_view name) const {
 
 void HttpResponse::AppendTo(std::string& out) const {
   const auto reason = boost::beast::http::obsolete_reason(status_);
-  char length[24];
-  const std::string_view length_text(
-      length, std::to_chars(length, length + sizeof(length), body_.size()).ptr - length);
   std::string_view connection;
   if (version_ == 10 && keep_alive_) connection = "Connection: keep-alive\r\n";
   if (version_ != 10 && !keep_alive_) connection = "Connection: close\r\n";
-  // "HTTP/1.1 " + 3 digits + " " + reason + CRLF, the fields, Content-Length, Connection,
-  // the blank line, the body.
-  out.reserve(out.size() + 14 + reason.size() + fields_.size() + 18 + length_text.size() +
-              connection.size() + 2 + body_.size());
-  out.append(version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-  const unsigned code = result_int();
-  out.push_back(static_cast<char>('0' + code / 100 % 10));
-  out.push_back(static_cast<char>('0' + code / 10 % 10));
-  out.push_back(static_cast<char>('0' + code % 10));
-  out.push_back(' ');
-  out.append(reason.data(), reason.size());
-  out.append("\r\n");
-  out.append(fields_);
-  out.append("Content-Length: ");
-  out.append(length_text);
-  out.append("\r\n");
-  out.append(connection);
-  out.append("\r\n");
-  out.append(body_);
+  AppendPieces(out, version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ", result_int(), " ",
+               std::string_view(reason.data(), reason.size()), "\r\n", fields_,
+               "Content-Length: ", body_.size(), "\r\n", connection, "\r\n", body_);
 }
 
 }  // namespace tollgate::server

@@ -165,6 +165,10 @@ RateLimitFields RateLimitHeaderFields(RateLimitHeaderFormat format,
                                       absl::Span<const Decision> decisions, size_t top) {
   RateLimitFields fields;
   if (format == RateLimitHeaderFormat::kNone) return fields;
+  // Room for the usual answer (one item: a name and a few numbers), so that each field of it
+  // takes one allocation, not one per doubling.
+  fields.policy.reserve(64);
+  fields.rate_limit.reserve(64);
   // Each item is appended in place: a request's fields cost their two strings.
   auto separate = [](std::string& out) {
     if (!out.empty()) out += ", ";

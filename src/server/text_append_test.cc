@@ -27,5 +27,11 @@ TEST(TextAppendTest, PiecesGoInOrderAfterWhatWasThere) {
   EXPECT_EQ(out, R"({"limit":5,"name":"api","n":3})");
 }
 
+TEST(TextAppendTest, AnEmptyViewAddsNothing) {
+  std::string out = "a";
+  AppendPieces(out, std::string_view(), "b", std::string_view(), int64_t{1});
+  EXPECT_EQ(out, "ab1");
+}
+
 }  // namespace
 }  // namespace tollgate::server
