@@ -1,6 +1,6 @@
 // Copyright tollgate authors. Appending the pieces of an answer (the JSON body of a decision,
-// the RateLimit fields) to the string being built: text, and integers in decimal written
-// in place, with no temporary string.
+// the RateLimit fields, the status line) to the string being built: text, and integers in
+// decimal, in one resize per call and with no temporary string.
 #ifndef TOLLGATE_SRC_SERVER_TEXT_APPEND_H_
 #define TOLLGATE_SRC_SERVER_TEXT_APPEND_H_
 
@@ -13,13 +13,6 @@
 #include <type_traits>
 
 namespace tollgate::server {
-
-// Appends `value` in decimal, as absl::StrAppend would.
-inline void AppendInt(std::string& out, int64_t value) {
-  char digits[20];  // "-9223372036854775808"
-  const char* end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
-  out.append(digits, static_cast<size_t>(end - digits));
-}
 
 namespace text_append_internal {
 
@@ -68,11 +61,15 @@ void AppendTexts(std::string& out, const Texts&... texts) {
 }  // namespace text_append_internal
 
 // Appends every piece in order, growing `out` once: text (anything a std::string_view is made
-// from) and integers in decimal. A char or a bool is refused at compile time.
+// from) and integers in decimal, as absl::StrAppend writes them. REQUIRES: an unsigned piece
+// fits in an int64_t. A char or a bool piece does not compile (a number, or text?).
 template <typename... Pieces>
 void AppendPieces(std::string& out, const Pieces&... pieces) {
   text_append_internal::AppendTexts(out, text_append_internal::AsText(pieces)...);
 }
+
+// Appends `value` in decimal.
+inline void AppendInt(std::string& out, int64_t value) { AppendPieces(out, value); }
 
 }  // namespace tollgate::server
 
