@@ -21,6 +21,7 @@
 #                   grpc-*: ShouldRateLimit, 64 in flight on one HTTP/2 connection; nginx,
 #                   http-*: POST /v1/check on 8 keep-alive connections), on 1,000 keys
 #   OUT=bench/out/service_cost.md
+#   TOLLGATE=BUILD_DIR/tollgate  the server binary measured (another build's, to compare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -28,8 +29,9 @@ CALLS=${CALLS:-20000}
 ROWS=${ROWS:-"h2-floor h2-floor-redis grpc-memory grpc-redis nginx http-floor http-floor-redis http-memory http-redis"}
 OUT=${OUT:-bench/out/service_cost.md}
 WARMUP_CALLS=3000
-for binary in tollgate bench/h2_load bench/http_load bench/h2_floor_server bench/http_floor_server; do
-  [ -x "$BUILD/$binary" ] || { echo "service_cost: $BUILD/$binary not built" >&2; exit 1; }
+TOLLGATE=${TOLLGATE:-"$BUILD/tollgate"}
+for binary in "$TOLLGATE" "$BUILD"/bench/{h2_load,http_load,h2_floor_server,http_floor_server}; do
+  [ -x "$binary" ] || { echo "service_cost: $binary not built" >&2; exit 1; }
 done
 for tool in valgrind callgrind_control callgrind_annotate redis-server; do
   command -v "$tool" >/dev/null || { echo "service_cost: $tool not installed" >&2; exit 1; }
@@ -63,7 +65,7 @@ measure() {
       [[ "$row" == *-redis ]] && args+=(--redis "127.0.0.1:$REDIS_PORT" --keys 1000)
       pattern='s/^listening port=\([0-9]*\).*/\1/p' ;;
     *)
-      args=("$BUILD/tollgate" serve --config "$WORK/envoy.yaml" --config "$WORK/limits.yaml"
+      args=("$TOLLGATE" serve --config "$WORK/envoy.yaml" --config "$WORK/limits.yaml"
         --http 127.0.0.1:0 --grpc 127.0.0.1:0 --threads 1 --log-level info)
       [[ "$row" == *-redis ]] && args+=(--redis "redis://127.0.0.1:$REDIS_PORT" --instances 1)
       if [[ "$row" == grpc-* ]]; then
