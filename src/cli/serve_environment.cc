@@ -16,16 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "src/cli/serve.h"
 #include "src/config/names.h"
+#include "src/core/absl_view.h"
 
 extern char** environ;
 
 namespace tollgate::cli {
 namespace {
-
-// Debian's Abseil has its own string_view.
-absl::string_view View(std::string_view text) {
-  return absl::string_view(text.data(), text.size());
-}
 
 // Larger than any password or URL; a bound on what a wrong path (a log, a device) reads.
 constexpr size_t kMaxSecretBytes = 64 * 1024;
@@ -46,7 +42,7 @@ std::vector<std::string> PrefixedVariables() {
     const size_t equals = variable.find('=');
     if (equals == std::string_view::npos || equals + 1 == variable.size()) continue;
     std::string_view name = variable.substr(0, equals);
-    if (absl::StartsWith(View(name), View(kEnvironmentPrefix))) names.emplace_back(name);
+    if (absl::StartsWith(AbslView(name), AbslView(kEnvironmentPrefix))) names.emplace_back(name);
   }
   return names;
 }
@@ -128,7 +124,8 @@ std::vector<std::string> OptionEnvironmentVariablesSet(const CLI::App& command) 
 
 absl::StatusOr<std::string> ReadSecretFile(std::string_view option, const std::string& path) {
   const auto invalid = [&](std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(View(option), " ", path, ": ", View(why)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(option), " ", path, ": ", AbslView(why)));
   };
   std::ifstream in(path, std::ios::binary);
   if (!in) return invalid(std::strerror(errno));
@@ -192,8 +189,9 @@ absl::StatusOr<std::string> WithRedisPassword(std::string_view url, std::string_
   const std::string_view user =
       at == std::string_view::npos ? std::string_view() : host_part.substr(0, at);
   const std::string_view host = at == std::string_view::npos ? host_part : host_part.substr(at + 1);
-  return absl::StrCat(View(url.substr(0, authority.begin)), View(user), ":",
-                      PercentEncode(password), "@", View(host), View(url.substr(authority.end)));
+  return absl::StrCat(AbslView(url.substr(0, authority.begin)), AbslView(user), ":",
+                      PercentEncode(password), "@", AbslView(host),
+                      AbslView(url.substr(authority.end)));
 }
 
 absl::StatusOr<std::string> ResolveRedisUrl(const ServeOptions& options) {

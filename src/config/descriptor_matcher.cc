@@ -7,13 +7,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "src/core/absl_view.h"
 
 namespace tollgate {
-namespace {
-
-absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
-
-}  // namespace
 
 // The descriptors of one list that share a key.
 struct DescriptorMatcher::Node {
@@ -128,7 +124,7 @@ void DescriptorMatcher::AddLevel(const std::string& domain, const std::string& p
 }
 
 bool DescriptorMatcher::HasDomain(std::string_view domain) const {
-  return domains_.contains(View(domain));
+  return domains_.contains(AbslView(domain));
 }
 
 const EnvoyRule* DescriptorMatcher::Match(std::string_view domain,
@@ -140,14 +136,14 @@ const EnvoyRule* DescriptorMatcher::Match(std::string_view domain,
                                           absl::Span<const DescriptorEntry> entries,
                                           std::vector<std::string_view>* counted_values) const {
   if (counted_values != nullptr) counted_values->clear();
-  auto domain_it = domains_.find(View(domain));
+  auto domain_it = domains_.find(AbslView(domain));
   if (domain_it == domains_.end()) return nullptr;
   const Level* level = domain_it->second.get();
   for (size_t i = 0; i < entries.size(); ++i) {
-    auto key_it = level->by_key.find(View(entries[i].key));
+    auto key_it = level->by_key.find(AbslView(entries[i].key));
     if (key_it == level->by_key.end()) return nullptr;
     const Level::SameKey& same_key = key_it->second;
-    const absl::string_view value = View(entries[i].value);
+    const absl::string_view value = AbslView(entries[i].value);
     const Node* next = nullptr;
     std::string_view counted_value = entries[i].value;
     if (auto exact = same_key.exact.find(value); exact != same_key.exact.end()) {

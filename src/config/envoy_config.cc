@@ -26,6 +26,7 @@
 #include "src/config/names.h"
 #include "src/config/problems.h"
 #include "src/config/yaml_node.h"
+#include "src/core/absl_view.h"
 #include "tollgate/config.h"
 
 namespace tollgate {
@@ -537,16 +538,14 @@ std::string Located(absl::string_view file_name, const YAML::Mark& mark, absl::s
   return absl::StrCat(file_name, ":", mark.line + 1, ":", mark.column + 1, ": ", what);
 }
 
-absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
-
 }  // namespace
 
 std::vector<std::string> SplitWildcard(std::string_view pattern) {
-  return absl::StrSplit(View(pattern), '*');
+  return absl::StrSplit(AbslView(pattern), '*');
 }
 
 bool WildcardMatches(const std::vector<std::string>& parts, std::string_view text) {
-  const absl::string_view value = View(text);
+  const absl::string_view value = AbslView(text);
   if (parts.size() == 1) return value == parts[0];
   const std::string& first = parts.front();
   const std::string& last = parts.back();
@@ -585,12 +584,12 @@ std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text) {
 
 absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
                                                    std::string_view file_name) {
-  Errors errors(View(file_name));
+  Errors errors(AbslView(file_name));
   try {
     const YAML::Node root = YAML::Load(std::string(yaml_text));
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(Located(
-          View(file_name), root.Mark(),
+          AbslView(file_name), root.Mark(),
           absl::StrCat("expected a map with domain and descriptors, got ", Describe(root))));
     }
     CheckMap(root, "(top level)", kRootKeys, errors);
@@ -619,7 +618,7 @@ absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
   } catch (const YAML::Exception& error) {
     errors.Add({error.mark, error.msg});
   } catch (const std::exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(View(file_name), ": ", error.what()));
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(file_name), ": ", error.what()));
   }
   return errors.ToStatus();
 }
@@ -638,7 +637,7 @@ absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text,
     const bool domain = root.IsMap() && root["domain"];
     if (limits && domain) {
       return absl::InvalidArgumentError(
-          absl::StrCat(View(file_name),
+          absl::StrCat(AbslView(file_name),
                        ": has both 'limits:' (tollgate's format) and 'domain:' (Envoy's format); "
                        "put each in its own file"));
     }
@@ -657,16 +656,16 @@ absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text,
       }
     }
     return absl::InvalidArgumentError(
-        absl::StrCat(View(file_name),
+        absl::StrCat(AbslView(file_name),
                      ": expected a top-level 'limits:' (tollgate's format) or 'domain:' "
                      "(Envoy's format)"));
   } catch (const YAML::ParserException& error) {
     return absl::InvalidArgumentError(
-        Located(View(file_name), error.mark, absl::StrCat("invalid YAML: ", error.msg)));
+        Located(AbslView(file_name), error.mark, absl::StrCat("invalid YAML: ", error.msg)));
   } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(Located(View(file_name), error.mark, error.msg));
+    return absl::InvalidArgumentError(Located(AbslView(file_name), error.mark, error.msg));
   } catch (const std::exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(View(file_name), ": ", error.what()));
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(file_name), ": ", error.what()));
   }
 }
 

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "src/core/absl_view.h"
 #include "src/core/batch.h"
 #include "src/core/metered_ids.h"
 #include "tollgate/memory_store.h"
@@ -49,9 +50,6 @@ absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& number
   }
   return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": unknown algorithm"));
 }
-
-// Debian's Abseil is built with its own absl::string_view (not std::string_view).
-absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
 
 // The checks every request gets before it reaches a store, with the messages users see.
 absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_t cost) {

@@ -11,14 +11,13 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "src/core/absl_view.h"
 
 namespace tollgate::internal {
 namespace {
 
 constexpr size_t kIdBytes = 16;
 constexpr size_t kIdChars = 22;  // ceil(16 * 8 / 6), unpadded
-
-absl::string_view View(std::string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
@@ -51,13 +50,13 @@ bool IsMeteredId(std::string_view id) {
 std::string ReservationToken(std::string_view id, std::string_view limit, std::string_view key) {
   std::string limit_part;
   std::string key_part;
-  absl::WebSafeBase64Escape(View(limit), &limit_part);
-  absl::WebSafeBase64Escape(View(key), &key_part);
-  return absl::StrCat(View(id), ".", limit_part, ".", key_part);
+  absl::WebSafeBase64Escape(AbslView(limit), &limit_part);
+  absl::WebSafeBase64Escape(AbslView(key), &key_part);
+  return absl::StrCat(AbslView(id), ".", limit_part, ".", key_part);
 }
 
 std::optional<ReservationParts> ParseReservationToken(std::string_view token) {
-  const std::vector<absl::string_view> parts = absl::StrSplit(View(token), '.');
+  const std::vector<absl::string_view> parts = absl::StrSplit(AbslView(token), '.');
   if (parts.size() != 3 || !IsMeteredId(std::string_view(parts[0].data(), parts[0].size()))) {
     return std::nullopt;
   }

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "src/algorithm/share.h"
+#include "src/core/absl_view.h"
 
 namespace tollgate {
 
@@ -22,11 +23,8 @@ using Units = absl::flat_hash_map<std::string, int64_t>;
 
 constexpr int64_t kFreshnessSteps = 1000;
 
-// Abseil's string hash takes absl::string_view, which need not be std::string_view.
-absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
-
 int64_t UnitsOf(const Units& units, std::string_view limit) {
-  auto it = units.find(View(limit));
+  auto it = units.find(AbslView(limit));
   return it == units.end() ? 0 : it->second;
 }
 
@@ -120,14 +118,14 @@ void FallbackShares::Count(std::string_view limit, int64_t units) {
     cache.owner = state_->id;
     cache.counters.clear();
   }
-  if (auto cached = cache.counters.find(View(limit)); cached != cache.counters.end()) {
+  if (auto cached = cache.counters.find(AbslView(limit)); cached != cache.counters.end()) {
     cached->second->fetch_add(units, std::memory_order_relaxed);
     return;
   }
   std::atomic<int64_t>* counter = nullptr;
   {
     absl::MutexLock lock(&state_->counters_mu);
-    auto it = state_->counters.find(View(limit));
+    auto it = state_->counters.find(AbslView(limit));
     if (it == state_->counters.end()) {
       if (state_->counters.size() >= options_.max_limits) return;
       it = state_->counters.emplace(std::string(limit), std::make_unique<std::atomic<int64_t>>(0))

@@ -8,14 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "src/core/absl_view.h"
 #include "src/server/json_errors.h"
 
 namespace tollgate::server {
 namespace {
 
 namespace http = boost::beast::http;
-
-absl::string_view View(const std::string& text) { return {text.data(), text.size()}; }
 
 }  // namespace
 
@@ -36,7 +35,7 @@ std::optional<FramingRefusal> CheckRequestFraming(const HttpRequest& head) {
                           "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)"};
   }
   int chunked = 0;
-  for (absl::string_view element : absl::StrSplit(View(head.transfer_encoding()), ',')) {
+  for (absl::string_view element : absl::StrSplit(AbslView(head.transfer_encoding()), ',')) {
     // A coding is a token, optionally with parameters (`gzip;q=1` names gzip).
     absl::string_view coding = absl::StripAsciiWhitespace(element.substr(0, element.find(';')));
     if (coding.empty()) continue;

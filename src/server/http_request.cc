@@ -6,13 +6,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "src/core/absl_view.h"
 
 namespace tollgate::server {
-namespace {
-
-absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
-
-}  // namespace
 
 HttpRequest::HttpRequest(Verb method, std::string_view target, unsigned version)
     : method_(method),
@@ -22,15 +18,15 @@ HttpRequest::HttpRequest(Verb method, std::string_view target, unsigned version)
       keep_alive_(version >= 11) {}
 
 void HttpRequest::add_field(std::string_view name, std::string_view value) {
-  if (absl::EqualsIgnoreCase(View(name), "host")) {
+  if (absl::EqualsIgnoreCase(AbslView(name), "host")) {
     ++host_fields_;
-  } else if (absl::EqualsIgnoreCase(View(name), "transfer-encoding")) {
+  } else if (absl::EqualsIgnoreCase(AbslView(name), "transfer-encoding")) {
     if (has_transfer_encoding_) transfer_encoding_ += ", ";
     transfer_encoding_.append(value);
     has_transfer_encoding_ = true;
-  } else if (absl::EqualsIgnoreCase(View(name), "expect")) {
+  } else if (absl::EqualsIgnoreCase(AbslView(name), "expect")) {
     expects_continue_ =
-        absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(View(value)), "100-continue");
+        absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(AbslView(value)), "100-continue");
   }
 }
 

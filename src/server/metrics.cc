@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/core/absl_view.h"
 #include "src/core/build_info.h"
 
 namespace tollgate::server {
@@ -27,8 +28,6 @@ constexpr std::array<const char*, kStoreRoundTripBucketsMicros.size()> kRoundTri
     "5e-05",  "0.0001", "0.0002", "0.0003", "0.0005", "0.00075", "0.001",
     "0.0015", "0.0025", "0.005",  "0.01",   "0.025",  "0.05",    "0.1"};
 
-absl::string_view View(std::string_view text) { return {text.data(), text.size()}; }
-
 int SourceIndex(DecisionSource source) {
   switch (source) {
     case DecisionSource::kMemory:
@@ -44,8 +43,8 @@ int SourceIndex(DecisionSource source) {
 }
 
 void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  absl::StrAppend(&out, "# HELP ", View(name), " ", View(help), "\n# TYPE ", View(name), " ",
-                  View(type), "\n");
+  absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ", AbslView(name),
+                  " ", AbslView(type), "\n");
 }
 
 }  // namespace
@@ -107,7 +106,7 @@ int64_t SteadyNowMicros() {
 void Metrics::LeaseHeld(std::string_view limit, std::string_view lease, int64_t lease_micros) {
   const int64_t expires_at = SteadyNowMicros() + lease_micros;
   absl::MutexLock lock(&leases_mu_);
-  auto it = leases_.find(View(lease));
+  auto it = leases_.find(AbslView(lease));
   if (it != leases_.end()) {
     it->second.expires_at_micros = expires_at;
     return;
@@ -118,7 +117,7 @@ void Metrics::LeaseHeld(std::string_view limit, std::string_view lease, int64_t 
 
 void Metrics::LeaseGone(std::string_view lease) {
   absl::MutexLock lock(&leases_mu_);
-  leases_.erase(View(lease));
+  leases_.erase(AbslView(lease));
 }
 
 void Metrics::RegisterLimitNames(absl::Span<const std::string> names) {
@@ -140,7 +139,7 @@ void Metrics::RegisterLimitNames(absl::Span<const std::string> names) {
 
 Metrics::LimitCounters& Metrics::CountersFor(std::string_view limit) {
   const Table* table = table_.load(std::memory_order_acquire);
-  auto it = table->by_name.find(View(limit));
+  auto it = table->by_name.find(AbslView(limit));
   return it == table->by_name.end() ? unregistered_ : *it->second;
 }
 
@@ -237,7 +236,7 @@ std::string Metrics::Render() const {
       const std::string_view source_name = DecisionSourceName(source);
       for (size_t outcome = 0; outcome < kOutcomeNames.size(); ++outcome) {
         absl::StrAppend(
-            &out, "tollgate_decisions_total{limit=\"", limit, "\",source=\"", View(source_name),
+            &out, "tollgate_decisions_total{limit=\"", limit, "\",source=\"", AbslView(source_name),
             "\",outcome=\"", kOutcomeNames[outcome], "\"} ",
             counters->decisions[SourceIndex(source)][outcome].load(std::memory_order_relaxed),
             "\n");
@@ -249,7 +248,7 @@ std::string Metrics::Render() const {
                        std::atomic<int64_t> LimitCounters::*counter) {
     Family(out, family, "counter", help);
     for (const auto& [name, counters] : limits) {
-      absl::StrAppend(&out, View(family), "{limit=\"", EscapeLabelValue(name), "\"} ",
+      absl::StrAppend(&out, AbslView(family), "{limit=\"", EscapeLabelValue(name), "\"} ",
                       (counters->*counter).load(std::memory_order_relaxed), "\n");
     }
   };

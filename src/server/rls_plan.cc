@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "google/protobuf/util/json_util.h"
+#include "src/core/absl_view.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
 
@@ -93,8 +94,6 @@ uint32_t ClampUint32(int64_t value) {
   return static_cast<uint32_t>(std::clamp<int64_t>(value, 0, UINT32_MAX));
 }
 
-absl::string_view View(std::string_view s) { return {s.data(), s.size()}; }
-
 // envoyproxy/ratelimit's request part of the dynamic metadata (rls_plan.h).
 google::protobuf::Struct RequestMetadata(const RateLimitRequest& request) {
   google::protobuf::Struct metadata;
@@ -143,7 +142,7 @@ const Limit* OverrideLimits::Find(uint32_t requests_per_unit, EnvoyUnit unit) {
   if (auto it = by_shape_.find(shape); it != by_shape_.end()) return it->second;
   if (static_cast<int>(limits_.size()) >= max_limits_) return nullptr;
   Limit& limit = limits_.emplace_back();
-  limit.name = absl::StrCat("override:", requests_per_unit, "/", View(EnvoyUnitName(unit)));
+  limit.name = absl::StrCat("override:", requests_per_unit, "/", AbslView(EnvoyUnitName(unit)));
   limit.numbers = EnvoyLimitNumbers(Algorithm::kFixedWindow, requests_per_unit, unit);
   by_shape_.emplace(shape, &limit);
   if (metrics_ != nullptr) metrics_->RegisterLimitNames({limit.name});
