@@ -7,10 +7,9 @@
 // (basic_parser: the grammar, Content-Length and chunked framing, keep-alive, the size limits)
 // keeping only those.
 //
-// Measured: bench/hot_path_bench reads a /v1/check request with this parser
-// (BM_CheckRequest) and with Beast's request_parser (BM_CheckRequestBeastParser);
-// bench/service_cost.sh counts the http-* rows' instructions per decision. Numbers in
-// BENCHMARKS.md ("Home-made parts", "The service").
+// How it is measured against Beast's request_parser: bench/hot_path_bench (BM_CheckRequest,
+// BM_CheckRequestBeastParser) and the http-* rows of bench/service_cost.sh; the figures are
+// in BENCHMARKS.md ("Home-made parts", "The service").
 #ifndef TOLLGATE_SRC_SERVER_HTTP_REQUEST_H_
 #define TOLLGATE_SRC_SERVER_HTTP_REQUEST_H_
 

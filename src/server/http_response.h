@@ -6,10 +6,9 @@
 // string, and writes status line, fields and body with one copy each. Requests are read by
 // Beast's parser (src/server/http_request.h).
 //
-// Measured: bench/hot_path_bench builds and writes out a /v1/check answer in this type
-// (BM_CheckAnswer) and in Beast's (BM_CheckAnswerBeastResponse); bench/service_cost.sh counts
-// the http-* rows' instructions per decision. Numbers in BENCHMARKS.md ("Home-made parts",
-// "The service").
+// How it is measured against Beast's http::response: bench/hot_path_bench (BM_CheckAnswer,
+// BM_CheckAnswerBeastResponse) and the http-* rows of bench/service_cost.sh; the figures are
+// in BENCHMARKS.md ("Home-made parts", "The service").
 #ifndef TOLLGATE_SRC_SERVER_HTTP_RESPONSE_H_
 #define TOLLGATE_SRC_SERVER_HTTP_RESPONSE_H_
 

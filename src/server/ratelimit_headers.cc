@@ -62,7 +62,7 @@ void AppendStructuredFieldString(std::string& out, std::string_view text) {
 
 void AppendPolicyItem(std::string& out, const LimitNumbers& numbers) {
   if (numbers.algorithm == Algorithm::kConcurrency) {
-    AppendInt(out, numbers.MaxCost());
+    AppendPieces(out, numbers.MaxCost());
     return;
   }
   AppendPieces(out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));

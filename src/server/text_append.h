@@ -68,9 +68,6 @@ void AppendPieces(std::string& out, const Pieces&... pieces) {
   text_append_internal::AppendTexts(out, text_append_internal::AsText(pieces)...);
 }
 
-// Appends `value` in decimal.
-inline void AppendInt(std::string& out, int64_t value) { AppendPieces(out, value); }
-
 }  // namespace tollgate::server
 
 #endif  // TOLLGATE_SRC_SERVER_TEXT_APPEND_H_

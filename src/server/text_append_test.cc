@@ -15,7 +15,7 @@ TEST(TextAppendTest, IntegersReadAsAbslWritesThem) {
   for (int64_t value : {int64_t{0}, int64_t{7}, int64_t{-1}, int64_t{1000000000},
                         std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
     std::string out = "x=";
-    AppendInt(out, value);
+    AppendPieces(out, value);
     EXPECT_EQ(out, absl::StrCat("x=", value));
   }
 }
