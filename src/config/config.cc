@@ -31,6 +31,7 @@
 #include "src/config/names.h"
 #include "src/config/problems.h"
 #include "src/config/yaml_node.h"
+#include "src/core/absl_view.h"
 #include "tollgate/limit.h"
 
 namespace tollgate {
@@ -623,9 +624,9 @@ absl::StatusOr<Config> Parser::Parse(absl::string_view yaml_text) {
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view file_name) {
-  Parser parser(absl::string_view(file_name.data(), file_name.size()));
+  Parser parser(AbslView(file_name));
   try {
-    return parser.Parse(absl::string_view(yaml_text.data(), yaml_text.size()));
+    return parser.Parse(AbslView(yaml_text));
   } catch (const YAML::ParserException& e) {
     parser.Report(e.mark, "", absl::StrCat("invalid YAML: ", e.msg));
     return parser.Errors();

@@ -575,7 +575,7 @@ std::string_view EnvoyUnitName(EnvoyUnit unit) {
 }
 
 std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(absl::string_view(text.data(), text.size()));
+  const std::string lower = absl::AsciiStrToLower(AbslView(text));
   for (const UnitInfo& info : kUnits) {
     if (info.name == lower) return info.unit;
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "boost/asio/post.hpp"
+#include "src/core/absl_view.h"
 #include "src/server/h2_session.h"
 
 namespace tollgate::server {
@@ -54,11 +55,11 @@ std::chrono::steady_clock::time_point GrpcResponder::deadline() const {
 // ---- GrpcMethods ----------------------------------------------------------------------------
 
 void GrpcMethods::AddUnary(std::string path, GrpcUnaryHandler handler) {
-  handlers_[std::move(path)] = std::move(handler);
+  handlers_.insert_or_assign(std::move(path), std::move(handler));
 }
 
 const GrpcUnaryHandler* GrpcMethods::Find(std::string_view path) const {
-  auto it = handlers_.find(absl::string_view(path.data(), path.size()));
+  auto it = handlers_.find(AbslView(path));
   return it == handlers_.end() ? nullptr : &it->second;
 }
 

@@ -1,10 +1,9 @@
 // Copyright tollgate authors.
 #include "src/server/http_response.h"
 
-#include <algorithm>
-
 #include "absl/strings/match.h"
 #include "boost/beast/http/status.hpp"
+#include "src/core/absl_view.h"
 #include "src/server/text_append.h"
 
 namespace tollgate::server {
@@ -22,8 +21,7 @@ std::string_view HttpResponse::field(std::string_view name) const {
     const std::string_view line = rest.substr(0, end);
     rest.remove_prefix(end + 2);
     const size_t colon = line.find(':');
-    if (absl::EqualsIgnoreCase(absl::string_view(line.data(), std::min(colon, line.size())),
-                               absl::string_view(name.data(), name.size()))) {
+    if (absl::EqualsIgnoreCase(AbslView(line.substr(0, colon)), AbslView(name))) {
       return line.substr(colon + 2);
     }
   }
