@@ -65,6 +65,47 @@ TEST(ScriptEncodingTest, DoublesAreLittleEndianAndComeBackExactly) {
   }
 }
 
+// Every one-item decision's EVALSHA is written by SingleCheckCommand, the others by
+// CheckCommand: for any one item (each algorithm, shadow, each op with its id, a pinned time,
+// an empty key, a key longer than a bulk header's first guess) the two give the same bytes.
+TEST(ScriptEncodingTest, OneItemCommandIsTheGeneralCommand) {
+  const std::string sha(40, 'a');
+  const std::string head = redis::SingleCheckHead(sha);
+  Limit bucket = TokenBucket("api", 5, 2.5);
+  Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10, 1'000'000);
+  Limit sliding = Window("sliding", Algorithm::kSlidingWindow, 1000, 60'000'000);
+  Limit concurrent = Window("conc", Algorithm::kConcurrency, 3, 30'000'000);
+  Limit reserved = TokenBucket("tokens", 1000, 10);
+  reserved.reservation_ttl_micros = 90'000'000;
+  const std::string long_key(300, 'k');
+  int compared = 0;
+  for (const Limit* limit : {&bucket, &fixed, &sliding, &concurrent, &reserved}) {
+    for (ItemOp op : {ItemOp::kCheck, ItemOp::kCharge, ItemOp::kReserve, ItemOp::kSettle,
+                      ItemOp::kRelease, ItemOp::kRenew}) {
+      for (const std::string& key : {std::string("user-1"), std::string(), long_key}) {
+        for (bool shadow : {false, true}) {
+          for (std::optional<int64_t> now : {std::optional<int64_t>(), std::optional<int64_t>(0),
+                                             std::optional<int64_t>(1'700'000'000'123'456)}) {
+            CheckItem item{.limit = limit, .key = key, .cost = 7, .shadow = shadow, .op = op};
+            if (op != ItemOp::kCheck || limit == &concurrent) item.id = "0123456789abcdefghijkl";
+            const std::string general = redis::CheckCommand("EVALSHA", sha, "tg:", {item}, now);
+            EXPECT_EQ(redis::SingleCheckCommand(head, "tg:", item, now), general)
+                << limit->name << " op " << static_cast<int>(op) << " key " << key.size()
+                << " shadow " << shadow << " now " << now.value_or(-1);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 5 * 6 * 3 * 2 * 3);
+  // And the general command is RESP: `*6`, then six bulk strings, the item's key among them.
+  CheckItem item{.limit = &bucket, .key = "user-1"};
+  EXPECT_THAT(redis::SingleCheckCommand(head, "tg:", item, std::nullopt),
+              ::testing::StartsWith("*6\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha +
+                                    "\r\n$1\r\n1\r\n$15\r\ntg:api:{user-1}\r\n$0\r\n\r\n$25\r\n"));
+}
+
 class RedisStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "src/core/absl_view.h"
 #include "src/core/batch.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
@@ -202,7 +204,8 @@ std::string LeaseCommand(std::string_view verb, std::string_view script, std::st
   return std::move(writer).Finish();
 }
 
-// EVALSHA <sha> (or EVAL <script>) of lua/check.lua for `items`.
+}  // namespace
+
 std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
                          const std::vector<CheckItem>& items, std::optional<int64_t> now_micros) {
   const size_t n = items.size();
@@ -217,6 +220,67 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
   }
   return std::move(writer).Finish();
 }
+
+std::string SingleCheckHead(std::string_view sha) {
+  return absl::StrCat("*6\r\n$7\r\nEVALSHA\r\n$", sha.size(), "\r\n", AbslView(sha),
+                      "\r\n$1\r\n1\r\n");
+}
+
+namespace {
+
+// A bulk string's header, `$<length>\r\n`. REQUIRES: room for kMaxBulkHeader bytes at `at`.
+constexpr size_t kMaxBulkHeader = 1 + 20 + 2;
+char* PutBulkHeader(char* at, size_t length) {
+  *at++ = '$';
+  at = std::to_chars(at, at + 20, length).ptr;
+  *at++ = '\r';
+  *at++ = '\n';
+  return at;
+}
+
+char* PutBytes(char* at, std::string_view bytes) {
+  if (bytes.empty()) return at;  // an empty view may have no data() at all
+  std::memcpy(at, bytes.data(), bytes.size());
+  return at + bytes.size();
+}
+
+char* PutCrlf(char* at) {
+  *at++ = '\r';
+  *at++ = '\n';
+  return at;
+}
+
+}  // namespace
+
+std::string SingleCheckCommand(std::string_view head, std::string_view prefix,
+                               const CheckItem& item, std::optional<int64_t> now_micros) {
+  char time[20];
+  const size_t time_size =
+      now_micros.has_value()
+          ? static_cast<size_t>(std::to_chars(time, time + sizeof(time), *now_micros).ptr - time)
+          : 0;
+  const ItemBytes bytes = EncodeItem(item, std::nullopt, item.shadow, /*with_op=*/true);
+  const std::string_view id = bytes.then_id ? std::string_view(item.id) : std::string_view();
+  const std::string_view name = item.limit->name;
+  const size_t key_size = prefix.size() + name.size() + 3 + item.key.size();
+  std::string out;
+  out.resize(head.size() + 3 * (kMaxBulkHeader + 2) + key_size + time_size + bytes.size +
+             id.size());
+  char* cursor = PutBytes(out.data(), head);
+  cursor = PutBulkHeader(cursor, key_size);  // the state key (AddStateKey)
+  cursor = PutBytes(cursor, prefix);
+  cursor = PutBytes(cursor, name);
+  cursor = PutBytes(cursor, ":{");
+  cursor = PutBytes(cursor, item.key);
+  cursor = PutCrlf(PutBytes(cursor, "}"));
+  cursor = PutCrlf(PutBytes(PutBulkHeader(cursor, time_size), {time, time_size}));  // AddTime
+  cursor = PutBulkHeader(cursor, bytes.size + id.size());                           // AddItemArgs
+  cursor = PutCrlf(PutBytes(PutBytes(cursor, bytes.view()), id));
+  out.resize(static_cast<size_t>(cursor - out.data()));
+  return out;
+}
+
+namespace {
 
 // EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now), the age
 // being `now_micros` minus the item's at_micros, both on the clock that stamped them.
@@ -372,6 +436,7 @@ RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       lease_sha_(std::move(lease_sha)),
+      single_check_head_(SingleCheckHead(script_sha_)),
       warnings_(std::move(warnings)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
@@ -473,6 +538,10 @@ std::string RedisStoreImpl::ScriptCommand(const ScriptCall& call, bool eval) con
   if (call.lease) {
     return LeaseCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaLease : lease_sha_,
                         options_.key_prefix, call.items[0], call.now_micros);
+  }
+  if (!eval && call.items.size() == 1) {
+    return SingleCheckCommand(single_check_head_, options_.key_prefix, call.items[0],
+                              call.now_micros);
   }
   return CheckCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaCheck : script_sha_,
                       options_.key_prefix, call.items, call.now_micros);

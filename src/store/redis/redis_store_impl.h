@@ -32,6 +32,17 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
                                                       const std::vector<CheckItem>& items,
                                                       int64_t* now_micros = nullptr);
 
+// The RESP of `<verb> <script> <n> <keys> <time> <item args>`: check.lua's call for `items`
+// (verb EVALSHA with its SHA1, or EVAL with its text), `now_micros` unset for Redis TIME.
+std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
+                         const std::vector<CheckItem>& items, std::optional<int64_t> now_micros);
+// The same bytes as CheckCommand("EVALSHA", sha, prefix, {item}, now_micros), written into
+// one string sized up front from `head` = SingleCheckHead(sha): the call of every one-item
+// decision.
+std::string SingleCheckHead(std::string_view sha);
+std::string SingleCheckCommand(std::string_view head, std::string_view prefix,
+                               const CheckItem& item, std::optional<int64_t> now_micros);
+
 // The hash slot of an item's state key (every key the script derives from it shares it).
 int ItemSlot(std::string_view prefix, const CheckItem& item);
 
@@ -89,8 +100,9 @@ class RedisStoreImpl final : public RedisStore {
   void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
 
   const RedisStoreOptions options_;
-  const std::string script_sha_;  // lua/check.lua's
-  const std::string lease_sha_;   // lua/lease.lua's
+  const std::string script_sha_;         // lua/check.lua's
+  const std::string lease_sha_;          // lua/lease.lua's
+  const std::string single_check_head_;  // SingleCheckHead(script_sha_)
   const std::vector<std::string> warnings_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
