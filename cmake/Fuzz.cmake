@@ -26,8 +26,9 @@ foreach(fuzz_source ${TOLLGATE_FUZZ_SOURCES})
     continue()
   endif()
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
-  # The HTTP body and gRPC wire targets need the service library; the others the core one.
-  if(name STREQUAL "http_json_fuzz" OR name STREQUAL "grpc_wire_fuzz")
+  # The HTTP body, gRPC wire and RLS request targets need the service library; the others the core one.
+  if(name STREQUAL "http_json_fuzz" OR name STREQUAL "grpc_wire_fuzz" OR
+     name STREQUAL "rls_request_fuzz")
     target_link_libraries(${name} PRIVATE tollgate_server absl::strings)
   else()
     target_link_libraries(${name} PRIVATE tollgate absl::strings)

@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "google/protobuf/arena.h"
 #include "grpc/health/v1/health.pb.h"
+#include "src/server/rls_request.h"
 
 namespace tollgate::server {
 
@@ -16,43 +16,23 @@ namespace {
 using HealthCheckRequest = grpc::health::v1::HealthCheckRequest;
 using HealthCheckResponse = grpc::health::v1::HealthCheckResponse;
 
-// One ShouldRateLimit request, parsed on an arena whose first block is part of this object:
-// parsing an Envoy request takes one allocation.
-struct RlsRequest {
-  static google::protobuf::ArenaOptions Options(char* block, size_t size) {
-    google::protobuf::ArenaOptions options;
-    options.initial_block = block;
-    options.initial_block_size = size;
-    return options;
-  }
-
-  RlsRequest()
-      : arena(Options(block, sizeof(block))),
-        message(google::protobuf::Arena::CreateMessage<RateLimitRequest>(&arena)) {}
-
-  // A request of a few descriptors fits; a larger one gets further blocks from the heap.
-  alignas(std::max_align_t) char block[1024];
-  google::protobuf::Arena arena;
-  RateLimitRequest* message;
-};
-
 void ShouldRateLimit(RlsService& service, std::string_view bytes, GrpcResponder responder) {
-  // The request is only read until ShouldRateLimitBytes returns (the plan copies what it
-  // keeps), so it lives on this frame.
-  RlsRequest request;
-  if (!request.message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  // The request is read in place: its views point into `bytes`, which live until this
+  // returns, and ShouldRateLimitBytes copies what it keeps.
+  RateLimitRequestView request;
+  if (!ReadRateLimitRequest(bytes, &request)) {
     std::move(responder).Finish(
         absl::InvalidArgumentError("the message is not a RateLimitRequest"));
     return;
   }
-  service.ShouldRateLimitBytes(*request.message, [responder = std::move(responder)](
-                                                     absl::StatusOr<std::string> response) mutable {
-    if (!response.ok()) {
-      std::move(responder).Finish(response.status());
-      return;
-    }
-    std::move(responder).Finish(*std::move(response));
-  });
+  service.ShouldRateLimitBytes(
+      request, [responder = std::move(responder)](absl::StatusOr<std::string> response) mutable {
+        if (!response.ok()) {
+          std::move(responder).Finish(response.status());
+          return;
+        }
+        std::move(responder).Finish(*std::move(response));
+      });
 }
 
 void HealthCheck(const GrpcHealth& health, std::string_view bytes, GrpcResponder responder) {

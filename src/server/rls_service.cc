@@ -141,16 +141,16 @@ absl::Status RlsService::UpdateDomains(std::vector<EnvoyDomainConfig> domains) {
 void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback done) {
   Reply reply;
   reply.message_done = std::move(done);
-  Answer(request, std::move(reply));
+  Answer(RateLimitRequestView::Of(request), std::move(reply));
 }
 
-void RlsService::ShouldRateLimitBytes(const RateLimitRequest& request, RlsBytesCallback done) {
+void RlsService::ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done) {
   Reply reply;
   reply.bytes_done = std::move(done);
   Answer(request, std::move(reply));
 }
 
-void RlsService::Answer(const RateLimitRequest& request, Reply reply) {
+void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
   Metrics* const metrics = options_.metrics;
   const int64_t start_micros = metrics != nullptr ? SteadyMicros() : 0;
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();

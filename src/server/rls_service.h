@@ -29,6 +29,7 @@
 #include "src/config/envoy_config.h"
 #include "src/server/check_service.h"
 #include "src/server/rls_plan.h"
+#include "src/server/rls_request.h"
 #include "tollgate/clock.h"
 #include "tollgate/store.h"
 
@@ -94,9 +95,11 @@ class RlsService {
   // descriptor too long to be a key); Envoy then applies its own failure_mode_deny.
   void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done);
 
-  // As above, but `done` gets the response serialized, as gRPC sends it; an answer without
-  // dynamic metadata is written without building the message (AppendRateLimitResponseBytes).
-  void ShouldRateLimitBytes(const RateLimitRequest& request, RlsBytesCallback done);
+  // As above for a request read from its bytes (ReadRateLimitRequest; the bytes need only
+  // live until this returns), and `done` gets the response serialized, as gRPC sends it; an
+  // answer without dynamic metadata is written without building the message
+  // (AppendRateLimitResponseBytes).
+  void ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done);
 
   // Blocking form, for tests and the /json endpoint.
   absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
@@ -110,7 +113,7 @@ class RlsService {
   struct Reply;
   RlsService(RlsServiceOptions options, std::unique_ptr<CheckService> owned, CheckService* service);
   // Plans, checks and answers `request` into `reply`.
-  void Answer(const RateLimitRequest& request, Reply reply);
+  void Answer(const RateLimitRequestView& request, Reply reply);
 
   const RlsServiceOptions options_;
   const std::unique_ptr<CheckService> owned_;  // when no check_service was given
