@@ -166,24 +166,40 @@ std::string PercentDecodeGrpcMessage(std::string_view encoded) {
 
 void GrpcRequestHeaders::Add(std::string_view name, std::string_view value) {
   // A header given twice with an empty first value is not noticed; the checks below refuse
-  // an empty :method or content-type anyway.
-  if (name == ":method") {
-    bool seen = !method.empty();
-    Set(method, value, seen, duplicate);
-  } else if (name == ":path") {
-    bool seen = !path.empty();
-    Set(path, value, seen, duplicate);
-  } else if (name == "content-type") {
-    bool seen = !content_type.empty();
-    Set(content_type, value, seen, duplicate);
-  } else if (name == "te") {
-    bool seen = !te.empty();
-    Set(te, value, seen, duplicate);
-  } else if (name == "grpc-encoding") {
-    bool seen = !grpc_encoding.empty();
-    Set(grpc_encoding, value, seen, duplicate);
-  } else if (name == "grpc-timeout") {
-    Set(grpc_timeout, value, has_grpc_timeout, duplicate);
+  // an empty :method or content-type anyway. Sorted by length first: most names a client
+  // sends (user-agent, grpc-accept-encoding, :scheme...) are none of these.
+  bool seen = false;
+  switch (name.size()) {
+    case 2:
+      if (name != "te") return;
+      seen = !te.empty();
+      Set(te, value, seen, duplicate);
+      return;
+    case 5:
+      if (name != ":path") return;
+      seen = !path.empty();
+      Set(path, value, seen, duplicate);
+      return;
+    case 7:
+      if (name != ":method") return;
+      seen = !method.empty();
+      Set(method, value, seen, duplicate);
+      return;
+    case 12:
+      if (name == "content-type") {
+        seen = !content_type.empty();
+        Set(content_type, value, seen, duplicate);
+      } else if (name == "grpc-timeout") {
+        Set(grpc_timeout, value, has_grpc_timeout, duplicate);
+      }
+      return;
+    case 13:
+      if (name != "grpc-encoding") return;
+      seen = !grpc_encoding.empty();
+      Set(grpc_encoding, value, seen, duplicate);
+      return;
+    default:
+      return;
   }
 }
 
@@ -208,7 +224,8 @@ GrpcRequestCheck CheckGrpcRequestHeaders(const GrpcRequestHeaders& headers) {
   if (const size_t semicolon = type.find(';'); semicolon != absl::string_view::npos) {
     type = absl::StripTrailingAsciiWhitespace(type.substr(0, semicolon));
   }
-  if (!absl::EqualsIgnoreCase(type, "application/grpc") &&
+  // Exactly "application/grpc" (what clients send) at once; any case otherwise.
+  if (type != "application/grpc" && !absl::EqualsIgnoreCase(type, "application/grpc") &&
       !absl::EqualsIgnoreCase(type, "application/grpc+proto")) {
     check.result = GrpcRequestCheck::Result::kUnsupportedMediaType;
     return check;

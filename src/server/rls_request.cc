@@ -139,10 +139,18 @@ bool ReadFields(WireReader reader, int depth, Field field) {
   return true;
 }
 
+// Whether `text` is valid UTF-8: ASCII at once (descriptors nearly always are), else as
+// protobuf's parser checks it.
+bool ValidUtf8(std::string_view text) {
+  uint8_t high = 0;
+  for (char c : text) high |= static_cast<uint8_t>(c);
+  return high < 0x80 || google::protobuf::internal::IsStructurallyValidUTF8(
+                            text.data(), static_cast<int>(text.size()));
+}
+
 // A proto3 string field's value.
 bool ReadString(WireReader& reader, std::string_view* value) {
-  return reader.LengthDelimited(value) && google::protobuf::internal::IsStructurallyValidUTF8(
-                                              value->data(), static_cast<int>(value->size()));
+  return reader.LengthDelimited(value) && ValidUtf8(*value);
 }
 
 // A message field's bytes, one level deeper than `depth`.
