@@ -46,6 +46,25 @@ void Set(std::string& field, std::string_view value, bool& seen, bool& duplicate
   field.assign(value.data(), value.size());
 }
 
+// The member of `headers` a header name other than grpc-timeout is kept in, or nullptr.
+std::string* FieldFor(GrpcRequestHeaders& headers, std::string_view name) {
+  // By length first: most names a client sends (user-agent, :scheme...) are none of these.
+  switch (name.size()) {
+    case 2:
+      return name == "te" ? &headers.te : nullptr;
+    case 5:
+      return name == ":path" ? &headers.path : nullptr;
+    case 7:
+      return name == ":method" ? &headers.method : nullptr;
+    case 12:
+      return name == "content-type" ? &headers.content_type : nullptr;
+    case 13:
+      return name == "grpc-encoding" ? &headers.grpc_encoding : nullptr;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 std::string_view GrpcStatusName(GrpcStatusCode code) {
@@ -165,42 +184,16 @@ std::string PercentDecodeGrpcMessage(std::string_view encoded) {
 }
 
 void GrpcRequestHeaders::Add(std::string_view name, std::string_view value) {
-  // A header given twice with an empty first value is not noticed; the checks below refuse
-  // an empty :method or content-type anyway. Sorted by length first: most names a client
-  // sends (user-agent, grpc-accept-encoding, :scheme...) are none of these.
-  bool seen = false;
-  switch (name.size()) {
-    case 2:
-      if (name != "te") return;
-      seen = !te.empty();
-      Set(te, value, seen, duplicate);
-      return;
-    case 5:
-      if (name != ":path") return;
-      seen = !path.empty();
-      Set(path, value, seen, duplicate);
-      return;
-    case 7:
-      if (name != ":method") return;
-      seen = !method.empty();
-      Set(method, value, seen, duplicate);
-      return;
-    case 12:
-      if (name == "content-type") {
-        seen = !content_type.empty();
-        Set(content_type, value, seen, duplicate);
-      } else if (name == "grpc-timeout") {
-        Set(grpc_timeout, value, has_grpc_timeout, duplicate);
-      }
-      return;
-    case 13:
-      if (name != "grpc-encoding") return;
-      seen = !grpc_encoding.empty();
-      Set(grpc_encoding, value, seen, duplicate);
-      return;
-    default:
-      return;
+  if (name == "grpc-timeout") {
+    Set(grpc_timeout, value, has_grpc_timeout, duplicate);
+    return;
   }
+  // A header given twice with an empty first value is not noticed; the checks below refuse
+  // an empty :method or content-type anyway.
+  std::string* field = FieldFor(*this, name);
+  if (field == nullptr) return;
+  bool seen = !field->empty();
+  Set(*field, value, seen, duplicate);
 }
 
 void GrpcRequestHeaders::Clear() {

@@ -29,48 +29,18 @@ class WireReader {
   bool AtEnd() const { return at_ == end_; }
 
   // A tag: at most 5 bytes, its value modulo 2^32.
-  bool Tag(uint32_t* tag) {
-    uint32_t value = 0;
-    for (int i = 0; i < 5 && at_ != end_; ++i) {
-      const auto byte = static_cast<uint8_t>(*at_++);
-      value |= static_cast<uint32_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        *tag = value;
-        return true;
-      }
-    }
-    return false;
-  }
+  bool Tag(uint32_t* tag) { return VarintOf<5>(tag); }
 
   // A varint: at most 10 bytes, its value modulo 2^64.
-  bool Varint(uint64_t* value) {
-    uint64_t result = 0;
-    for (int i = 0; i < 10 && at_ != end_; ++i) {
-      const auto byte = static_cast<uint8_t>(*at_++);
-      result |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        *value = result;
-        return true;
-      }
-    }
-    return false;
-  }
+  bool Varint(uint64_t* value) { return VarintOf<10>(value); }
 
   // A length-delimited field's bytes: the length in at most 5 bytes, below 2^31 - 16 (the
   // parser's bound), and within the bytes left.
   bool LengthDelimited(std::string_view* bytes) {
-    uint32_t size = 0;
-    bool read = false;
-    for (int i = 0; i < 5 && at_ != end_; ++i) {
-      const auto byte = static_cast<uint8_t>(*at_++);
-      if (i == 4 && byte >= 8) return false;
-      size |= static_cast<uint32_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        read = true;
-        break;
-      }
+    uint64_t size = 0;
+    if (!VarintOf<5>(&size) || size > INT_MAX - 16 || size > static_cast<uint64_t>(end_ - at_)) {
+      return false;
     }
-    if (!read || size > INT_MAX - 16 || size > static_cast<size_t>(end_ - at_)) return false;
     *bytes = std::string_view(at_, size);
     at_ += size;
     return true;
@@ -83,6 +53,21 @@ class WireReader {
   }
 
  private:
+  // A varint of at most `kMaxBytes` bytes into `*value`, its bits past the type's dropped.
+  template <int kMaxBytes, typename Unsigned>
+  bool VarintOf(Unsigned* value) {
+    Unsigned result = 0;
+    for (int i = 0; i < kMaxBytes && at_ != end_; ++i) {
+      const auto byte = static_cast<uint8_t>(*at_++);
+      result |= static_cast<Unsigned>(byte & 0x7f) << (7 * i);
+      if (byte < 0x80) {
+        *value = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
   const char* at_;
   const char* end_;
 };
