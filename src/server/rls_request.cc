@@ -138,6 +138,15 @@ bool ReadString(WireReader& reader, std::string_view* value) {
   return reader.LengthDelimited(value) && ValidUtf8(*value);
 }
 
+// A varint field's value into `*field`, truncated to its type as protobuf's parser does.
+template <typename Field>
+bool ReadVarint(WireReader& reader, Field* field) {
+  uint64_t value = 0;
+  if (!reader.Varint(&value)) return false;
+  *field = static_cast<Field>(value);
+  return true;
+}
+
 // A message field's bytes, one level deeper than `depth`.
 bool ReadMessage(WireReader& reader, int depth, std::string_view* bytes) {
   return depth >= 1 && reader.LengthDelimited(bytes);
@@ -147,7 +156,6 @@ bool ReadDescriptor(std::string_view bytes, int depth, RlsDescriptorView* descri
   return ReadFields(
       WireReader(bytes), depth, [&](uint32_t tag, WireReader& reader) -> std::optional<bool> {
         std::string_view inner;
-        uint64_t value = 0;
         switch (tag) {
           case Tag(1, kLengthDelimited): {  // entries
             if (!ReadMessage(reader, depth, &inner)) return false;
@@ -169,14 +177,10 @@ bool ReadDescriptor(std::string_view bytes, int depth, RlsDescriptorView* descri
             return ReadFields(WireReader(inner), depth - 1,
                               [&](uint32_t limit_tag, WireReader& in) -> std::optional<bool> {
                                 if (limit_tag == Tag(1, kVarint)) {
-                                  if (!in.Varint(&value)) return false;
-                                  descriptor->requests_per_unit = static_cast<uint32_t>(value);
-                                  return true;
+                                  return ReadVarint(in, &descriptor->requests_per_unit);
                                 }
                                 if (limit_tag == Tag(2, kVarint)) {
-                                  if (!in.Varint(&value)) return false;
-                                  descriptor->unit = static_cast<int32_t>(value);
-                                  return true;
+                                  return ReadVarint(in, &descriptor->unit);
                                 }
                                 return std::nullopt;
                               });
@@ -186,7 +190,7 @@ bool ReadDescriptor(std::string_view bytes, int depth, RlsDescriptorView* descri
             return ReadFields(WireReader(inner), depth - 1,
                               [&](uint32_t hits_tag, WireReader& in) -> std::optional<bool> {
                                 if (hits_tag != Tag(1, kVarint)) return std::nullopt;
-                                return in.Varint(&descriptor->hits_addend);
+                                return ReadVarint(in, &descriptor->hits_addend);
                               });
           default:
             return std::nullopt;
@@ -237,7 +241,6 @@ bool ReadRateLimitRequest(std::string_view bytes, RateLimitRequestView* out) {
   return ReadFields(
       WireReader(bytes), kMaxDepth, [out](uint32_t tag, WireReader& reader) -> std::optional<bool> {
         std::string_view inner;
-        uint64_t value = 0;
         switch (tag) {
           case Tag(1, kLengthDelimited):
             return ReadString(reader, &out->domain);
@@ -245,9 +248,7 @@ bool ReadRateLimitRequest(std::string_view bytes, RateLimitRequestView* out) {
             return ReadMessage(reader, kMaxDepth, &inner) &&
                    ReadDescriptor(inner, kMaxDepth - 1, &out->descriptors.emplace_back());
           case Tag(3, kVarint):
-            if (!reader.Varint(&value)) return false;
-            out->hits_addend = static_cast<uint32_t>(value);
-            return true;
+            return ReadVarint(reader, &out->hits_addend);
           default:
             return std::nullopt;
         }
