@@ -185,6 +185,7 @@ struct RlsPlanOptions {
 absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
                                       const DescriptorMatcher& matcher, const Limiter& limiter,
                                       OverrideLimits* overrides, const RlsPlanOptions& options);
+// The same for a parsed message (POST /json's, tests'): its view.
 inline absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
                                              const DescriptorMatcher& matcher,
                                              const Limiter& limiter, OverrideLimits* overrides,
