@@ -107,14 +107,15 @@ bool SkipField(WireReader& reader, uint32_t tag, int depth) {
   }
 }
 
-// Reads every field of one message (what `reader` holds), handing each tag to `field`
-// (true: read, false: malformed, nullopt: not one it reads, skipped).
+// Reads every field of one message (what `reader` holds, `depth` levels of nesting left),
+// handing each to `field(tag, reader, depth)` (true: read, false: malformed, nullopt: not one
+// it reads, skipped).
 template <typename Field>
 bool ReadFields(WireReader reader, int depth, Field field) {
   while (!reader.AtEnd()) {
     uint32_t tag = 0;
     if (!reader.Tag(&tag) || tag == 0 || (tag & 7) == kEndGroup) return false;
-    const std::optional<bool> read = field(tag, reader);
+    const std::optional<bool> read = field(tag, reader, depth);
     if (read.has_value()) {
       if (!*read) return false;
     } else if (!SkipField(reader, tag, depth)) {
@@ -122,6 +123,15 @@ bool ReadFields(WireReader reader, int depth, Field field) {
     }
   }
   return true;
+}
+
+// A message field, after its tag, in a message with `depth` levels left: its own fields
+// handed to `field` as ReadFields does, one level deeper.
+template <typename Field>
+bool ReadMessage(WireReader& reader, int depth, Field field) {
+  std::string_view bytes;
+  return depth >= 1 && reader.LengthDelimited(&bytes) &&
+         ReadFields(WireReader(bytes), depth - 1, field);
 }
 
 // Whether `text` is valid UTF-8: ASCII at once (descriptors nearly always are), else as
@@ -147,55 +157,51 @@ bool ReadVarint(WireReader& reader, Field* field) {
   return true;
 }
 
-// A message field's bytes, one level deeper than `depth`.
-bool ReadMessage(WireReader& reader, int depth, std::string_view* bytes) {
-  return depth >= 1 && reader.LengthDelimited(bytes);
-}
-
-bool ReadDescriptor(std::string_view bytes, int depth, RlsDescriptorView* descriptor) {
-  return ReadFields(
-      WireReader(bytes), depth, [&](uint32_t tag, WireReader& reader) -> std::optional<bool> {
-        std::string_view inner;
-        switch (tag) {
-          case Tag(1, kLengthDelimited): {  // entries
-            if (!ReadMessage(reader, depth, &inner)) return false;
-            DescriptorEntry& entry = descriptor->entries.emplace_back();
-            return ReadFields(WireReader(inner), depth - 1,
-                              [&](uint32_t entry_tag, WireReader& in) -> std::optional<bool> {
-                                if (entry_tag == Tag(1, kLengthDelimited)) {
-                                  return ReadString(in, &entry.key);
-                                }
-                                if (entry_tag == Tag(2, kLengthDelimited)) {
-                                  return ReadString(in, &entry.value);
-                                }
-                                return std::nullopt;
-                              });
-          }
-          case Tag(2, kLengthDelimited):  // limit (RateLimitOverride), merged
-            if (!ReadMessage(reader, depth, &inner)) return false;
-            descriptor->has_limit = true;
-            return ReadFields(WireReader(inner), depth - 1,
-                              [&](uint32_t limit_tag, WireReader& in) -> std::optional<bool> {
-                                if (limit_tag == Tag(1, kVarint)) {
-                                  return ReadVarint(in, &descriptor->requests_per_unit);
-                                }
-                                if (limit_tag == Tag(2, kVarint)) {
-                                  return ReadVarint(in, &descriptor->unit);
-                                }
-                                return std::nullopt;
-                              });
-          case Tag(3, kLengthDelimited):  // hits_addend (UInt64Value), merged
-            if (!ReadMessage(reader, depth, &inner)) return false;
-            descriptor->has_hits_addend = true;
-            return ReadFields(WireReader(inner), depth - 1,
-                              [&](uint32_t hits_tag, WireReader& in) -> std::optional<bool> {
-                                if (hits_tag != Tag(1, kVarint)) return std::nullopt;
-                                return ReadVarint(in, &descriptor->hits_addend);
-                              });
-          default:
-            return std::nullopt;
-        }
-      });
+// RateLimitDescriptor's fields, into `descriptor`.
+auto DescriptorFields(RlsDescriptorView* descriptor) {
+  return [descriptor](uint32_t tag, WireReader& reader, int depth) -> std::optional<bool> {
+    switch (tag) {
+      case Tag(1, kLengthDelimited): {  // entries
+        DescriptorEntry& entry = descriptor->entries.emplace_back();
+        return ReadMessage(
+            reader, depth,
+            [&entry](uint32_t entry_tag, WireReader& in, int) -> std::optional<bool> {
+              switch (entry_tag) {
+                case Tag(1, kLengthDelimited):
+                  return ReadString(in, &entry.key);
+                case Tag(2, kLengthDelimited):
+                  return ReadString(in, &entry.value);
+                default:
+                  return std::nullopt;
+              }
+            });
+      }
+      case Tag(2, kLengthDelimited):  // limit (RateLimitOverride), merged
+        descriptor->has_limit = true;
+        return ReadMessage(
+            reader, depth,
+            [descriptor](uint32_t limit_tag, WireReader& in, int) -> std::optional<bool> {
+              switch (limit_tag) {
+                case Tag(1, kVarint):
+                  return ReadVarint(in, &descriptor->requests_per_unit);
+                case Tag(2, kVarint):
+                  return ReadVarint(in, &descriptor->unit);
+                default:
+                  return std::nullopt;
+              }
+            });
+      case Tag(3, kLengthDelimited):  // hits_addend (UInt64Value), merged
+        descriptor->has_hits_addend = true;
+        return ReadMessage(
+            reader, depth,
+            [descriptor](uint32_t hits_tag, WireReader& in, int) -> std::optional<bool> {
+              if (hits_tag != Tag(1, kVarint)) return std::nullopt;
+              return ReadVarint(in, &descriptor->hits_addend);
+            });
+      default:
+        return std::nullopt;
+    }
+  };
 }
 
 }  // namespace
@@ -238,21 +244,20 @@ RateLimitRequestView RateLimitRequestView::Of(
 }
 
 bool ReadRateLimitRequest(std::string_view bytes, RateLimitRequestView* out) {
-  return ReadFields(
-      WireReader(bytes), kMaxDepth, [out](uint32_t tag, WireReader& reader) -> std::optional<bool> {
-        std::string_view inner;
-        switch (tag) {
-          case Tag(1, kLengthDelimited):
-            return ReadString(reader, &out->domain);
-          case Tag(2, kLengthDelimited):
-            return ReadMessage(reader, kMaxDepth, &inner) &&
-                   ReadDescriptor(inner, kMaxDepth - 1, &out->descriptors.emplace_back());
-          case Tag(3, kVarint):
-            return ReadVarint(reader, &out->hits_addend);
-          default:
-            return std::nullopt;
-        }
-      });
+  return ReadFields(WireReader(bytes), kMaxDepth,
+                    [out](uint32_t tag, WireReader& reader, int depth) -> std::optional<bool> {
+                      switch (tag) {
+                        case Tag(1, kLengthDelimited):
+                          return ReadString(reader, &out->domain);
+                        case Tag(2, kLengthDelimited):
+                          return ReadMessage(reader, depth,
+                                             DescriptorFields(&out->descriptors.emplace_back()));
+                        case Tag(3, kVarint):
+                          return ReadVarint(reader, &out->hits_addend);
+                        default:
+                          return std::nullopt;
+                      }
+                    });
 }
 
 }  // namespace tollgate::server
