@@ -17,6 +17,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "src/core/absl_view.h"
 #include "src/server/metrics.h"
+#include "src/server/protobuf_wire.h"
 #include "src/server/ratelimit_headers.h"
 
 namespace tollgate::server {
@@ -427,8 +428,8 @@ size_t VarintSize(uint64_t value) {
   for (; value >= 0x80; value >>= 7) ++size;
   return size;
 }
-constexpr int kVarint = 0;
-constexpr int kLengthDelimited = 2;
+using protobuf_wire::kLengthDelimited;
+using protobuf_wire::kVarint;
 // A proto3 scalar: absent when 0.
 size_t VarintFieldSize(uint64_t value) { return value == 0 ? 0 : 1 + VarintSize(value); }
 size_t LengthDelimitedSize(size_t length) { return 1 + VarintSize(length) + length; }
@@ -441,17 +442,17 @@ size_t StringFieldSize(std::string_view value) {
 class WireCursor {
  public:
   explicit WireCursor(char* at) : at_(at) {}
-  void Tagged(int field, int wire_type, uint64_t value) {
-    *at_++ = static_cast<char>((field << 3) | wire_type);
+  void Tagged(uint32_t field, uint32_t wire_type, uint64_t value) {
+    *at_++ = static_cast<char>(protobuf_wire::Tag(field, wire_type));
     for (; value >= 0x80; value >>= 7) *at_++ = static_cast<char>((value & 0x7f) | 0x80);
     *at_++ = static_cast<char>(value);
   }
-  void VarintField(int field, uint64_t value) {
+  void VarintField(uint32_t field, uint64_t value) {
     if (value != 0) Tagged(field, kVarint, value);
   }
-  void LengthDelimited(int field, size_t length) { Tagged(field, kLengthDelimited, length); }
+  void LengthDelimited(uint32_t field, size_t length) { Tagged(field, kLengthDelimited, length); }
   // A proto3 string: absent when empty.
-  void StringField(int field, std::string_view value) {
+  void StringField(uint32_t field, std::string_view value) {
     if (value.empty()) return;
     LengthDelimited(field, value.size());
     std::memcpy(at_, value.data(), value.size());

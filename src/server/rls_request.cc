@@ -6,20 +6,21 @@
 #include <optional>
 
 #include "google/protobuf/stubs/common.h"
+#include "src/server/protobuf_wire.h"
 
 namespace tollgate::server {
 namespace {
 
-// Protocol Buffers' wire types, and its parser's nesting bound (its default recursion limit).
-constexpr uint32_t kVarint = 0;
-constexpr uint32_t kFixed64 = 1;
-constexpr uint32_t kLengthDelimited = 2;
-constexpr uint32_t kStartGroup = 3;
-constexpr uint32_t kEndGroup = 4;
-constexpr uint32_t kFixed32 = 5;
-constexpr int kMaxDepth = 100;
+using protobuf_wire::kEndGroup;
+using protobuf_wire::kFixed32;
+using protobuf_wire::kFixed64;
+using protobuf_wire::kLengthDelimited;
+using protobuf_wire::kStartGroup;
+using protobuf_wire::kVarint;
+using protobuf_wire::Tag;
 
-constexpr uint32_t Tag(uint32_t field, uint32_t wire_type) { return field << 3 | wire_type; }
+// Protobuf's parser's nesting bound (its default recursion limit).
+constexpr int kMaxDepth = 100;
 
 // Reads one message's bytes front to back, as protobuf's parser reads them.
 class WireReader {
