@@ -228,15 +228,8 @@ std::string SingleCheckHead(std::string_view sha) {
 
 namespace {
 
-// A bulk string's header, `$<length>\r\n`. REQUIRES: room for kMaxBulkHeader bytes at `at`.
-constexpr size_t kMaxBulkHeader = 1 + 20 + 2;
-char* PutBulkHeader(char* at, size_t length) {
-  *at++ = '$';
-  at = std::to_chars(at, at + 20, length).ptr;
-  *at++ = '\r';
-  *at++ = '\n';
-  return at;
-}
+// A bulk string's header, `$<length>\r\n` (PutRespHeader).
+char* PutBulkHeader(char* at, size_t length) { return PutRespHeader(at, '$', length); }
 
 char* PutBytes(char* at, std::string_view bytes) {
   if (bytes.empty()) return at;  // an empty view may have no data() at all
@@ -264,7 +257,7 @@ std::string SingleCheckCommand(std::string_view head, std::string_view prefix,
   const std::string_view name = item.limit->name;
   const size_t key_size = prefix.size() + name.size() + 3 + item.key.size();
   std::string out;
-  out.resize(head.size() + 3 * (kMaxBulkHeader + 2) + key_size + time_size + bytes.size +
+  out.resize(head.size() + 3 * (kMaxRespHeader + 2) + key_size + time_size + bytes.size +
              id.size());
   char* cursor = PutBytes(out.data(), head);
   cursor = PutBulkHeader(cursor, key_size);  // the state key (AddStateKey)

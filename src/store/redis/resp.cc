@@ -112,15 +112,20 @@ void CommandWriter::Grow(size_t bytes) {
   end_ = out_.data() + out_.size();
 }
 
-void CommandWriter::WriteHeader(char type, size_t length) {
-  *cursor_++ = type;
+char* PutRespHeader(char* at, char type, size_t length) {
+  *at++ = type;
   if (length < 10) {
-    *cursor_++ = static_cast<char>('0' + length);
+    *at++ = static_cast<char>('0' + length);
   } else {
-    cursor_ = std::to_chars(cursor_, cursor_ + kMaxHeader - 3, length).ptr;
+    at = std::to_chars(at, at + kMaxRespHeader - 3, length).ptr;
   }
-  *cursor_++ = '\r';
-  *cursor_++ = '\n';
+  *at++ = '\r';
+  *at++ = '\n';
+  return at;
+}
+
+void CommandWriter::WriteHeader(char type, size_t length) {
+  cursor_ = PutRespHeader(cursor_, type, length);
 }
 
 void CommandWriter::Add(std::string_view arg) {

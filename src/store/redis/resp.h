@@ -46,6 +46,12 @@ std::string DebugString(const RedisReply& reply);
 //   CommandWriter writer(3, /*expected_bytes=*/64);
 //   writer.Add("GET");  ...
 //   std::string command = std::move(writer).Finish();
+// The header of a RESP array (`type` '*') or bulk string ('$') of `length`: the type, the
+// decimal length and CRLF, written at `at`; returns the end. REQUIRES: kMaxRespHeader bytes
+// of room at `at`.
+inline constexpr size_t kMaxRespHeader = 24;
+char* PutRespHeader(char* at, char type, size_t length);
+
 class CommandWriter {
  public:
   // `argc` arguments will follow (REQUIRES: exactly that many Add* calls). `expected_bytes`
@@ -67,10 +73,10 @@ class CommandWriter {
     if (static_cast<size_t>(end_ - cursor_) < bytes) Grow(bytes);
   }
   void Grow(size_t bytes);
-  // `type` (`*` or `$`), the decimal `length`, CRLF. REQUIRES: kMaxHeader bytes reserved.
+  // PutRespHeader at the cursor. REQUIRES: kMaxRespHeader bytes reserved.
   void WriteHeader(char type, size_t length);
 
-  static constexpr size_t kMaxHeader = 24;
+  static constexpr size_t kMaxHeader = kMaxRespHeader;
   // Sized ahead of the cursor; Finish() trims it to what was written.
   std::string out_;
   char* cursor_ = nullptr;
