@@ -22,7 +22,7 @@ class QuietProtobuf {
   QuietProtobuf() { google::protobuf::SetLogHandler(nullptr); }
 };
 
-// What protobuf's parser makes of `bytes` (nullopt: refused), as a view.
+// What protobuf's parser makes of `bytes`: the message, and whether it accepted them.
 struct Parsed {
   RateLimitRequest message;
   bool ok = false;
