@@ -48,6 +48,8 @@ endforeach()
 
 # src/cli/*_test.cc test parts of the binary's sources (not in a library).
 if(TARGET cli_test)
-  target_sources(cli_test PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/serve_environment.cc)
+  target_sources(cli_test PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/serve_environment.cc
+    ${CMAKE_SOURCE_DIR}/src/cli/ratelimit_environment.cc ${CMAKE_SOURCE_DIR}/src/cli/go_values.cc
+    ${CMAKE_SOURCE_DIR}/src/cli/load_configs.cc)
   target_link_libraries(cli_test PRIVATE CLI11::CLI11)
 endif()

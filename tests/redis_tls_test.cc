@@ -40,11 +40,13 @@ RedisStoreOptions RedisOptionsFor(std::string url) {
 // One connection on its own io_context thread.
 class Connection {
  public:
-  Connection(std::string host, int port, std::shared_ptr<boost::asio::ssl::context> tls)
+  Connection(std::string host, int port, std::shared_ptr<boost::asio::ssl::context> tls,
+             bool verify_host = true)
       : work_(boost::asio::make_work_guard(io_)) {
     ConnectionOptions options;
     options.url.host = std::move(host);
     options.url.port = port;
+    options.url.tls_options.verify_host = verify_host;
     options.connect_timeout = std::chrono::milliseconds(5000);
     options.tls_context = std::move(tls);
     connection_ = std::make_unique<RedisConnection>(io_, options);
@@ -146,6 +148,23 @@ TEST_F(RedisTlsTest, RefusesACertificateForAnotherHost) {
   // The server's certificate names localhost, not 127.0.0.1: the same server, another name.
   Connection connection("127.0.0.1", tls_port_, Context(Trusting()));
   absl::Status status = connection.Start();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("certificate verify failed"));
+}
+
+TEST_F(RedisTlsTest, ChainVerificationAloneAcceptsAnotherHostButNotAnotherAuthority) {
+  // verify=chain (envoyproxy/ratelimit's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION): the name
+  // is not checked, the chain still is.
+  Connection other_name("127.0.0.1", tls_port_, Context(Trusting()), /*verify_host=*/false);
+  ASSERT_TRUE(other_name.Start().ok());
+  absl::StatusOr<RedisReply> pong = other_name.Command({"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_EQ(pong->str, "PONG");
+
+  TlsOptions options = Trusting();
+  options.ca_file = certificates_.other_ca();
+  Connection other_authority("127.0.0.1", tls_port_, Context(options), /*verify_host=*/false);
+  absl::Status status = other_authority.Start();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(status.message(), HasSubstr("certificate verify failed"));
 }

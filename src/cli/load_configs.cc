@@ -1,6 +1,9 @@
 // Copyright tollgate authors.
 #include "src/cli/load_configs.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -85,6 +88,37 @@ absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths)
       {.limits = loaded.limits, .store = nullptr, .sync_store = nullptr, .clock = nullptr});
   if (!limiter.ok()) return limiter.status();
   return loaded;
+}
+
+absl::StatusOr<std::vector<std::string>> ListConfigDirectories(const std::vector<std::string>& dirs,
+                                                               bool ignore_dotfiles) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& dir : dirs) {
+    std::error_code error;
+    if (!fs::is_directory(dir, error)) {
+      return absl::NotFoundError(absl::StrCat(
+          "config directory ", dir, ": ", error ? error.message() : "not a directory"));
+    }
+    std::vector<std::string> found;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::none, error);
+    for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      const fs::path& path = it->path();
+      if (ignore_dotfiles && path.filename().string().starts_with(".")) {
+        if (it->is_directory(error)) it.disable_recursion_pending();
+        continue;
+      }
+      std::error_code status_error;
+      if (fs::is_regular_file(path, status_error)) found.push_back(path.string());
+    }
+    if (error) {
+      return absl::NotFoundError(
+          absl::StrCat("config directory ", dir, ": ", error.message()));
+    }
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
 }
 
 }  // namespace tollgate::cli

@@ -22,6 +22,14 @@ using ::tollgate::LoadedConfigs;
 // InvalidArgument when there are several.
 absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths);
 
+// The config files of `dirs`, as envoyproxy/ratelimit reads its runtime directory: every
+// regular file (a symbolic link to one is followed) in each directory and its
+// subdirectories (a symbolic link to a directory is not followed), each directory's files
+// sorted by path; with `ignore_dotfiles`, files and directories whose names start with '.'
+// are skipped. NotFound naming a directory that cannot be read.
+absl::StatusOr<std::vector<std::string>> ListConfigDirectories(const std::vector<std::string>& dirs,
+                                                               bool ignore_dotfiles);
+
 }  // namespace tollgate::cli
 
 #endif  // TOLLGATE_SRC_CLI_LOAD_CONFIGS_H_

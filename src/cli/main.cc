@@ -9,12 +9,16 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "src/cli/check.h"
+#include "src/cli/json_log_formatter.h"
+#include "src/cli/ratelimit_environment.h"
 #include "src/cli/serve.h"
 #include "src/cli/serve_environment.h"
+#include "src/cli/serve_flags.h"
 #include "src/cli/validate.h"
 #include "src/core/build_info.h"
 
@@ -33,175 +37,34 @@ int main(int argc, char** argv) {
                            tollgate::kBuildCommit + ")",
                        "Print the version and the commit it was built from, then exit");
 
-  tollgate::cli::ServeOptions serve;
-  std::string log_level = "info";
-  CLI::App* serve_command =
-      app.add_subcommand("serve", "Serve the HTTP/JSON API and Envoy's rate-limit gRPC API");
-  // No ExistingFile check: a missing file is an invalid config (exit 1), reported by the loader.
-  serve_command
-      ->add_option("--config", serve.config_paths,
-                   "Config file (YAML): tollgate's `limits:` or Envoy's `domain:` format; "
-                   "repeatable")
-      ->required();
-  serve_command->add_option(
-      "--redis", serve.redis_url,
-      "Redis URL: redis://HOST:PORT, redis-cluster://HOST:PORT,..., "
-      "redis-sentinel://HOST:PORT,.../MASTER, or rediss://, rediss-cluster://, rediss-sentinel:// "
-      "for TLS (docs/redis.md); without it, state is in memory. A "
-      "password here is seen by every local user: use TOLLGATE_REDIS or --redis-password-file");
-  serve_command->add_option("--redis-url-file", serve.redis_url_file,
-                            "Read the Redis URL from this file instead of --redis");
-  serve_command->add_option(
-      "--redis-password-file", serve.redis_password_file,
-      "Read the Redis password from this file (a Kubernetes secret, a systemd credential)");
-  serve_command
-      ->add_option("--memory-max-keys", serve.memory_max_keys,
-                   "Most entries (limit and key) the in-memory store holds; at the cap a new key "
-                   "evicts the one closest to full (default: the config's memory_store.max_keys, "
-                   "else 1000000)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000}));
-  serve_command->add_option("--http", serve.http_address, "HTTP listen address HOST:PORT")
-      ->capture_default_str();
-  serve_command->add_option("--grpc", serve.grpc_address, "gRPC listen address HOST:PORT")
-      ->capture_default_str();
-  serve_command->add_flag("--shadow-mode", serve.shadow_mode,
-                          "Envoy API: count decisions but never answer OVER_LIMIT");
-  serve_command->add_flag("--quota-mode", serve.quota_mode,
-                          "Envoy API: every rule in quota mode (envoyproxy/ratelimit's "
-                          "QUOTA_MODE): refuse only when every descriptor is over its limit");
-  serve_command->add_flag("--response-dynamic-metadata", serve.response_dynamic_metadata,
-                          "Envoy API: answer with dynamic_metadata holding the request and the "
-                          "matched rules' `metadata` (envoyproxy/ratelimit's "
-                          "RESPONSE_DYNAMIC_METADATA)");
-  std::string ratelimit_headers = "draft11";
-  serve_command
-      ->add_option("--ratelimit-headers", ratelimit_headers,
-                   "RateLimit fields of /v1/check: draft11 (\"name\";q=10;w=2 and "
-                   "\"name\";r=9;t=1), draft07 (limit=10, remaining=9, reset=1) or none (also "
-                   "no X-RateLimit-* on /json)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"draft11", "draft07", "none"}));
-  serve_command
-      ->add_option("--instances", serve.instances,
-                   "With --redis: fixed instance count N (default: learned)")
-      ->check(CLI::Range(0, 100000));
-  serve_command->add_option("--threads", serve.threads, "I/O threads (default: one per core)")
-      ->check(CLI::Range(0, 1024));
-  serve_command
-      ->add_option("--max-descriptors", serve.max_descriptors,
-                   "Most descriptors in one Envoy request (gRPC, /json) and items in one "
-                   "/v1/check batch")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  serve_command
-      ->add_option("--max-body-bytes", serve.max_body_bytes,
-                   "Largest HTTP request body and gRPC request message")
-      ->capture_default_str()
-      ->check(CLI::Range(1024, 64 * 1024 * 1024));
-  serve_command
-      ->add_option("--max-header-bytes", serve.max_header_bytes, "Largest HTTP request head")
-      ->capture_default_str()
-      ->check(CLI::Range(1024, 1024 * 1024));
-  serve_command
-      ->add_option("--http-timeout-ms", serve.http_timeout_ms,
-                   "Close an HTTP connection that is idle, or sends a request or reads a reply "
-                   "more slowly than this")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
-  // The gRPC port's flood limits (docs/envoy.md, "Limits").
-  tollgate::server::GrpcServerOptions& grpc = serve.grpc;
-  int64_t grpc_idle_timeout_ms = grpc.idle_timeout.count();
-  int64_t grpc_keepalive_interval_ms = grpc.keepalive_interval.count();
-  int64_t grpc_keepalive_timeout_ms = grpc.keepalive_timeout.count();
-  const std::string grpc_group = "gRPC limits";
-  serve_command
-      ->add_option("--grpc-max-concurrent-streams", grpc.max_concurrent_streams,
-                   "Calls open at once on one gRPC connection (SETTINGS_MAX_CONCURRENT_STREAMS)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-max-header-list-bytes", grpc.max_header_list_bytes,
-                   "Largest request header list (SETTINGS_MAX_HEADER_LIST_SIZE); larger: HTTP 431")
-      ->capture_default_str()
-      ->check(CLI::Range(1024, 1024 * 1024))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-max-continuations", grpc.max_continuations,
-                   "CONTINUATION frames after one HEADERS; more closes the connection")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-reset-burst", grpc.reset_burst,
-                   "RST_STREAM frames a connection may send at once (token bucket)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-reset-rate", grpc.reset_rate,
-                   "RST_STREAM frames a second after the burst; beyond: GOAWAY and close")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-max-settings", grpc.max_settings,
-                   "Entries in one SETTINGS frame; more: GOAWAY ENHANCE_YOUR_CALM")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-control-frame-burst", grpc.control_burst,
-                   "SETTINGS, PING, PRIORITY and unknown frames a connection may send at once")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-control-frame-rate", grpc.control_rate,
-                   "Such frames a second after the burst; beyond: GOAWAY ENHANCE_YOUR_CALM")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-max-buffered-bytes-per-connection",
-                   grpc.max_buffered_bytes_per_connection,
-                   "Output (and request bytes) one connection may hold; over it, it is not read")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{16 * 1024}, size_t{1} << 30))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-max-buffered-bytes", grpc.max_buffered_bytes,
-                   "Output all gRPC connections together may hold before they stop being read")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{64 * 1024}, size_t{1} << 40))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-idle-timeout-ms", grpc_idle_timeout_ms,
-                   "Close a gRPC connection with no call that received nothing for this long")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-keepalive-interval-ms", grpc_keepalive_interval_ms,
-                   "PING a gRPC connection silent for this long (0: never)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
-      ->group(grpc_group);
-  serve_command
-      ->add_option("--grpc-keepalive-timeout-ms", grpc_keepalive_timeout_ms,
-                   "Close a connection whose PING is not answered within this long")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
-      ->group(grpc_group);
-  serve_command->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-
-  // Every option above also from the environment, TOLLGATE_<OPTION>; the command line wins.
-  tollgate::cli::ReadOptionsFromEnvironment(*serve_command);
-  serve_command->footer(
-      "Every option can also be set in the environment, as TOLLGATE_ and its name in capitals "
-      "(shown beside each, such as TOLLGATE_REDIS); the command line wins.");
+  tollgate::cli::ServeFlags serve_flags;
+  // The binary called as envoyproxy/ratelimit (Envoy Gateway's /bin/ratelimit, no arguments):
+  // `tollgate serve --env envoy-ratelimit` with the arguments given.
+  std::vector<char*> arguments(argv, argv + argc);
+  std::string serve_word = "serve", env_flag = "--env",
+              env_name(tollgate::cli::kRatelimitEnvironmentName);
+  if (argc >= 1 && tollgate::cli::CalledAsRatelimit(argv[0])) {
+    arguments.insert(arguments.begin() + 1, {serve_word.data(), env_flag.data(), env_name.data()});
+  }
+  // Another service's environment gives the defaults the command line then overrides.
+  const std::optional<std::string> env =
+      tollgate::cli::FindEnvFlag(static_cast<int>(arguments.size()), arguments.data());
+  std::vector<std::string> env_notices;
+  if (env.has_value() && *env == tollgate::cli::kRatelimitEnvironmentName) {
+    absl::StatusOr<tollgate::cli::RatelimitEnvironment> peer =
+        tollgate::cli::ReadRatelimitEnvironment(tollgate::cli::ProcessEnvironment());
+    if (!peer.ok()) {
+      for (absl::string_view line : absl::StrSplit(peer.status().message(), '\n')) {
+        spdlog::error("envoyproxy/ratelimit's environment: {}", std::string(line));
+      }
+      return 2;
+    }
+    serve_flags.options = std::move(peer->options);
+    serve_flags.log_level = peer->log_level;
+    serve_flags.log_format = peer->json_logs ? "json" : "text";
+    env_notices = std::move(peer->notices);
+  }
+  CLI::App* serve_command = tollgate::cli::AddServeCommand(app, serve_flags);
 
   std::vector<std::string> validate_paths;
   CLI::App* validate_command = app.add_subcommand("validate", "Check config files and exit");
@@ -228,7 +91,7 @@ int main(int argc, char** argv) {
                             "With --domain: one descriptor, key=value[,key=value...]; repeatable");
 
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arguments.size()), arguments.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     if (code == 0) return 0;  // help
@@ -244,13 +107,15 @@ int main(int argc, char** argv) {
   }
 
   if (*serve_command) {
-    grpc.idle_timeout = std::chrono::milliseconds(grpc_idle_timeout_ms);
-    grpc.keepalive_interval = std::chrono::milliseconds(grpc_keepalive_interval_ms);
-    grpc.keepalive_timeout = std::chrono::milliseconds(grpc_keepalive_timeout_ms);
-    // Checked by IsMember above.
-    serve.ratelimit_headers = tollgate::server::ParseRateLimitHeaderFormat(ratelimit_headers)
-                                  .value_or(tollgate::server::RateLimitHeaderFormat::kDraft11);
-    spdlog::set_level(spdlog::level::from_str(log_level));
+    if (absl::Status finished = tollgate::cli::FinishServeFlags(serve_flags); !finished.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(finished.message()).c_str());
+      return 2;
+    }
+    spdlog::set_level(spdlog::level::from_str(serve_flags.log_level));
+    if (serve_flags.log_format == "json") {
+      spdlog::default_logger()->set_formatter(std::make_unique<tollgate::cli::JsonLogFormatter>());
+    }
+    for (const std::string& notice : env_notices) spdlog::warn("{}", notice);
     for (const std::string& warning :
          tollgate::cli::MisspelledEnvironmentVariables(*serve_command)) {
       spdlog::warn("{}", warning);
@@ -261,7 +126,7 @@ int main(int argc, char** argv) {
           "(ps, /proc/PID/cmdline) until it is hidden after start; give it as TOLLGATE_REDIS or "
           "with --redis-password-file");
     }
-    return tollgate::cli::RunServe(serve);
+    return tollgate::cli::RunServe(serve_flags.options);
   }
   if (*validate_command) return tollgate::cli::RunValidate(validate_paths);
   if (*check_command) return tollgate::cli::RunCheck(check);

@@ -3,7 +3,9 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -46,19 +48,33 @@ constexpr std::chrono::seconds kDrainTimeout(10);
 constexpr absl::Duration kConfigPollInterval = absl::Seconds(1);
 
 // What identifies a version of a file: a rewrite changes the mtime or the size, a
-// replace-by-rename the inode. All zero when the file cannot be read.
+// replace-by-rename the inode (a Kubernetes ConfigMap's swap of its ..data link too: stat
+// follows the links). All zero when the file cannot be read.
 struct FileVersion {
+  std::string path;
   int64_t mtime_nanos = 0;
   int64_t size = 0;
   uint64_t inode = 0;
   bool operator==(const FileVersion&) const = default;
 };
 
+// The --config files, then the files of the --config-dir directories as they are now.
+absl::StatusOr<std::vector<std::string>> ConfigFiles(const ServeOptions& options) {
+  std::vector<std::string> files = options.config_paths;
+  if (options.config_dirs.empty()) return files;
+  absl::StatusOr<std::vector<std::string>> listed =
+      ListConfigDirectories(options.config_dirs, options.config_ignore_dotfiles);
+  if (!listed.ok()) return listed.status();
+  files.insert(files.end(), listed->begin(), listed->end());
+  return files;
+}
+
 std::vector<FileVersion> FileVersions(const std::vector<std::string>& paths) {
   std::vector<FileVersion> versions;
   for (const std::string& path : paths) {
     struct stat info {};
     FileVersion version;
+    version.path = path;
     if (stat(path.c_str(), &info) == 0) {
       version.mtime_nanos =
           static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
@@ -90,8 +106,10 @@ class Reloader {
   // Envoy's alike, in one swap), an invalid one is logged and the old config keeps serving.
   void Reload(std::string_view why) {
     absl::MutexLock lock(&mu_);
-    versions_ = FileVersions(options_.config_paths);
-    absl::StatusOr<LoadedConfigs> config = LoadConfigs(options_.config_paths);
+    absl::StatusOr<std::vector<std::string>> files = ConfigFiles(options_);
+    versions_ = files.ok() ? FileVersions(*files) : std::vector<FileVersion>();
+    absl::StatusOr<LoadedConfigs> config =
+        files.ok() ? LoadConfigs(*files) : absl::StatusOr<LoadedConfigs>(files.status());
     const size_t limits = config.ok() ? config->limits.size() : 0;
     const size_t domains = config.ok() ? config->envoy_domains.size() : 0;
     const int64_t memory_store_max_keys = config.ok() ? config->memory_store_max_keys : 0;
@@ -119,7 +137,8 @@ class Reloader {
 
   // Reloads when a file's version differs from the last one loaded.
   void ReloadIfChanged() {
-    std::vector<FileVersion> now = FileVersions(options_.config_paths);
+    absl::StatusOr<std::vector<std::string>> files = ConfigFiles(options_);
+    std::vector<FileVersion> now = files.ok() ? FileVersions(*files) : std::vector<FileVersion>();
     {
       absl::MutexLock lock(&mu_);
       if (now == versions_) return;
@@ -174,8 +193,13 @@ int RunServe(const ServeOptions& given) {
   options.redis_url = *std::move(redis_url);
 
   // Taken before reading, so that a write during the load is seen as a change.
-  std::vector<FileVersion> config_versions = FileVersions(options.config_paths);
-  absl::StatusOr<LoadedConfigs> config = LoadConfigs(options.config_paths);
+  absl::StatusOr<std::vector<std::string>> config_files = ConfigFiles(options);
+  if (!config_files.ok()) {
+    spdlog::error("invalid config: {}", std::string(config_files.status().message()));
+    return 1;
+  }
+  std::vector<FileVersion> config_versions = FileVersions(*config_files);
+  absl::StatusOr<LoadedConfigs> config = LoadConfigs(*config_files);
   if (!config.ok()) {
     for (absl::string_view line : absl::StrSplit(config.status().message(), '\n')) {
       spdlog::error("invalid config: {}", std::string(line));
@@ -197,7 +221,29 @@ int RunServe(const ServeOptions& given) {
   }
   std::vector<boost::asio::io_context*> loop_contexts;
   for (int i = 0; i < (*loops)->size(); ++i) loop_contexts.push_back(&(*loops)->loop(i));
-  absl::StatusOr<ServeStore> store = MakeStore(options, *config, std::move(loop_contexts));
+  absl::StatusOr<ServeStore> store = MakeStore(options, *config, loop_contexts);
+  // Redis unreachable at start (a pod starting before its Redis): with
+  // --redis-startup-wait-ms, try again with backoff, until then or a stop signal.
+  const auto wait_started = std::chrono::steady_clock::now();
+  int64_t retry_ms = std::max<int64_t>(options.redis_startup_retry_initial_ms, 1);
+  while (!store.ok() && store.status().code() == absl::StatusCode::kUnavailable &&
+         options.redis_startup_wait_ms != 0) {
+    const int64_t waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - wait_started)
+                                  .count();
+    if (options.redis_startup_wait_ms > 0 && waited_ms >= options.redis_startup_wait_ms) break;
+    spdlog::warn("redis unreachable at start ({}); trying again in {} ms",
+                 std::string(store.status().message()), retry_ms);
+    const timespec pause{static_cast<time_t>(retry_ms / 1000),
+                         static_cast<long>(retry_ms % 1000) * 1'000'000};  // NOLINT(runtime/int)
+    const int signal_number = sigtimedwait(&stop_signals, nullptr, &pause);
+    if (signal_number == SIGTERM || signal_number == SIGINT) {
+      spdlog::info("stopped while waiting for redis");
+      return 0;
+    }
+    retry_ms = std::min(retry_ms * 2, std::max<int64_t>(options.redis_startup_retry_max_ms, 1));
+    store = MakeStore(options, *config, loop_contexts);
+  }
   if (!store.ok()) {
     spdlog::error("{}", std::string(store.status().message()));
     return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -208,6 +254,8 @@ int RunServe(const ServeOptions& given) {
 
   // Outlives both servers (declared before them).
   server::Metrics metrics;
+  if (options.ratelimit_metrics) metrics.EnableRatelimitFamilies(options.near_limit_ratio);
+  metrics.RecordInitialLoad();
   metrics.set_resilient_store(store->resilient);
   if (store->memory != nullptr) metrics.set_memory_store(store->memory, options.memory_max_keys);
   if (options.instances > 0) {
@@ -228,7 +276,8 @@ int RunServe(const ServeOptions& given) {
                                     .sync_store = store->sync_store,
                                     .clock = nullptr,
                                     .metrics = &metrics,
-                                    .max_override_limits = 1000},
+                                    .max_override_limits = 1000,
+                                    .default_envoy_algorithm = options.default_algorithm},
                                    *std::move(config));
   if (!made_service.ok()) {
     spdlog::error("invalid config: {}", std::string(made_service.status().message()));
@@ -243,6 +292,7 @@ int RunServe(const ServeOptions& given) {
   rls_options.shadow_mode = options.shadow_mode;
   rls_options.quota_mode = options.quota_mode;
   rls_options.response_dynamic_metadata = options.response_dynamic_metadata;
+  rls_options.descriptor_hits_are_requests = options.descriptor_hits_are_requests;
   rls_options.max_descriptors = options.max_descriptors;
   absl::StatusOr<std::unique_ptr<server::RlsService>> rls =
       server::RlsService::Create(std::move(rls_options));
@@ -284,21 +334,62 @@ int RunServe(const ServeOptions& given) {
     return absl::UnavailableError(absl::StrCat(
         "redis is unreachable (this instance's probe fails) and limit '", limit, "' fails closed"));
   };
+  // GET /healthcheck, as envoyproxy/ratelimit answers it (Envoy Gateway's probes): 500 once
+  // a stop signal came, and with the options that ask for it, without Redis.
+  std::atomic<bool> draining{false};
+  http_options.health_check = [&draining, probe, &options]() -> absl::Status {
+    if (draining.load(std::memory_order_acquire)) {
+      return absl::UnavailableError("draining: a stop signal came");
+    }
+    if (options.health_requires_redis && probe != nullptr && !probe->StoreReachable()) {
+      return absl::UnavailableError("redis is unreachable (this instance's probe fails)");
+    }
+    return absl::OkStatus();
+  };
   absl::StatusOr<std::unique_ptr<server::HttpServer>> http =
       server::HttpServer::Start(std::move(http_options), check_service);
   if (!http.ok()) {
     spdlog::error("{}", std::string(http.status().message()));
     return 1;
   }
+  // Prometheus on a listener of its own (the peer's PROMETHEUS_ADDR).
+  std::unique_ptr<server::HttpServer> metrics_http;
+  if (!options.metrics_address.empty()) {
+    absl::StatusOr<server::ListenAddress> address =
+        server::ParseListenAddress(options.metrics_address);
+    if (!address.ok()) {
+      spdlog::error("--metrics: {}", std::string(address.status().message()));
+      return 2;
+    }
+    server::HttpServerOptions metrics_options;
+    metrics_options.host = address->host;
+    metrics_options.port = address->port;
+    metrics_options.loops = loops->get();
+    metrics_options.metrics = &metrics;
+    metrics_options.metrics_only_path = options.metrics_path;
+    absl::StatusOr<std::unique_ptr<server::HttpServer>> started =
+        server::HttpServer::Start(std::move(metrics_options), check_service);
+    if (!started.ok()) {
+      spdlog::error("--metrics: {}", std::string(started.status().message()));
+      return 1;
+    }
+    metrics_http = *std::move(started);
+  }
   spdlog::info("tollgate {} (commit {})", kBuildVersion, kBuildCommit);
   spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
-               absl::StrJoin(options.config_paths, ", "), store->store->Name());
+               absl::StrJoin(*config_files, ", "), store->store->Name());
   if (options.redis_url.empty()) {
     spdlog::info("memory store: at most {} keys", options.memory_max_keys);
   }
-  // Tests and scripts read these lines to learn the ports (with HOST:0).
-  spdlog::info("listening grpc={}", (*grpc)->address());
-  spdlog::info("listening http={}", (*http)->address());
+  // Tests and scripts read these lines to learn the ports (with HOST:0); shown at warn when
+  // info is off (envoyproxy/ratelimit's default LOG_LEVEL), as the peer shows its own.
+  const spdlog::level::level_enum listening_level =
+      spdlog::should_log(spdlog::level::info) ? spdlog::level::info : spdlog::level::warn;
+  spdlog::log(listening_level, "listening grpc={}", (*grpc)->address());
+  spdlog::log(listening_level, "listening http={}", (*http)->address());
+  if (metrics_http != nullptr) {
+    spdlog::log(listening_level, "listening metrics={}", metrics_http->address());
+  }
 
   Reloader reloader(options, metrics, *check_service, std::move(config_versions),
                     config_memory_store_max_keys, given.memory_max_keys > 0);
@@ -317,18 +408,22 @@ int RunServe(const ServeOptions& given) {
   }
   stop_polling.Notify();
   poller.join();
+  draining.store(true, std::memory_order_release);
   spdlog::info("received {}, finishing requests in flight",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   // Health checks see NOT_SERVING on connections still open, while both servers drain.
   grpc_health.SetServing(false);
   (*http)->Shutdown();
+  if (metrics_http != nullptr) metrics_http->Shutdown();
   bool drained = (*http)->Wait(kDrainTimeout);
+  if (metrics_http != nullptr) drained = metrics_http->Wait(kDrainTimeout) && drained;
   drained = (*grpc)->Shutdown(kDrainTimeout) && drained;
   if (!drained)
     spdlog::warn("requests still in flight after {}s were dropped", kDrainTimeout.count());
   // Both servers go before the RLS service they call. The loops (declared first) stop last,
   // after the store has shut its connections on them down.
   http->reset();
+  metrics_http.reset();
   grpc->reset();
   // Connections still closing on the loops hold the check service, and so the stores, for a
   // moment: the stores are destroyed here, while the loops still run, once they let go.

@@ -70,6 +70,40 @@ struct ServeOptions {
   // The gRPC port's flood limits (--grpc-...; docs/envoy.md, "Limits"). Its `address` is
   // taken from grpc_address and its `max_message_bytes` from max_body_bytes.
   server::GrpcServerOptions grpc;
+
+  // ---- envoyproxy/ratelimit's deployments (docs/envoy-gateway.md) ----
+  // Directories whose files (every regular file, in any subdirectory) are config files, as
+  // envoyproxy/ratelimit's runtime directory: listed again at each look for changes, so a
+  // file added, changed or removed is picked up. Beside config_paths.
+  std::vector<std::string> config_dirs;
+  // Skip files and directories whose names start with '.' in config_dirs (Kubernetes' ..data
+  // links of a mounted ConfigMap would otherwise give every file twice).
+  bool config_ignore_dotfiles = false;
+  // A listener of its own for GET `metrics_path` (Prometheus), "HOST:PORT"; empty: none
+  // (GET /metrics on the HTTP port is always there).
+  std::string metrics_address;
+  std::string metrics_path = "/metrics";
+  // envoyproxy/ratelimit's metric families (ratelimit_service_*, per Envoy rule, as Envoy
+  // Gateway's default mapping names them) beside tollgate's; NEAR_LIMIT_RATIO's ratio.
+  bool ratelimit_metrics = false;
+  double near_limit_ratio = 0.8;
+  // Envoy rules that name no `algorithm` use this one (Envoy Gateway's API can only say "N
+  // per unit").
+  Algorithm default_algorithm = Algorithm::kFixedWindow;
+  // Envoy API: a descriptor's own hits_addend is a request (all or nothing, a refusal spends
+  // nothing; the peer's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) instead of a report charged
+  // in full (rls_plan.h).
+  bool descriptor_hits_are_requests = false;
+  // GET /healthcheck answers 500 until a config is loaded (the peer's
+  // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED), and while this instance's probe of Redis fails
+  // (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION).
+  bool health_requires_config = false;
+  bool health_requires_redis = false;
+  // Redis unreachable at start: retry (after initial, doubling up to max) for up to
+  // redis_startup_wait_ms (-1: for ever) instead of exiting at once (0).
+  int64_t redis_startup_wait_ms = 0;
+  int64_t redis_startup_retry_initial_ms = 1'000;
+  int64_t redis_startup_retry_max_ms = 30'000;
 };
 
 // The store and what keeps it running.

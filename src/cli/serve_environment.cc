@@ -51,6 +51,8 @@ bool IsUnreserved(unsigned char c) {
   return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
 }
 
+}  // namespace
+
 std::string PercentEncode(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -65,6 +67,8 @@ std::string PercentEncode(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 
 // Where a URL's authority lies: after "://", up to the first '/' or '?'. npos when `url`
 // has no scheme.

@@ -59,6 +59,10 @@ absl::StatusOr<std::string> WithRedisPassword(std::string_view url, std::string_
 // them). Empty when neither is given: the embedded store. Messages never contain a secret.
 absl::StatusOr<std::string> ResolveRedisUrl(const ServeOptions& options);
 
+// `text` with every byte but RFC 3986's unreserved ones (letters, digits, - . _ ~) as %XX: a
+// user or password as a URL's credentials carry it.
+std::string PercentEncode(std::string_view text);
+
 // Whether `url` carries a password (`:password@`).
 bool RedisUrlHasPassword(std::string_view url);
 

@@ -250,6 +250,7 @@ EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field, 
   if (YAML::Node algorithm = node["algorithm"]) {
     errors.Try([&] {
       const std::string text = Scalar(algorithm, field + ".algorithm");
+      rate_limit.algorithm_given = true;
       constexpr absl::string_view kAlgorithms[] = {"fixed_window", "sliding_window",
                                                    "token_bucket"};
       if (text == "fixed_window") {
@@ -667,6 +668,24 @@ absl::StatusOr<ConfigKind> DetectConfigKind(std::string_view yaml_text,
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat(AbslView(file_name), ": ", error.what()));
   }
+}
+
+namespace {
+
+void SetDefaultAlgorithm(std::vector<EnvoyDescriptor>& descriptors, Algorithm algorithm) {
+  for (EnvoyDescriptor& descriptor : descriptors) {
+    if (descriptor.rate_limit.has_value() && !descriptor.rate_limit->algorithm_given &&
+        !descriptor.rate_limit->unlimited) {
+      descriptor.rate_limit->algorithm = algorithm;
+    }
+    SetDefaultAlgorithm(descriptor.descriptors, algorithm);
+  }
+}
+
+}  // namespace
+
+void SetDefaultAlgorithm(std::vector<EnvoyDomainConfig>& domains, Algorithm algorithm) {
+  for (EnvoyDomainConfig& domain : domains) SetDefaultAlgorithm(domain.descriptors, algorithm);
 }
 
 }  // namespace tollgate

@@ -62,6 +62,9 @@ struct EnvoyRateLimit {
   // Extension: the algorithm (default a fixed window of one unit, as envoyproxy/ratelimit).
   // A token bucket holds requests_per_unit and refills requests_per_unit per unit.
   Algorithm algorithm = Algorithm::kFixedWindow;
+  // Whether the rule names its algorithm; a rule that does not takes the service's default
+  // (SetDefaultAlgorithm).
+  bool algorithm_given = false;
   // Extensions: what to do when the store fails, and the deadline of one store call.
   FailureMode on_store_failure = FailureMode::kFailOpen;
   int64_t timeout_micros = 10'000;
@@ -110,6 +113,9 @@ absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
 
 // Reads and parses the file at `path`. NotFound if it cannot be read.
 absl::StatusOr<EnvoyDomainConfig> LoadEnvoyConfigFile(const std::string& path);
+
+// Gives every rule of `domains` that names no algorithm `algorithm` (`--default-algorithm`).
+void SetDefaultAlgorithm(std::vector<EnvoyDomainConfig>& domains, Algorithm algorithm);
 
 // A wildcard value split at its '*'s: "foo*bar*" -> {"foo", "bar", ""}. A value without '*'
 // gives one part.

@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<CheckService>> CheckService::Create(CheckServiceO
 
 absl::StatusOr<std::shared_ptr<const CheckSnapshot>> CheckService::Build(
     LoadedConfigs config) const {
+  SetDefaultAlgorithm(config.envoy_domains, options_.default_envoy_algorithm);
   absl::StatusOr<std::unique_ptr<DescriptorMatcher>> matcher =
       DescriptorMatcher::Create(std::move(config.envoy_domains));
   if (!matcher.ok()) return matcher.status();

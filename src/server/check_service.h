@@ -48,6 +48,8 @@ struct CheckServiceOptions {
   // Bound on the distinct Envoy `limit` overrides (requests_per_unit, unit) remembered over
   // the life of the service (see OverrideLimits).
   int max_override_limits = 1000;
+  // The algorithm of Envoy rules that name none (SetDefaultAlgorithm), at every (re)load.
+  Algorithm default_envoy_algorithm = Algorithm::kFixedWindow;
 };
 
 // One configuration, as it serves. Immutable; shared by the requests that started on it.

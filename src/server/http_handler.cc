@@ -92,6 +92,17 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
     std::move(done)(std::move(response));
   };
 
+  if (!metrics_only_path_.empty()) {
+    if (path != metrics_only_path_) {
+      return std::move(done)(JsonErrorResponse(
+          http::status::not_found,
+          absl::StrCat("no such path: ", QuoteForMessage(path), " (this listener serves GET ",
+                       metrics_only_path_, ")"),
+          request.version(), request.keep_alive()));
+    }
+    if (request.method() != http::verb::get) return method_not_allowed("GET");
+    return std::move(done)(MetricsResponse(request));
+  }
   if (path == "/v1/check") {
     if (request.method() != http::verb::post) return method_not_allowed("POST");
     return HandleCheck(request, std::move(done), CheckEndpoint::kCheck);
@@ -144,18 +155,38 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
   }
   if (path == "/metrics" && metrics_ != nullptr) {
     if (request.method() != http::verb::get) return method_not_allowed("GET");
-    HttpResponse response(http::status::ok, request.version());
-    response.add_field("Server", "tollgate");
-    response.add_field("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    response.add_field("Cache-Control", "no-store");
-    response.keep_alive(request.keep_alive());
-    response.body() = metrics_->Render();
-    return std::move(done)(std::move(response));
+    return std::move(done)(MetricsResponse(request));
+  }
+  if (path == "/healthcheck") {
+    if (request.method() != http::verb::get) return method_not_allowed("GET");
+    return std::move(done)(HealthCheckResponse(request));
   }
   std::move(done)(JsonErrorResponse(http::status::not_found,
                                     absl::StrCat("no such path: ", QuoteForMessage(path),
                                                  " (try POST /v1/check or GET /healthz)"),
                                     request.version(), request.keep_alive()));
+}
+
+HttpResponse HttpHandler::MetricsResponse(const HttpRequest& request) const {
+  HttpResponse response(http::status::ok, request.version());
+  response.add_field("Server", "tollgate");
+  response.add_field("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  response.add_field("Cache-Control", "no-store");
+  response.keep_alive(request.keep_alive());
+  response.body() = metrics_->Render();
+  return response;
+}
+
+HttpResponse HttpHandler::HealthCheckResponse(const HttpRequest& request) const {
+  const absl::Status health = health_ ? health_() : absl::OkStatus();
+  HttpResponse response(health.ok() ? http::status::ok : http::status::internal_server_error,
+                        request.version());
+  response.add_field("Server", "tollgate");
+  response.add_field("Content-Type", "text/plain; charset=utf-8");
+  response.add_field("Cache-Control", "no-store");
+  response.keep_alive(request.keep_alive());
+  response.body() = health.ok() ? "OK" : absl::StrCat(health.message(), "\n");
+  return response;
 }
 
 namespace {

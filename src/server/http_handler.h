@@ -67,6 +67,12 @@ class HttpHandler {
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Answers GET /readyz; empty (the default) means always ready.
   void set_readiness(ReadinessCheck readiness) { readiness_ = std::move(readiness); }
+  // Answers GET /healthcheck as envoyproxy/ratelimit does (Envoy Gateway's probes): 200 with
+  // the body "OK", or 500 with the reason. Empty (the default) means always healthy.
+  void set_health_check(ReadinessCheck health) { health_ = std::move(health); }
+  // Serve only GET `path`, with the metrics (a listener of its own for Prometheus); every
+  // other path is 404. Empty (the default): every route. REQUIRES: set_metrics.
+  void set_metrics_only(std::string path) { metrics_only_path_ = std::move(path); }
   // Which RateLimit fields POST /v1/check sends (src/server/ratelimit_headers.h); kNone also
   // drops POST /json's X-RateLimit-* fields. Default kDraft11.
   void set_ratelimit_headers(RateLimitHeaderFormat format) { header_format_ = format; }
@@ -90,12 +96,17 @@ class HttpHandler {
   // POST /v1/settle, and /v1/release or /v1/renew (src/server/http_metered.cc).
   void HandleSettle(const HttpRequest& request, HttpResponseCallback done);
   void HandleLease(const HttpRequest& request, HttpResponseCallback done, bool renew);
+  // GET /metrics (or the metrics-only path), /healthcheck.
+  HttpResponse MetricsResponse(const HttpRequest& request) const;
+  HttpResponse HealthCheckResponse(const HttpRequest& request) const;
 
   // Its snapshot is read once per request: a reload swaps it without a lock.
   const std::shared_ptr<CheckService> service_;
   RlsService* rls_service_ = nullptr;
   Metrics* metrics_ = nullptr;
   ReadinessCheck readiness_;
+  ReadinessCheck health_;
+  std::string metrics_only_path_;
   size_t max_checks_ = 64;
   RateLimitHeaderFormat header_format_ = RateLimitHeaderFormat::kDraft11;
 };

@@ -39,6 +39,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   handler.set_rls_service(options.rls_service);
   handler.set_metrics(options.metrics);
   handler.set_readiness(std::move(options.readiness));
+  handler.set_health_check(std::move(options.health_check));
+  if (!options.metrics_only_path.empty()) {
+    if (options.metrics == nullptr) {
+      return absl::InvalidArgumentError("a metrics-only listener needs the metrics");
+    }
+    handler.set_metrics_only(std::move(options.metrics_only_path));
+  }
   handler.set_max_checks_per_request(options.max_checks_per_request);
   handler.set_ratelimit_headers(options.ratelimit_headers);
   state->context->limits = options.limits;

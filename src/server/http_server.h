@@ -50,6 +50,11 @@ struct HttpServerOptions {
   Metrics* metrics = nullptr;
   // Answers GET /readyz; empty means always ready.
   ReadinessCheck readiness;
+  // Answers GET /healthcheck (HttpHandler::set_health_check); empty means always healthy.
+  ReadinessCheck health_check;
+  // Serve only GET of this path, with `metrics` (HttpHandler::set_metrics_only); empty:
+  // every route.
+  std::string metrics_only_path;
 };
 
 // Serves the HTTP API (src/server/http_handler.h) on one address, HTTP/1.1 keep-alive. Each

@@ -172,6 +172,23 @@ void Metrics::RecordReload(bool success) {
   (success ? reloads_succeeded_ : reloads_failed_).fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::EnableRatelimitFamilies(double near_limit_ratio) {
+  near_limit_ratio_.store(near_limit_ratio, std::memory_order_relaxed);
+  ratelimit_families_.store(true, std::memory_order_relaxed);
+}
+
+void Metrics::RecordRatelimitHits(std::string_view limit, int64_t hits, const Decision& decision,
+                                  bool shadow) {
+  CountersFor(limit).ratelimit.Record(hits, decision, shadow,
+                                      near_limit_ratio_.load(std::memory_order_relaxed));
+}
+
+void Metrics::RecordInitialLoad() { initial_loads_.fetch_add(1, std::memory_order_relaxed); }
+
+void Metrics::RecordRatelimitCallError() {
+  ratelimit_call_errors_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::set_resilient_store(const ResilientStore* store) {
   absl::MutexLock lock(&mu_);
   resilient_store_ = store;
@@ -405,6 +422,18 @@ std::string Metrics::Render() const {
                   reloads_succeeded_.load(std::memory_order_relaxed), "\n");
   absl::StrAppend(&out, "tollgate_config_reloads_total{result=\"failure\"} ",
                   reloads_failed_.load(std::memory_order_relaxed), "\n");
+  if (ratelimit_families_.load(std::memory_order_relaxed)) {
+    std::vector<std::pair<std::string, const RatelimitCounters*>> rules;
+    rules.reserve(limits.size());
+    for (const auto& [name, counters] : limits) rules.emplace_back(name, &counters->ratelimit);
+    RenderRatelimitFamilies(out, rules);
+    RenderRatelimitServiceFamilies(
+        out,
+        initial_loads_.load(std::memory_order_relaxed) +
+            reloads_succeeded_.load(std::memory_order_relaxed),
+        reloads_failed_.load(std::memory_order_relaxed),
+        ratelimit_call_errors_.load(std::memory_order_relaxed));
+  }
   return out;
 }
 

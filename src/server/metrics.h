@@ -29,6 +29,7 @@
 //   tollgate_memory_store_max_keys                  gauge; its cap (--memory-max-keys)
 //   tollgate_memory_store_evictions_total           counter; entries evicted at the cap
 //   tollgate_config_reloads_total{result}           counter; success | failure
+// and, with EnableRatelimitFamilies, envoyproxy/ratelimit's families (ratelimit_metrics.h).
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
 
@@ -49,6 +50,7 @@
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
+#include "src/server/ratelimit_metrics.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate::server {
@@ -93,6 +95,18 @@ class Metrics {
   static constexpr size_t kMaxTrackedLeases = 1'000'000;
   void ObserveCheckDuration(CheckApi api, int64_t duration_micros);
   void RecordReload(bool success);
+  // The config the service started with was loaded (for ratelimit_service_config_load_success).
+  void RecordInitialLoad();
+
+  // envoyproxy/ratelimit's families (src/server/ratelimit_metrics.h) beside tollgate's,
+  // with its near-limit ratio. Call before serving.
+  void EnableRatelimitFamilies(double near_limit_ratio);
+  bool ratelimit_families() const { return ratelimit_families_.load(std::memory_order_relaxed); }
+  // `hits` of the Envoy rule whose limit is `limit`, ending in `decision`; `shadow`: the rule
+  // is in shadow mode. And one ShouldRateLimit call whose store failed.
+  void RecordRatelimitHits(std::string_view limit, int64_t hits, const Decision& decision,
+                           bool shadow);
+  void RecordRatelimitCallError();
 
   // Read at each Render. nullptr / empty leave the family out. REQUIRES: `store` outlives
   // this object.
@@ -116,6 +130,7 @@ class Metrics {
     std::atomic<int64_t> errors{0};
     std::atomic<int64_t> charged_units{0};
     std::atomic<int64_t> debt_units{0};
+    RatelimitCounters ratelimit;
   };
   // Immutable once published; replaced (never freed before ~Metrics) when limits are added,
   // so a reader holding an older table stays valid without a lock.
@@ -134,6 +149,10 @@ class Metrics {
   std::array<Histogram, 2> durations_;
   std::atomic<int64_t> reloads_succeeded_{0};
   std::atomic<int64_t> reloads_failed_{0};
+  std::atomic<bool> ratelimit_families_{false};
+  std::atomic<double> near_limit_ratio_{0.8};
+  std::atomic<int64_t> ratelimit_call_errors_{0};
+  std::atomic<int64_t> initial_loads_{0};
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<LimitCounters>> counters_ ABSL_GUARDED_BY(mu_);

@@ -211,7 +211,8 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
     item.cost = descriptor.has_hits_addend
                     ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend, INT64_MAX))
                     : request_hits;
-    item.report = descriptor.has_hits_addend && item.cost > 0;
+    item.report =
+        options.descriptor_hits_are_reports && descriptor.has_hits_addend && item.cost > 0;
 
     std::optional<EnvoyUnit> override_unit;
     if (descriptor.has_limit) override_unit = UnitOfOverride(descriptor.unit);

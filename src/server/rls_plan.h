@@ -23,7 +23,8 @@
 //   (Envoy's apply_on_stream_done, a response's tokens): it is charged in full
 //   (ItemOp::kCharge), whatever the request does, and answers OVER_LIMIT when that leaves its
 //   limit in debt, as envoyproxy/ratelimit counts every hit. The request's hits_addend and
-//   the unset descriptor one are requests: all or nothing, a refusal counts nothing.
+//   the unset descriptor one are requests: all or nothing, a refusal counts nothing. With
+//   RlsPlanOptions::descriptor_hits_are_reports false, every hits_addend is a request.
 // - All or nothing over the enforced descriptors: if one is refused (or blocked), nothing is
 //   counted. Shadow descriptors never refuse; when the request passes, each is counted if it
 //   passes on its own (CheckItem::shadow: decided in the same store call).
@@ -173,6 +174,10 @@ struct RlsPlanOptions {
   bool global_quota = false;
   // Answer with the request and the matched rules' `metadata` in dynamic_metadata.
   bool dynamic_metadata = false;
+  // A descriptor's own hits_addend above 0 is a report (charged in full, see above); false:
+  // it is a request like the others, all or nothing (envoyproxy/ratelimit's
+  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: nothing is spent when over the limit).
+  bool descriptor_hits_are_reports = true;
   // More descriptors than this is InvalidArgument.
   int max_descriptors = 64;
 };

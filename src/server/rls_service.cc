@@ -83,6 +83,7 @@ struct RlsService::Call {
           decisions.ok() ? absl::InternalError("wrong number of decisions") : decisions.status();
       if (record) {
         for (size_t i : plan.counted) metrics->RecordCheckError(plan.descriptors[i].limit->name);
+        if (metrics->ratelimit_families()) metrics->RecordRatelimitCallError();
       }
       // Fail open for now; the resilience issue adds per-rule policies.
       spdlog::warn("rls: store failed, answering OK for {} descriptor(s): {}", plan.counted.size(),
@@ -92,8 +93,11 @@ struct RlsService::Call {
         PlannedDescriptor& item = plan.descriptors[plan.counted[j]];
         item.decision = (*decisions)[j];
         if (record) {
-          metrics->RecordDecision(item.limit->name, *item.decision,
-                                  item.rule_shadow || plan.global_shadow);
+          const bool shadow = item.rule_shadow || plan.global_shadow;
+          metrics->RecordDecision(item.limit->name, *item.decision, shadow);
+          if (metrics->ratelimit_families()) {
+            metrics->RecordRatelimitHits(item.limit->name, item.cost, *item.decision, shadow);
+          }
         }
       }
     }
@@ -159,6 +163,7 @@ void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
                     {.global_shadow = options_.shadow_mode,
                      .global_quota = options_.quota_mode,
                      .dynamic_metadata = options_.response_dynamic_metadata,
+                     .descriptor_hits_are_reports = !options_.descriptor_hits_are_requests,
                      .max_descriptors = options_.max_descriptors});
   if (!plan.ok()) {
     std::move(reply).Fail(plan.status());

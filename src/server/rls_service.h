@@ -57,6 +57,8 @@ struct RlsServiceOptions {
   // Answer with dynamic_metadata holding the request and the matched rules' `metadata`
   // (rls_plan.h), as envoyproxy/ratelimit with RESPONSE_DYNAMIC_METADATA.
   bool response_dynamic_metadata = false;
+  // A descriptor's own hits_addend is a request, not a report (RlsPlanOptions).
+  bool descriptor_hits_are_requests = false;
   // Add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to response_headers_to_add,
   // from the counted descriptor with the least remaining (as envoyproxy/ratelimit with
   // LIMIT_RESPONSE_HEADERS_ENABLED).

@@ -146,7 +146,9 @@ void RedisConnection::StartTls() {
   asio::ip::make_address(host, not_an_address);
   // SNI carries names only, never addresses (RFC 6066).
   if (not_an_address) SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str());
-  tls_->set_verify_callback(ssl::host_name_verification(host));
+  if (options_.url.tls_options.verify_host) {
+    tls_->set_verify_callback(ssl::host_name_verification(host));
+  }
   const uint64_t generation = generation_;
   auto tls = tls_;
   tls_->async_handshake(

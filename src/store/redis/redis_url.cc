@@ -48,15 +48,15 @@ absl::Status InvalidTarget(absl::string_view scheme, absl::string_view what) {
   const bool tls = absl::StartsWith(scheme, "rediss");
   const std::string form =
       cluster ? absl::StrCat(scheme, "[user:password@]host:port[,host:port...]",
-                             tls ? "[?ca=FILE&cert=FILE&key=FILE&verify=yes|no]" : "")
+                             tls ? "[?ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain]" : "")
               : absl::StrCat(scheme, "[user:password@]host:port[,host:port...]/<master name>",
-                             tls ? "[?db=N&ca=FILE&cert=FILE&key=FILE&verify=yes|no]" : "[?db=N]");
+                             tls ? "[?db=N&ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain]" : "[?db=N]");
   return absl::InvalidArgumentError(
       absl::StrCat("invalid Redis URL (expected ", form, "): ", what));
 }
 
 // One `name=value` of a TLS URL's query into `options`: ca=FILE, cert=FILE, key=FILE,
-// verify=yes|no (values percent-decoded). NotFound for another name; InvalidArgument for a
+// verify=yes|no|chain (values percent-decoded). NotFound for another name; InvalidArgument for a
 // bad value.
 absl::Status ParseTlsParameter(absl::string_view pair, TlsOptions& options) {
   const size_t equals = pair.find('=');
@@ -70,8 +70,9 @@ absl::Status ParseTlsParameter(absl::string_view pair, TlsOptions& options) {
     options.cert_file = *std::move(value);
   } else if (name == "key") {
     options.key_file = *std::move(value);
-  } else if (name == "verify" && (*value == "yes" || *value == "no")) {
-    options.verify_peer = *value == "yes";
+  } else if (name == "verify" && (*value == "yes" || *value == "no" || *value == "chain")) {
+    options.verify_peer = *value != "no";
+    options.verify_host = *value == "yes";
   } else {
     return absl::NotFoundError(absl::StrCat("unknown parameter \"", name, "\""));
   }
@@ -171,9 +172,9 @@ absl::StatusOr<RedisTarget> ParseRedisTarget(std::string_view url_view) {
     out.master_name = std::string(path);
   }
   const absl::string_view expected =
-      cluster ? (out.node.tls ? "ca=FILE, cert=FILE, key=FILE, verify=yes|no"
+      cluster ? (out.node.tls ? "ca=FILE, cert=FILE, key=FILE, verify=yes|no|chain"
                               : "none (TLS files need rediss-cluster://)")
-              : (out.node.tls ? "db=N, ca=FILE, cert=FILE, key=FILE, verify=yes|no"
+              : (out.node.tls ? "db=N, ca=FILE, cert=FILE, key=FILE, verify=yes|no|chain"
                               : "db=N (TLS files need rediss-sentinel://)");
   for (absl::string_view parameter : absl::StrSplit(query, '&', absl::SkipEmpty())) {
     if (!cluster && absl::ConsumePrefix(&parameter, "db=")) {
@@ -215,7 +216,7 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(std::string_view url_view) {
       absl::Status status = ParseTlsParameter(pair, out.tls_options);
       if (absl::IsNotFound(status)) {
         return Invalid(absl::StrCat(status.message(),
-                                    " (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no)"));
+                                    " (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no|chain)"));
       }
       if (!status.ok()) return status;
     }

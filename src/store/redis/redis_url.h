@@ -24,6 +24,10 @@ struct TlsOptions {
   // Verify Redis' certificate chain and that it names the host of the URL. Turn off only
   // for tests against a self-signed certificate with no CA at hand.
   bool verify_peer = true;
+  // With verify_peer: also that the certificate names the host of the URL (`verify=chain`
+  // turns this off alone: a certificate signed by the CA for another name, as
+  // envoyproxy/ratelimit's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION accepts).
+  bool verify_host = true;
 };
 
 struct RedisUrl {
@@ -40,7 +44,7 @@ struct RedisUrl {
 };
 
 // Parses `redis://[[user]:password@]host[:port][/db]`, or the same with `rediss://` (TLS)
-// and optional `?ca=FILE&cert=FILE&key=FILE&verify=yes|no`. An IPv6 host is written in brackets
+// and optional `?ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain`. An IPv6 host is written in brackets
 // (`redis://[::1]:6379`). User and password may be percent-encoded. InvalidArgument naming
 // the offending part otherwise (the password is never echoed).
 absl::StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
@@ -72,7 +76,7 @@ struct RedisTarget {
 //   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/<master name>[?db=N]
 //                                                                            (port 26379)
 // and their TLS forms rediss://, rediss-cluster:// and rediss-sentinel://, which take the
-// TLS parameters ca=FILE, cert=FILE, key=FILE, verify=yes|no in the query (beside db=N for
+// TLS parameters ca=FILE, cert=FILE, key=FILE, verify=yes|no|chain in the query (beside db=N for
 // Sentinel) and use them for every connection: each cluster node (at the TLS port it
 // announces to a TLS client), the sentinels and the primary they name.
 // Credentials are for the data nodes; sentinels are asked without AUTH. A cluster has only

@@ -176,9 +176,15 @@ TEST(RedisUrlTest, RedissTurnsTlsOnWithItsOptions) {
   EXPECT_EQ(url->tls_options.key_file, "/k.pem");
   EXPECT_TRUE(url->tls_options.verify_peer);
 
+  EXPECT_TRUE(url->tls_options.verify_host);
+
   url = ParseRedisUrl("rediss://h?verify=no");
   ASSERT_TRUE(url.ok()) << url.status();
   EXPECT_FALSE(url->tls_options.verify_peer);
+  url = ParseRedisUrl("rediss://h?verify=chain");
+  ASSERT_TRUE(url.ok()) << url.status();
+  EXPECT_TRUE(url->tls_options.verify_peer);
+  EXPECT_FALSE(url->tls_options.verify_host);
   EXPECT_FALSE(ParseRedisUrl("redis://h")->tls);
 }
 

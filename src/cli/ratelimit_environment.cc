@@ -1,0 +1,382 @@
+// Copyright tollgate authors.
+#include "src/cli/ratelimit_environment.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "src/cli/go_values.h"
+#include "src/cli/serve_environment.h"
+#include "src/core/absl_view.h"
+
+namespace tollgate::cli {
+namespace {
+
+// Reads variables, keeping every error and notice for the caller.
+class Reader {
+ public:
+  explicit Reader(const EnvironmentLookup& lookup) : lookup_(lookup) {}
+
+  std::optional<std::string> Get(std::string_view name) const {
+    std::optional<std::string> value = lookup_(name);
+    if (value.has_value() && value->empty()) return std::nullopt;
+    return value;
+  }
+
+  std::string String(std::string_view name, std::string_view fallback) const {
+    return Get(name).value_or(std::string(fallback));
+  }
+
+  bool Bool(std::string_view name, bool fallback) {
+    std::optional<std::string> value = Get(name);
+    if (!value) return fallback;
+    std::optional<bool> parsed = ParseGoBool(*value);
+    if (!parsed) {
+      Error(name, "expected true or false (or 1, 0, t, f)");
+      return fallback;
+    }
+    return *parsed;
+  }
+
+  int64_t Int(std::string_view name, int64_t fallback, int64_t min, int64_t max) {
+    std::optional<std::string> value = Get(name);
+    if (!value) return fallback;
+    std::optional<int64_t> parsed = ParseGoInt(*value);
+    if (!parsed || *parsed < min || *parsed > max) {
+      Error(name, absl::StrCat("expected an integer from ", min, " to ", max));
+      return fallback;
+    }
+    return *parsed;
+  }
+
+  double Float(std::string_view name, double fallback, double min, double max) {
+    std::optional<std::string> value = Get(name);
+    if (!value) return fallback;
+    std::optional<double> parsed = ParseGoFloat(*value);
+    if (!parsed || *parsed < min || *parsed > max) {
+      Error(name, absl::StrCat("expected a number from ", min, " to ", max));
+      return fallback;
+    }
+    return *parsed;
+  }
+
+  // In milliseconds; `fallback_ms` when unset.
+  int64_t DurationMs(std::string_view name, int64_t fallback_ms) {
+    std::optional<std::string> value = Get(name);
+    if (!value) return fallback_ms;
+    std::optional<int64_t> micros = ParseGoDurationMicros(*value);
+    if (!micros || *micros < 0) {
+      Error(name, "expected a duration such as 500ms, 10s or 1m30s");
+      return fallback_ms;
+    }
+    return *micros / 1000;
+  }
+
+  // A notice when `name` is set: tollgate does not use it, for `why`.
+  void NotUsed(std::string_view name, std::string_view why) {
+    if (Get(name)) notices_.push_back(absl::StrCat(AbslView(name), " is not used by tollgate: ", AbslView(why)));
+  }
+
+  void Error(std::string_view name, std::string_view what) {
+    errors_.push_back(absl::StrCat(AbslView(name), ": ", AbslView(what)));
+  }
+
+  std::vector<std::string>& notices() { return notices_; }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  const EnvironmentLookup& lookup_;
+  std::vector<std::string> notices_;
+  std::vector<std::string> errors_;
+};
+
+// "HOST:PORT" from the peer's pair of variables; Go's empty host (":8080") is every address.
+std::string JoinHostPort(std::string host, int64_t port) {
+  if (host.empty()) host = "0.0.0.0";
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) host = absl::StrCat("[", host, "]");
+  return absl::StrCat(host, ":", port);
+}
+
+// The peer's ":9090" form (Go's net.Listen address): an empty host is every address.
+std::string ListenAddressOf(std::string address) {
+  if (absl::StartsWith(address, ":")) return absl::StrCat("0.0.0.0", address);
+  return address;
+}
+
+// LOG_LEVEL as logrus reads it (any case), in spdlog's names.
+std::optional<std::string> LogLevel(std::string_view text) {
+  const std::string level = absl::AsciiStrToLower(AbslView(text));
+  if (level == "panic" || level == "fatal") return "critical";
+  if (level == "error") return "err";
+  if (level == "warn" || level == "warning") return "warn";
+  if (level == "info" || level == "debug" || level == "trace") return level;
+  return std::nullopt;
+}
+
+void ReadListeners(Reader& env, ServeOptions& options) {
+  options.http_address = JoinHostPort(env.String("HOST", "0.0.0.0"),
+                                      env.Int("PORT", 8080, 0, 65535));
+  options.grpc_address = JoinHostPort(env.String("GRPC_HOST", "0.0.0.0"),
+                                      env.Int("GRPC_PORT", 8081, 0, 65535));
+  if (env.Get("GRPC_UDS")) {
+    env.Error("GRPC_UDS", "a Unix socket for gRPC is not supported; use GRPC_HOST and GRPC_PORT");
+  }
+  const char* kDebug = "the peer's debug listener (pprof, /rlconfig) is not served; /metrics "
+                       "and /healthcheck are on the HTTP port";
+  env.NotUsed("DEBUG_HOST", kDebug);
+  env.NotUsed("DEBUG_PORT", kDebug);
+  const char* kAge = "gRPC connections are not aged out; they close when idle "
+                     "(--grpc-idle-timeout-ms)";
+  env.NotUsed("GRPC_MAX_CONNECTION_AGE", kAge);
+  env.NotUsed("GRPC_MAX_CONNECTION_AGE_GRACE", kAge);
+}
+
+void ReadConfigSource(Reader& env, ServeOptions& options) {
+  const std::string type = env.String("CONFIG_TYPE", "FILE");
+  if (type == "FILE") {
+    // The peer loads <RUNTIME_ROOT>/<RUNTIME_SUBDIRECTORY>/<RUNTIME_APPDIRECTORY> (with
+    // RUNTIME_WATCH_ROOT, the files of <ROOT>/<SUBDIRECTORY> under <APPDIRECTORY>: the same
+    // files). tollgate looks at that directory every second either way.
+    std::string dir = env.String("RUNTIME_ROOT", "/srv/runtime_data/current");
+    for (const std::string& part : {env.String("RUNTIME_SUBDIRECTORY", ""),
+                                    env.String("RUNTIME_APPDIRECTORY", "config")}) {
+      if (part.empty()) continue;
+      if (!absl::EndsWith(dir, "/")) dir += "/";
+      dir += part;
+    }
+    options.config_dirs.push_back(dir);
+    options.config_ignore_dotfiles = env.Bool("RUNTIME_IGNOREDOTFILES", false);
+    env.Bool("RUNTIME_WATCH_ROOT", true);  // checked; both ways are watched alike
+  } else if (type == "GRPC_XDS_SOTW") {
+    // Read with the xDS client's settings.
+  } else {
+    env.Error("CONFIG_TYPE", "expected FILE or GRPC_XDS_SOTW");
+  }
+  if (env.Bool("MERGE_DOMAIN_CONFIG", false)) {
+    env.Error("MERGE_DOMAIN_CONFIG",
+              "merging a domain from several files is not supported: give each domain in one "
+              "file (or one RateLimitConfig)");
+  }
+  options.health_requires_config = env.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false);
+}
+
+void ReadStats(Reader& env, ServeOptions& options) {
+  const char* kStatsd = "statsd is not supported; metrics are for Prometheus (USE_PROMETHEUS, "
+                        "or GET /metrics on the HTTP port)";
+  if (env.Get("USE_STATSD") && env.Bool("USE_STATSD", true)) {
+    env.notices().push_back(absl::StrCat("USE_STATSD is not used by tollgate: ", kStatsd));
+  }
+  for (std::string_view name : {"STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD",
+                                "USE_DOG_STATSD_MOGRIFIERS", "STATS_FLUSH_INTERVAL", "EXTRA_TAGS"}) {
+    env.NotUsed(name, kStatsd);
+  }
+  env.NotUsed("DISABLE_STATS", "tollgate's metrics are always kept");
+  if (env.Bool("USE_PROMETHEUS", false)) {
+    options.metrics_address = ListenAddressOf(env.String("PROMETHEUS_ADDR", ":9090"));
+    options.metrics_path = env.String("PROMETHEUS_PATH", "/metrics");
+    if (!absl::StartsWith(options.metrics_path, "/")) {
+      env.Error("PROMETHEUS_PATH", "expected a path starting with /");
+    }
+  }
+  env.NotUsed("PROMETHEUS_MAPPER_YAML",
+              "the peer's statistics are served under the names of its default mapping "
+              "(ratelimit_service_*, docs/envoy-gateway.md); a mapping file is not read");
+  env.NotUsed("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
+              "ratelimit_service_response_time_seconds is in seconds");
+  options.ratelimit_metrics = true;
+  options.near_limit_ratio = env.Float("NEAR_LIMIT_RATIO", 0.8, 0, 1);
+}
+
+void ReadLimiting(Reader& env, ServeOptions& options) {
+  options.shadow_mode = env.Bool("SHADOW_MODE", false);
+  options.quota_mode = env.Bool("QUOTA_MODE", false);
+  options.response_dynamic_metadata = env.Bool("RESPONSE_DYNAMIC_METADATA", false);
+  options.descriptor_hits_are_requests = env.Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false);
+  const std::string backend = env.String("BACKEND_TYPE", "redis");
+  if (absl::AsciiStrToLower(backend) != "redis") {
+    env.Error("BACKEND_TYPE", "only redis is supported");
+  }
+  env.NotUsed("EXPIRATION_JITTER_MAX_SECONDS",
+              "tollgate's keys expire when their window ends or their bucket is full again, "
+              "exactly");
+  env.NotUsed("LOCAL_CACHE_SIZE_IN_BYTES",
+              "there is no local over-limit cache; hot keys can use `mode: sync` limits instead");
+  env.NotUsed("CACHE_KEY_PREFIX", "tollgate's Redis keys have a prefix of their own");
+  const char* kHeaders = "the RateLimit-* response headers of the gRPC answer are not added";
+  for (std::string_view name : {"LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER",
+                                "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"}) {
+    env.NotUsed(name, kHeaders);
+  }
+  for (std::string_view name : {"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV",
+                                "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT",
+                                "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
+                                "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}) {
+    env.NotUsed(name, "memcached is not supported");
+  }
+}
+
+// The query of a rediss:// URL for the REDIS_TLS_* files.
+std::string RedisTlsQuery(Reader& env) {
+  std::vector<std::string> parameters;
+  if (auto ca = env.Get("REDIS_TLS_CACERT")) parameters.push_back(absl::StrCat("ca=", *ca));
+  auto cert = env.Get("REDIS_TLS_CLIENT_CERT");
+  auto key = env.Get("REDIS_TLS_CLIENT_KEY");
+  if (cert.has_value() != key.has_value()) {
+    env.Error(cert ? "REDIS_TLS_CLIENT_KEY" : "REDIS_TLS_CLIENT_CERT",
+              "a client certificate needs its key, and a key its certificate");
+  } else if (cert) {
+    parameters.push_back(absl::StrCat("cert=", *cert));
+    parameters.push_back(absl::StrCat("key=", *key));
+  }
+  if (env.Bool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false)) {
+    parameters.push_back("verify=chain");
+  }
+  return parameters.empty() ? "" : absl::StrCat("?", absl::StrJoin(parameters, "&"));
+}
+
+// REDIS_AUTH's "password" or "user:password" as a URL's credentials ("user:password@").
+std::string Credentials(std::string_view auth) {
+  if (auth.empty()) return "";
+  const size_t colon = auth.find(':');
+  if (colon == std::string_view::npos) return absl::StrCat(":", PercentEncode(auth), "@");
+  return absl::StrCat(PercentEncode(auth.substr(0, colon)), ":",
+                      PercentEncode(auth.substr(colon + 1)), "@");
+}
+
+void ReadRedis(Reader& env, ServeOptions& options) {
+  if (env.Bool("REDIS_PERSECOND", false)) {
+    env.notices().push_back(
+        "REDIS_PERSECOND is not used by tollgate: per-second limits are kept in the same Redis "
+        "as the others (one atomic step each, so a second Redis buys no accuracy)");
+  }
+  for (std::string_view name :
+       {"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+        "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
+        "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
+        "REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",
+        "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}) {
+    env.NotUsed(name, "per-second limits are kept in the same Redis as the others");
+  }
+  const char* kPipelining = "tollgate's connections pipeline every request on their own "
+                            "(auto-pipelining), with one connection per I/O thread";
+  for (std::string_view name : {"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+                                "REDIS_CLUSTER_PIPELINE_PARALLELISM",
+                                "REDIS_POOL_ON_EMPTY_BEHAVIOR"}) {
+    env.NotUsed(name, kPipelining);
+  }
+  env.NotUsed("REDIS_TIMEOUT",
+              "each limit has its own deadline for Redis (`timeout`, 10ms by default), and what "
+              "happens past it is the limit's `on_store_failure`");
+  options.health_requires_redis = env.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false);
+  // The peer retries the first connection (1 s, doubling to 30 s) for
+  // REDIS_STARTUP_MAX_ELAPSED_TIME, 0 meaning for ever.
+  const int64_t max_elapsed_ms = env.DurationMs("REDIS_STARTUP_MAX_ELAPSED_TIME", 0);
+  options.redis_startup_wait_ms = max_elapsed_ms == 0 ? -1 : max_elapsed_ms;
+  options.redis_startup_retry_initial_ms = env.DurationMs("REDIS_STARTUP_INITIAL_INTERVAL", 1'000);
+  options.redis_startup_retry_max_ms = env.DurationMs("REDIS_STARTUP_MAX_INTERVAL", 30'000);
+
+  if (env.Get("REDIS_SENTINEL_AUTH")) {
+    env.Error("REDIS_SENTINEL_AUTH",
+              "sentinels with a password are not supported (tollgate asks sentinels without "
+              "AUTH)");
+  }
+  const std::string socket_type = absl::AsciiStrToLower(env.String("REDIS_SOCKET_TYPE", "unix"));
+  std::optional<std::string> url = env.Get("REDIS_URL");
+  if (socket_type != "tcp") {
+    env.Error("REDIS_SOCKET_TYPE",
+              socket_type == "unix"
+                  ? "Redis over a Unix socket (the peer's default) is not supported: set "
+                    "REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port"
+                  : "expected tcp");
+    return;
+  }
+  if (!url) {
+    env.Error("REDIS_URL", "not set: expected host:port (REDIS_TYPE=single), "
+                           "host:port,host:port (cluster) or master,host:port,... (sentinel)");
+    return;
+  }
+  const bool tls = env.Bool("REDIS_TLS", false);
+  const std::string query = tls ? RedisTlsQuery(env) : "";
+  const std::string credentials = Credentials(env.String("REDIS_AUTH", ""));
+  const std::string type = absl::AsciiStrToLower(env.String("REDIS_TYPE", "single"));
+  const std::string scheme_tls = tls ? "s" : "";
+  if (type == "single" && (absl::StartsWith(*url, "redis://") || absl::StartsWith(*url, "rediss://"))) {
+    // A Redis URL (radix, the peer's client, dials those too): taken as it is.
+    if (tls || !credentials.empty()) {
+      env.Error("REDIS_URL", "a redis:// URL carries its own TLS and credentials: give them in "
+                             "the URL, or give host:port with REDIS_TLS and REDIS_AUTH");
+      return;
+    }
+    options.redis_url = *url;
+  } else if (type == "single") {
+    if (absl::StrContains(*url, ',')) {
+      env.Error("REDIS_URL", "one host:port for REDIS_TYPE=single (several: set REDIS_TYPE)");
+      return;
+    }
+    options.redis_url = absl::StrCat("redis", scheme_tls, "://", credentials, *url, query);
+  } else if (type == "cluster") {
+    options.redis_url = absl::StrCat("redis", scheme_tls, "-cluster://", credentials, *url, query);
+  } else if (type == "sentinel") {
+    std::vector<std::string> parts = absl::StrSplit(*url, ',');
+    if (parts.size() < 2) {
+      env.Error("REDIS_URL",
+                "REDIS_TYPE=sentinel expects the master's name and the sentinels: "
+                "master,host:port[,host:port...]");
+      return;
+    }
+    const std::string master = parts.front();
+    parts.erase(parts.begin());
+    options.redis_url = absl::StrCat("redis", scheme_tls, "-sentinel://", credentials,
+                                     absl::StrJoin(parts, ","), "/", master, query);
+  } else {
+    env.Error("REDIS_TYPE", "expected single, sentinel or cluster");
+  }
+}
+
+}  // namespace
+
+bool CalledAsRatelimit(std::string_view argv0) {
+  const size_t slash = argv0.rfind('/');
+  return argv0.substr(slash == std::string_view::npos ? 0 : slash + 1) == "ratelimit";
+}
+
+EnvironmentLookup ProcessEnvironment() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string(name).c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+absl::StatusOr<RatelimitEnvironment> ReadRatelimitEnvironment(const EnvironmentLookup& lookup,
+                                                              ServeOptions base) {
+  Reader env(lookup);
+  RatelimitEnvironment result;
+  result.options = std::move(base);
+  ServeOptions& options = result.options;
+  ReadListeners(env, options);
+  ReadConfigSource(env, options);
+  ReadStats(env, options);
+  ReadLimiting(env, options);
+  ReadRedis(env, options);
+  const std::string level = env.String("LOG_LEVEL", "warn");
+  if (std::optional<std::string> spdlog_level = LogLevel(level)) {
+    result.log_level = *spdlog_level;
+  } else {
+    env.Error("LOG_LEVEL", "expected trace, debug, info, warn, error, fatal or panic");
+  }
+  const std::string format = absl::AsciiStrToLower(env.String("LOG_FORMAT", "text"));
+  if (format != "text" && format != "json") env.Error("LOG_FORMAT", "expected text or json");
+  result.json_logs = format == "json";
+  if (!env.errors().empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(env.errors(), "\n"));
+  }
+  result.notices = std::move(env.notices());
+  return result;
+}
+
+}  // namespace tollgate::cli

@@ -1,0 +1,233 @@
+// Copyright tollgate authors.
+#include "src/cli/ratelimit_environment.h"
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/store/redis/redis_url.h"
+
+namespace tollgate::cli {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+using Variables = std::map<std::string, std::string>;
+
+absl::StatusOr<RatelimitEnvironment> Read(const Variables& variables) {
+  return ReadRatelimitEnvironment([&](std::string_view name) -> std::optional<std::string> {
+    auto it = variables.find(std::string(name));
+    if (it == variables.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+// The least a Redis-backed deployment of the peer sets.
+Variables WithRedis(Variables variables) {
+  variables.emplace("REDIS_SOCKET_TYPE", "tcp");
+  variables.emplace("REDIS_URL", "redis.redis-system.svc.cluster.local:6379");
+  return variables;
+}
+
+TEST(RatelimitEnvironmentTest, CalledAsRatelimitByTheLastPathComponent) {
+  EXPECT_TRUE(CalledAsRatelimit("/bin/ratelimit"));
+  EXPECT_TRUE(CalledAsRatelimit("ratelimit"));
+  EXPECT_TRUE(CalledAsRatelimit("./build/ratelimit"));
+  EXPECT_FALSE(CalledAsRatelimit("/bin/tollgate"));
+  EXPECT_FALSE(CalledAsRatelimit("/bin/ratelimit-old"));
+  EXPECT_FALSE(CalledAsRatelimit("/ratelimit/tollgate"));
+}
+
+TEST(RatelimitEnvironmentTest, ThePeersDefaultsWhereNothingIsSet) {
+  absl::StatusOr<RatelimitEnvironment> env = Read(WithRedis({}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->options.http_address, "0.0.0.0:8080");
+  EXPECT_EQ(env->options.grpc_address, "0.0.0.0:8081");
+  EXPECT_THAT(env->options.config_dirs, ElementsAre("/srv/runtime_data/current/config"));
+  EXPECT_FALSE(env->options.config_ignore_dotfiles);
+  EXPECT_EQ(env->options.metrics_address, "");  // USE_PROMETHEUS is off by default
+  EXPECT_EQ(env->log_level, "warn");
+  EXPECT_FALSE(env->json_logs);
+  EXPECT_EQ(env->options.redis_url, "redis://redis.redis-system.svc.cluster.local:6379");
+  EXPECT_EQ(env->options.redis_startup_wait_ms, -1);  // REDIS_STARTUP_MAX_ELAPSED_TIME 0
+  EXPECT_FALSE(env->options.shadow_mode);
+  EXPECT_FALSE(env->options.descriptor_hits_are_requests);
+  EXPECT_TRUE(env->options.ratelimit_metrics);
+  EXPECT_THAT(env->notices, IsEmpty());
+}
+
+TEST(RatelimitEnvironmentTest, ThePeersRuntimeDirectoryAsItsHelmChartsSetIt) {
+  absl::StatusOr<RatelimitEnvironment> env = Read(WithRedis({{"RUNTIME_ROOT", "/data"},
+                                                             {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+                                                             {"RUNTIME_IGNOREDOTFILES", "true"},
+                                                             {"RUNTIME_WATCH_ROOT", "false"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_THAT(env->options.config_dirs, ElementsAre("/data/ratelimit/config"));
+  EXPECT_TRUE(env->options.config_ignore_dotfiles);
+}
+
+TEST(RatelimitEnvironmentTest, ListenersPrometheusLogsAndModes) {
+  absl::StatusOr<RatelimitEnvironment> env = Read(WithRedis({{"HOST", "127.0.0.1"},
+                                                             {"PORT", "18080"},
+                                                             {"GRPC_HOST", "::1"},
+                                                             {"GRPC_PORT", "18081"},
+                                                             {"USE_PROMETHEUS", "true"},
+                                                             {"PROMETHEUS_ADDR", ":19001"},
+                                                             {"LOG_LEVEL", "INFO"},
+                                                             {"LOG_FORMAT", "json"},
+                                                             {"SHADOW_MODE", "1"},
+                                                             {"QUOTA_MODE", "t"},
+                                                             {"RESPONSE_DYNAMIC_METADATA", "True"},
+                                                             {"NEAR_LIMIT_RATIO", "0.9"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->options.http_address, "127.0.0.1:18080");
+  EXPECT_EQ(env->options.grpc_address, "[::1]:18081");
+  EXPECT_EQ(env->options.metrics_address, "0.0.0.0:19001");
+  EXPECT_EQ(env->options.metrics_path, "/metrics");
+  EXPECT_EQ(env->log_level, "info");
+  EXPECT_TRUE(env->json_logs);
+  EXPECT_TRUE(env->options.shadow_mode);
+  EXPECT_TRUE(env->options.quota_mode);
+  EXPECT_TRUE(env->options.response_dynamic_metadata);
+  EXPECT_DOUBLE_EQ(env->options.near_limit_ratio, 0.9);
+}
+
+TEST(RatelimitEnvironmentTest, LogLevelsAsLogrusNamesThem) {
+  const std::pair<const char*, const char*> levels[] = {
+      {"trace", "trace"}, {"debug", "debug"}, {"Info", "info"},     {"warning", "warn"},
+      {"WARN", "warn"},   {"error", "err"},   {"fatal", "critical"}, {"panic", "critical"}};
+  for (const auto& [given, spdlog_name] : levels) {
+    absl::StatusOr<RatelimitEnvironment> env = Read(WithRedis({{"LOG_LEVEL", given}}));
+    ASSERT_TRUE(env.ok()) << given << ": " << env.status();
+    EXPECT_EQ(env->log_level, spdlog_name) << given;
+  }
+}
+
+TEST(RatelimitEnvironmentTest, StopIncrementMakesDescriptorHitsRequests) {
+  absl::StatusOr<RatelimitEnvironment> env =
+      Read(WithRedis({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_TRUE(env->options.descriptor_hits_are_requests);
+}
+
+// The URL each REDIS_TYPE form gives, read back by tollgate's own parser.
+redis::RedisTarget TargetOf(const Variables& variables) {
+  absl::StatusOr<RatelimitEnvironment> env = Read(variables);
+  EXPECT_TRUE(env.ok()) << env.status();
+  if (!env.ok()) return {};
+  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(env->options.redis_url);
+  EXPECT_TRUE(target.ok()) << env->options.redis_url << ": " << target.status();
+  return target.ok() ? *target : redis::RedisTarget{};
+}
+
+TEST(RatelimitEnvironmentTest, RedisTypesInThePeersUrlForms) {
+  redis::RedisTarget single = TargetOf({{"REDIS_SOCKET_TYPE", "tcp"},
+                                        {"REDIS_URL", "10.0.0.5:6380"},
+                                        {"REDIS_AUTH", "s3cr:et"}});
+  EXPECT_EQ(single.topology, redis::Topology::kStandalone);
+  EXPECT_EQ(single.node.host, "10.0.0.5");
+  EXPECT_EQ(single.node.port, 6380);
+  EXPECT_EQ(single.node.user, "s3cr");  // the peer's "user:password"
+  EXPECT_EQ(single.node.password, "et");
+
+  redis::RedisTarget password_only = TargetOf(
+      {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "r:6379"}, {"REDIS_AUTH", "p@ss/w0rd"}});
+  EXPECT_EQ(password_only.node.user, "");
+  EXPECT_EQ(password_only.node.password, "p@ss/w0rd");
+
+  redis::RedisTarget cluster = TargetOf({{"REDIS_SOCKET_TYPE", "tcp"},
+                                         {"REDIS_TYPE", "cluster"},
+                                         {"REDIS_URL", "10.0.0.1:7000,10.0.0.2:7001"}});
+  EXPECT_EQ(cluster.topology, redis::Topology::kCluster);
+  EXPECT_EQ(cluster.seeds.size(), 2u);
+  EXPECT_EQ(cluster.seeds[1].port, 7001);
+
+  redis::RedisTarget sentinel = TargetOf({{"REDIS_SOCKET_TYPE", "tcp"},
+                                          {"REDIS_TYPE", "SENTINEL"},
+                                          {"REDIS_URL", "mymaster,10.0.0.5:26379,10.0.0.6:26380"}});
+  EXPECT_EQ(sentinel.topology, redis::Topology::kSentinel);
+  EXPECT_EQ(sentinel.master_name, "mymaster");
+  ASSERT_EQ(sentinel.seeds.size(), 2u);
+  EXPECT_EQ(sentinel.seeds[0].host, "10.0.0.5");
+  EXPECT_EQ(sentinel.seeds[1].port, 26380);
+}
+
+TEST(RatelimitEnvironmentTest, RedisTlsWithClientCertificates) {
+  redis::RedisTarget target = TargetOf({{"REDIS_SOCKET_TYPE", "tcp"},
+                                        {"REDIS_URL", "redis:6379"},
+                                        {"REDIS_TLS", "true"},
+                                        {"REDIS_TLS_CACERT", "/redis-certs/ca.crt"},
+                                        {"REDIS_TLS_CLIENT_CERT", "/redis-certs/tls.crt"},
+                                        {"REDIS_TLS_CLIENT_KEY", "/redis-certs/tls.key"},
+                                        {"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true"}});
+  EXPECT_TRUE(target.node.tls);
+  EXPECT_EQ(target.node.tls_options.ca_file, "/redis-certs/ca.crt");
+  EXPECT_EQ(target.node.tls_options.cert_file, "/redis-certs/tls.crt");
+  EXPECT_EQ(target.node.tls_options.key_file, "/redis-certs/tls.key");
+  EXPECT_TRUE(target.node.tls_options.verify_peer);   // the chain is still verified
+  EXPECT_FALSE(target.node.tls_options.verify_host);  // not the name in it
+}
+
+TEST(RatelimitEnvironmentTest, EveryUnusableValueIsOneErrorNamingItsVariable) {
+  absl::StatusOr<RatelimitEnvironment> env = Read({{"PORT", "http"},
+                                                   {"GRPC_UDS", "/tmp/rl.sock"},
+                                                   {"SHADOW_MODE", "yes"},
+                                                   {"CONFIG_TYPE", "GRPC_XDS_DELTA"},
+                                                   {"LOG_LEVEL", "loud"},
+                                                   {"BACKEND_TYPE", "memcache"},
+                                                   {"REDIS_SENTINEL_AUTH", "hunter2"},
+                                                   {"REDIS_STARTUP_MAX_ELAPSED_TIME", "5"},
+                                                   {"REDIS_URL", "/var/run/redis.sock"}});
+  ASSERT_FALSE(env.ok());
+  const std::string message(env.status().message());
+  for (const char* variable : {"PORT:", "GRPC_UDS:", "SHADOW_MODE:", "CONFIG_TYPE:", "LOG_LEVEL:",
+                               "BACKEND_TYPE:", "REDIS_SENTINEL_AUTH:",
+                               "REDIS_STARTUP_MAX_ELAPSED_TIME:", "REDIS_SOCKET_TYPE:"}) {
+    EXPECT_THAT(message, HasSubstr(variable));
+  }
+  EXPECT_THAT(message, Not(HasSubstr("hunter2")));  // a secret is never echoed
+}
+
+TEST(RatelimitEnvironmentTest, RedisIsRequiredOverTcp) {
+  absl::StatusOr<RatelimitEnvironment> unix_socket = Read({});
+  ASSERT_FALSE(unix_socket.ok());
+  EXPECT_THAT(unix_socket.status().message(),
+              AllOf(HasSubstr("REDIS_SOCKET_TYPE"), HasSubstr("REDIS_SOCKET_TYPE=tcp")));
+  absl::StatusOr<RatelimitEnvironment> no_url = Read({{"REDIS_SOCKET_TYPE", "tcp"}});
+  ASSERT_FALSE(no_url.ok());
+  EXPECT_THAT(no_url.status().message(), HasSubstr("REDIS_URL: not set"));
+  absl::StatusOr<RatelimitEnvironment> lonely_sentinel = Read(
+      {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_TYPE", "sentinel"}, {"REDIS_URL", "mymaster"}});
+  ASSERT_FALSE(lonely_sentinel.ok());
+  EXPECT_THAT(lonely_sentinel.status().message(), HasSubstr("master,host:port"));
+}
+
+TEST(RatelimitEnvironmentTest, AVariableTollgateDoesNotUseIsNamedOnce) {
+  absl::StatusOr<RatelimitEnvironment> env =
+      Read(WithRedis({{"USE_STATSD", "true"},
+                      {"STATSD_HOST", "statsd"},
+                      {"REDIS_POOL_SIZE", "20"},
+                      {"REDIS_PERSECOND", "true"},
+                      {"LOCAL_CACHE_SIZE_IN_BYTES", "1000000"},
+                      {"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"},
+                      {"USE_PROMETHEUS", "true"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  for (const char* variable : {"USE_STATSD ", "STATSD_HOST ", "REDIS_POOL_SIZE ", "REDIS_PERSECOND ",
+                               "LOCAL_CACHE_SIZE_IN_BYTES ", "PROMETHEUS_MAPPER_YAML "}) {
+    int lines = 0;
+    for (const std::string& notice : env->notices) lines += notice.rfind(variable, 0) == 0;
+    EXPECT_EQ(lines, 1) << variable;
+  }
+  // USE_STATSD=false asks for nothing tollgate lacks.
+  absl::StatusOr<RatelimitEnvironment> quiet = Read(WithRedis({{"USE_STATSD", "false"}}));
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_THAT(quiet->notices, IsEmpty());
+}
+
+}  // namespace
+}  // namespace tollgate::cli
