@@ -102,7 +102,7 @@ class RedisTlsTest : public ::testing::Test {
     ASSERT_TRUE(testing::WaitForPort(tls_port_, std::chrono::milliseconds(10000)).ok());
   }
 
-  std::shared_ptr<boost::asio::ssl::context> Context(TlsOptions options) {
+  std::shared_ptr<boost::asio::ssl::context> Context(const TlsOptions& options) {
     absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> context =
         redis::MakeTlsContext(options);
     EXPECT_TRUE(context.ok()) << context.status();

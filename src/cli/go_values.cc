@@ -20,9 +20,14 @@ struct DurationUnit {
 
 // Where several names match ("m" and "ms"), the longest is the unit.
 constexpr DurationUnit kUnits[] = {
-    {"ns", 1},           {"us", 1e3}, {"\xC2\xB5s", 1e3} /* µs, U+00B5 */,
-    {"\xCE\xBCs", 1e3} /* μs, U+03BC */, {"ms", 1e6}, {"s", 1e9},
-    {"m", 60e9},         {"h", 3600e9},
+    {"ns", 1},
+    {"us", 1e3},
+    {"\xC2\xB5s", 1e3} /* µs, U+00B5 */,
+    {"\xCE\xBCs", 1e3} /* μs, U+03BC */,
+    {"ms", 1e6},
+    {"s", 1e9},
+    {"m", 60e9},
+    {"h", 3600e9},
 };
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }

@@ -97,8 +97,8 @@ absl::StatusOr<std::vector<std::string>> ListConfigDirectories(const std::vector
   for (const std::string& dir : dirs) {
     std::error_code error;
     if (!fs::is_directory(dir, error)) {
-      return absl::NotFoundError(absl::StrCat(
-          "config directory ", dir, ": ", error ? error.message() : "not a directory"));
+      return absl::NotFoundError(absl::StrCat("config directory ", dir, ": ",
+                                              error ? error.message() : "not a directory"));
     }
     std::vector<std::string> found;
     fs::recursive_directory_iterator it(dir, fs::directory_options::none, error);
@@ -112,8 +112,7 @@ absl::StatusOr<std::vector<std::string>> ListConfigDirectories(const std::vector
       if (fs::is_regular_file(path, status_error)) found.push_back(path.string());
     }
     if (error) {
-      return absl::NotFoundError(
-          absl::StrCat("config directory ", dir, ": ", error.message()));
+      return absl::NotFoundError(absl::StrCat("config directory ", dir, ": ", error.message()));
     }
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());

@@ -1,7 +1,9 @@
 // Copyright tollgate authors. The one binary: `tollgate serve | validate | check`.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,16 +55,20 @@ int main(int argc, char** argv) {
   if (env.has_value() && *env == tollgate::cli::kRatelimitEnvironmentName) {
     absl::StatusOr<tollgate::cli::RatelimitEnvironment> peer =
         tollgate::cli::ReadRatelimitEnvironment(tollgate::cli::ProcessEnvironment());
-    if (!peer.ok()) {
+    const bool help = std::any_of(arguments.begin() + 1, arguments.end(), [](const char* arg) {
+      return std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0;
+    });
+    if (peer.ok()) {
+      serve_flags.options = std::move(peer->options);
+      serve_flags.log_level = peer->log_level;
+      serve_flags.log_format = peer->json_logs ? "json" : "text";
+      env_notices = std::move(peer->notices);
+    } else if (!help) {  // --help is shown whatever the environment holds
       for (absl::string_view line : absl::StrSplit(peer.status().message(), '\n')) {
         spdlog::error("envoyproxy/ratelimit's environment: {}", std::string(line));
       }
       return 2;
     }
-    serve_flags.options = std::move(peer->options);
-    serve_flags.log_level = peer->log_level;
-    serve_flags.log_format = peer->json_logs ? "json" : "text";
-    env_notices = std::move(peer->notices);
   }
   CLI::App* serve_command = tollgate::cli::AddServeCommand(app, serve_flags);
 

@@ -78,7 +78,8 @@ class Reader {
 
   // A notice when `name` is set: tollgate does not use it, for `why`.
   void NotUsed(std::string_view name, std::string_view why) {
-    if (Get(name)) notices_.push_back(absl::StrCat(AbslView(name), " is not used by tollgate: ", AbslView(why)));
+    if (Get(name))
+      notices_.push_back(absl::StrCat(AbslView(name), " is not used by tollgate: ", AbslView(why)));
   }
 
   void Error(std::string_view name, std::string_view what) {
@@ -97,7 +98,8 @@ class Reader {
 // "HOST:PORT" from the peer's pair of variables; Go's empty host (":8080") is every address.
 std::string JoinHostPort(std::string host, int64_t port) {
   if (host.empty()) host = "0.0.0.0";
-  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) host = absl::StrCat("[", host, "]");
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "["))
+    host = absl::StrCat("[", host, "]");
   return absl::StrCat(host, ":", port);
 }
 
@@ -118,19 +120,21 @@ std::optional<std::string> LogLevel(std::string_view text) {
 }
 
 void ReadListeners(Reader& env, ServeOptions& options) {
-  options.http_address = JoinHostPort(env.String("HOST", "0.0.0.0"),
-                                      env.Int("PORT", 8080, 0, 65535));
-  options.grpc_address = JoinHostPort(env.String("GRPC_HOST", "0.0.0.0"),
-                                      env.Int("GRPC_PORT", 8081, 0, 65535));
+  options.http_address =
+      JoinHostPort(env.String("HOST", "0.0.0.0"), env.Int("PORT", 8080, 0, 65535));
+  options.grpc_address =
+      JoinHostPort(env.String("GRPC_HOST", "0.0.0.0"), env.Int("GRPC_PORT", 8081, 0, 65535));
   if (env.Get("GRPC_UDS")) {
     env.Error("GRPC_UDS", "a Unix socket for gRPC is not supported; use GRPC_HOST and GRPC_PORT");
   }
-  const char* kDebug = "the peer's debug listener (pprof, /rlconfig) is not served; /metrics "
-                       "and /healthcheck are on the HTTP port";
+  const char* kDebug =
+      "the peer's debug listener (pprof, /rlconfig) is not served; /metrics "
+      "and /healthcheck are on the HTTP port";
   env.NotUsed("DEBUG_HOST", kDebug);
   env.NotUsed("DEBUG_PORT", kDebug);
-  const char* kAge = "gRPC connections are not aged out; they close when idle "
-                     "(--grpc-idle-timeout-ms)";
+  const char* kAge =
+      "gRPC connections are not aged out; they close when idle "
+      "(--grpc-idle-timeout-ms)";
   env.NotUsed("GRPC_MAX_CONNECTION_AGE", kAge);
   env.NotUsed("GRPC_MAX_CONNECTION_AGE_GRACE", kAge);
 }
@@ -142,8 +146,8 @@ void ReadConfigSource(Reader& env, ServeOptions& options) {
     // RUNTIME_WATCH_ROOT, the files of <ROOT>/<SUBDIRECTORY> under <APPDIRECTORY>: the same
     // files). tollgate looks at that directory every second either way.
     std::string dir = env.String("RUNTIME_ROOT", "/srv/runtime_data/current");
-    for (const std::string& part : {env.String("RUNTIME_SUBDIRECTORY", ""),
-                                    env.String("RUNTIME_APPDIRECTORY", "config")}) {
+    for (const std::string& part :
+         {env.String("RUNTIME_SUBDIRECTORY", ""), env.String("RUNTIME_APPDIRECTORY", "config")}) {
       if (part.empty()) continue;
       if (!absl::EndsWith(dir, "/")) dir += "/";
       dir += part;
@@ -165,13 +169,15 @@ void ReadConfigSource(Reader& env, ServeOptions& options) {
 }
 
 void ReadStats(Reader& env, ServeOptions& options) {
-  const char* kStatsd = "statsd is not supported; metrics are for Prometheus (USE_PROMETHEUS, "
-                        "or GET /metrics on the HTTP port)";
+  const char* kStatsd =
+      "statsd is not supported; metrics are for Prometheus (USE_PROMETHEUS, "
+      "or GET /metrics on the HTTP port)";
   if (env.Get("USE_STATSD") && env.Bool("USE_STATSD", true)) {
     env.notices().push_back(absl::StrCat("USE_STATSD is not used by tollgate: ", kStatsd));
   }
-  for (std::string_view name : {"STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD",
-                                "USE_DOG_STATSD_MOGRIFIERS", "STATS_FLUSH_INTERVAL", "EXTRA_TAGS"}) {
+  for (std::string_view name :
+       {"STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS",
+        "STATS_FLUSH_INTERVAL", "EXTRA_TAGS"}) {
     env.NotUsed(name, kStatsd);
   }
   env.NotUsed("DISABLE_STATS", "tollgate's metrics are always kept");
@@ -205,16 +211,24 @@ void ReadLimiting(Reader& env, ServeOptions& options) {
               "exactly");
   env.NotUsed("LOCAL_CACHE_SIZE_IN_BYTES",
               "there is no local over-limit cache; hot keys can use `mode: sync` limits instead");
-  env.NotUsed("CACHE_KEY_PREFIX", "tollgate's Redis keys have a prefix of their own");
-  const char* kHeaders = "the RateLimit-* response headers of the gRPC answer are not added";
-  for (std::string_view name : {"LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER",
-                                "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"}) {
-    env.NotUsed(name, kHeaders);
+  if (std::optional<std::string> prefix = env.Get("CACHE_KEY_PREFIX")) {
+    options.redis_key_prefix = *prefix;
   }
-  for (std::string_view name : {"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV",
-                                "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT",
-                                "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
-                                "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}) {
+  options.envoy_response_headers = env.Bool("LIMIT_RESPONSE_HEADERS_ENABLED", false);
+  const std::pair<std::string_view, std::string_view> kHeaderNames[] = {
+      {"LIMIT_LIMIT_HEADER", "RateLimit-Limit"},
+      {"LIMIT_REMAINING_HEADER", "RateLimit-Remaining"},
+      {"LIMIT_RESET_HEADER", "RateLimit-Reset"}};
+  for (const auto& [variable, name] : kHeaderNames) {
+    if (std::optional<std::string> given = env.Get(variable); given && *given != name) {
+      env.Error(variable, absl::StrCat("other header names are not supported (tollgate sends ",
+                                       AbslView(name), ")"));
+    }
+  }
+  for (std::string_view name :
+       {"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
+        "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY",
+        "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}) {
     env.NotUsed(name, "memcached is not supported");
   }
 }
@@ -261,11 +275,12 @@ void ReadRedis(Reader& env, ServeOptions& options) {
         "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}) {
     env.NotUsed(name, "per-second limits are kept in the same Redis as the others");
   }
-  const char* kPipelining = "tollgate's connections pipeline every request on their own "
-                            "(auto-pipelining), with one connection per I/O thread";
-  for (std::string_view name : {"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
-                                "REDIS_CLUSTER_PIPELINE_PARALLELISM",
-                                "REDIS_POOL_ON_EMPTY_BEHAVIOR"}) {
+  const char* kPipelining =
+      "tollgate's connections pipeline every request on their own "
+      "(auto-pipelining), with one connection per I/O thread";
+  for (std::string_view name :
+       {"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+        "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR"}) {
     env.NotUsed(name, kPipelining);
   }
   env.NotUsed("REDIS_TIMEOUT",
@@ -295,8 +310,9 @@ void ReadRedis(Reader& env, ServeOptions& options) {
     return;
   }
   if (!url) {
-    env.Error("REDIS_URL", "not set: expected host:port (REDIS_TYPE=single), "
-                           "host:port,host:port (cluster) or master,host:port,... (sentinel)");
+    env.Error("REDIS_URL",
+              "not set: expected host:port (REDIS_TYPE=single), "
+              "host:port,host:port (cluster) or master,host:port,... (sentinel)");
     return;
   }
   const bool tls = env.Bool("REDIS_TLS", false);
@@ -304,11 +320,13 @@ void ReadRedis(Reader& env, ServeOptions& options) {
   const std::string credentials = Credentials(env.String("REDIS_AUTH", ""));
   const std::string type = absl::AsciiStrToLower(env.String("REDIS_TYPE", "single"));
   const std::string scheme_tls = tls ? "s" : "";
-  if (type == "single" && (absl::StartsWith(*url, "redis://") || absl::StartsWith(*url, "rediss://"))) {
+  if (type == "single" &&
+      (absl::StartsWith(*url, "redis://") || absl::StartsWith(*url, "rediss://"))) {
     // A Redis URL (radix, the peer's client, dials those too): taken as it is.
     if (tls || !credentials.empty()) {
-      env.Error("REDIS_URL", "a redis:// URL carries its own TLS and credentials: give them in "
-                             "the URL, or give host:port with REDIS_TLS and REDIS_AUTH");
+      env.Error("REDIS_URL",
+                "a redis:// URL carries its own TLS and credentials: give them in "
+                "the URL, or give host:port with REDIS_TLS and REDIS_AUTH");
       return;
     }
     options.redis_url = *url;

@@ -58,6 +58,7 @@ TEST(RatelimitEnvironmentTest, ThePeersDefaultsWhereNothingIsSet) {
   EXPECT_FALSE(env->options.shadow_mode);
   EXPECT_FALSE(env->options.descriptor_hits_are_requests);
   EXPECT_TRUE(env->options.ratelimit_metrics);
+  EXPECT_FALSE(env->options.envoy_response_headers);  // LIMIT_RESPONSE_HEADERS_ENABLED
   EXPECT_THAT(env->notices, IsEmpty());
 }
 
@@ -99,13 +100,22 @@ TEST(RatelimitEnvironmentTest, ListenersPrometheusLogsAndModes) {
 
 TEST(RatelimitEnvironmentTest, LogLevelsAsLogrusNamesThem) {
   const std::pair<const char*, const char*> levels[] = {
-      {"trace", "trace"}, {"debug", "debug"}, {"Info", "info"},     {"warning", "warn"},
+      {"trace", "trace"}, {"debug", "debug"}, {"Info", "info"},      {"warning", "warn"},
       {"WARN", "warn"},   {"error", "err"},   {"fatal", "critical"}, {"panic", "critical"}};
   for (const auto& [given, spdlog_name] : levels) {
     absl::StatusOr<RatelimitEnvironment> env = Read(WithRedis({{"LOG_LEVEL", given}}));
     ASSERT_TRUE(env.ok()) << given << ": " << env.status();
     EXPECT_EQ(env->log_level, spdlog_name) << given;
   }
+}
+
+TEST(RatelimitEnvironmentTest, CacheKeyPrefixPrefixesEveryRedisKey) {
+  absl::StatusOr<RatelimitEnvironment> plain = Read(WithRedis({}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->options.redis_key_prefix, "tollgate:");
+  absl::StatusOr<RatelimitEnvironment> env = Read(WithRedis({{"CACHE_KEY_PREFIX", "eg:rl:"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->options.redis_key_prefix, "eg:rl:");
 }
 
 TEST(RatelimitEnvironmentTest, StopIncrementMakesDescriptorHitsRequests) {
@@ -126,9 +136,8 @@ redis::RedisTarget TargetOf(const Variables& variables) {
 }
 
 TEST(RatelimitEnvironmentTest, RedisTypesInThePeersUrlForms) {
-  redis::RedisTarget single = TargetOf({{"REDIS_SOCKET_TYPE", "tcp"},
-                                        {"REDIS_URL", "10.0.0.5:6380"},
-                                        {"REDIS_AUTH", "s3cr:et"}});
+  redis::RedisTarget single = TargetOf(
+      {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "10.0.0.5:6380"}, {"REDIS_AUTH", "s3cr:et"}});
   EXPECT_EQ(single.topology, redis::Topology::kStandalone);
   EXPECT_EQ(single.node.host, "10.0.0.5");
   EXPECT_EQ(single.node.port, 6380);
@@ -182,12 +191,14 @@ TEST(RatelimitEnvironmentTest, EveryUnusableValueIsOneErrorNamingItsVariable) {
                                                    {"BACKEND_TYPE", "memcache"},
                                                    {"REDIS_SENTINEL_AUTH", "hunter2"},
                                                    {"REDIS_STARTUP_MAX_ELAPSED_TIME", "5"},
+                                                   {"LIMIT_RESET_HEADER", "X-Reset"},
                                                    {"REDIS_URL", "/var/run/redis.sock"}});
   ASSERT_FALSE(env.ok());
   const std::string message(env.status().message());
-  for (const char* variable : {"PORT:", "GRPC_UDS:", "SHADOW_MODE:", "CONFIG_TYPE:", "LOG_LEVEL:",
-                               "BACKEND_TYPE:", "REDIS_SENTINEL_AUTH:",
-                               "REDIS_STARTUP_MAX_ELAPSED_TIME:", "REDIS_SOCKET_TYPE:"}) {
+  for (const char* variable :
+       {"PORT:", "GRPC_UDS:", "SHADOW_MODE:", "CONFIG_TYPE:", "LOG_LEVEL:", "BACKEND_TYPE:",
+        "REDIS_SENTINEL_AUTH:", "REDIS_STARTUP_MAX_ELAPSED_TIME:", "REDIS_SOCKET_TYPE:",
+        "LIMIT_RESET_HEADER:"}) {
     EXPECT_THAT(message, HasSubstr(variable));
   }
   EXPECT_THAT(message, Not(HasSubstr("hunter2")));  // a secret is never echoed
@@ -201,8 +212,8 @@ TEST(RatelimitEnvironmentTest, RedisIsRequiredOverTcp) {
   absl::StatusOr<RatelimitEnvironment> no_url = Read({{"REDIS_SOCKET_TYPE", "tcp"}});
   ASSERT_FALSE(no_url.ok());
   EXPECT_THAT(no_url.status().message(), HasSubstr("REDIS_URL: not set"));
-  absl::StatusOr<RatelimitEnvironment> lonely_sentinel = Read(
-      {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_TYPE", "sentinel"}, {"REDIS_URL", "mymaster"}});
+  absl::StatusOr<RatelimitEnvironment> lonely_sentinel =
+      Read({{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_TYPE", "sentinel"}, {"REDIS_URL", "mymaster"}});
   ASSERT_FALSE(lonely_sentinel.ok());
   EXPECT_THAT(lonely_sentinel.status().message(), HasSubstr("master,host:port"));
 }
@@ -217,8 +228,9 @@ TEST(RatelimitEnvironmentTest, AVariableTollgateDoesNotUseIsNamedOnce) {
                       {"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"},
                       {"USE_PROMETHEUS", "true"}}));
   ASSERT_TRUE(env.ok()) << env.status();
-  for (const char* variable : {"USE_STATSD ", "STATSD_HOST ", "REDIS_POOL_SIZE ", "REDIS_PERSECOND ",
-                               "LOCAL_CACHE_SIZE_IN_BYTES ", "PROMETHEUS_MAPPER_YAML "}) {
+  for (const char* variable :
+       {"USE_STATSD ", "STATSD_HOST ", "REDIS_POOL_SIZE ", "REDIS_PERSECOND ",
+        "LOCAL_CACHE_SIZE_IN_BYTES ", "PROMETHEUS_MAPPER_YAML "}) {
     int lines = 0;
     for (const std::string& notice : env->notices) lines += notice.rfind(variable, 0) == 0;
     EXPECT_EQ(lines, 1) << variable;

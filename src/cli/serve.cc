@@ -293,6 +293,7 @@ int RunServe(const ServeOptions& given) {
   rls_options.quota_mode = options.quota_mode;
   rls_options.response_dynamic_metadata = options.response_dynamic_metadata;
   rls_options.descriptor_hits_are_requests = options.descriptor_hits_are_requests;
+  rls_options.response_headers = options.envoy_response_headers;
   rls_options.max_descriptors = options.max_descriptors;
   absl::StatusOr<std::unique_ptr<server::RlsService>> rls =
       server::RlsService::Create(std::move(rls_options));

@@ -52,6 +52,9 @@ struct ServeOptions {
   // Envoy API: the response's dynamic_metadata carries the request and the `metadata` of the
   // rules that passed (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA; rls_plan.h).
   bool response_dynamic_metadata = false;
+  // Envoy API: RateLimit-Limit, -Remaining and -Reset in the answer's response_headers_to_add
+  // (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED, off by default there).
+  bool envoy_response_headers = true;
   // The RateLimit fields of POST /v1/check; kNone also drops POST /json's X-RateLimit-*.
   server::RateLimitHeaderFormat ratelimit_headers = server::RateLimitHeaderFormat::kDraft11;
   // With --redis: a fixed instance count N instead of the learned one (0: learn it).
@@ -70,6 +73,10 @@ struct ServeOptions {
   // The gRPC port's flood limits (--grpc-...; docs/envoy.md, "Limits"). Its `address` is
   // taken from grpc_address and its `max_message_bytes` from max_body_bytes.
   server::GrpcServerOptions grpc;
+
+  // Prepended to every Redis key tollgate writes (its counters and the instance registry), so
+  // that several deployments can share one Redis (the peer's CACHE_KEY_PREFIX).
+  std::string redis_key_prefix = "tollgate:";
 
   // ---- envoyproxy/ratelimit's deployments (docs/envoy-gateway.md) ----
   // Directories whose files (every regular file, in any subdirectory) are config files, as

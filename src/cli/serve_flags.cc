@@ -18,10 +18,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
   CLI::App* serve_command =
       app.add_subcommand("serve", "Serve the HTTP/JSON API and Envoy's rate-limit gRPC API");
   // No ExistingFile check: a missing file is an invalid config (exit 1), reported by the loader.
-  serve_command
-      ->add_option("--config", serve.config_paths,
-                   "Config file (YAML): tollgate's `limits:` or Envoy's `domain:` format; "
-                   "repeatable (or --config-dir, or --xds-server)");
+  serve_command->add_option("--config", serve.config_paths,
+                            "Config file (YAML): tollgate's `limits:` or Envoy's `domain:` format; "
+                            "repeatable (or --config-dir, or --xds-server)");
   serve_command->add_option(
       "--redis", serve.redis_url,
       "Redis URL: redis://HOST:PORT, redis-cluster://HOST:PORT,..., "
@@ -33,6 +32,11 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
   serve_command->add_option(
       "--redis-password-file", serve.redis_password_file,
       "Read the Redis password from this file (a Kubernetes secret, a systemd credential)");
+  serve_command
+      ->add_option("--redis-key-prefix", serve.redis_key_prefix,
+                   "Prepended to every Redis key (counters and the instance registry), so that "
+                   "deployments can share a Redis")
+      ->capture_default_str();
   serve_command
       ->add_option("--memory-max-keys", serve.memory_max_keys,
                    "Most entries (limit and key) the in-memory store holds; at the cap a new key "
@@ -52,6 +56,11 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
                           "Envoy API: answer with dynamic_metadata holding the request and the "
                           "matched rules' `metadata` (envoyproxy/ratelimit's "
                           "RESPONSE_DYNAMIC_METADATA)");
+  serve_command
+      ->add_option("--envoy-response-headers", serve.envoy_response_headers,
+                   "Envoy API: add RateLimit-Limit, -Remaining and -Reset to the answer's "
+                   "response_headers_to_add (true or false)")
+      ->capture_default_str();
   serve_command
       ->add_option("--ratelimit-headers", flags.ratelimit_headers,
                    "RateLimit fields of /v1/check: draft11 (\"name\";q=10;w=2 and "
@@ -172,7 +181,6 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
-
   // envoyproxy/ratelimit's deployments (docs/envoy-gateway.md).
   const std::string peer_group = "Envoy Gateway and envoyproxy/ratelimit";
   serve_command
@@ -211,8 +219,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
                    "Serve GET --metrics-path on a listener of its own, HOST:PORT (beside "
                    "/metrics on the HTTP port)")
       ->group(peer_group);
-  serve_command
-      ->add_option("--metrics-path", serve.metrics_path, "The path --metrics serves")
+  serve_command->add_option("--metrics-path", serve.metrics_path, "The path --metrics serves")
       ->capture_default_str()
       ->group(peer_group);
   serve_command
@@ -280,7 +287,8 @@ std::optional<std::string> FindEnvFlag(int argc, char** argv) {
     if (std::strncmp(argv[i], "--env=", 6) == 0) return std::string(argv[i] + 6);
   }
   const char* from_environment = std::getenv("TOLLGATE_ENV");
-  if (from_environment != nullptr && *from_environment != '\0') return std::string(from_environment);
+  if (from_environment != nullptr && *from_environment != '\0')
+    return std::string(from_environment);
   return std::nullopt;
 }
 

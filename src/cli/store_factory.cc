@@ -76,6 +76,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   std::shared_ptr<Timers> timers = LoopTimers(std::move(loops));
   RedisStoreOptions exact_options;
   exact_options.redis = result.redis;
+  exact_options.key_prefix = options.redis_key_prefix;
   absl::StatusOr<std::unique_ptr<RedisStore>> exact = RedisStore::Create(exact_options);
   if (!exact.ok()) return exact.status();
   for (const std::string& warning : (*exact)->warnings()) spdlog::warn("redis: {}", warning);
@@ -99,7 +100,8 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   registry_options.redis = result.redis;
   registry_options.fallback_shares = result.fallback_shares;
   registry_options.timers = timers;
-  registry_options.key = absl::StrCat(registry_options.key, ":", InstanceGroup(config));
+  registry_options.key =
+      absl::StrCat(options.redis_key_prefix, "instances:", InstanceGroup(config));
   registry_options.probe_interval_ms = kProbeIntervalMs;
   registry_options.announce = options.instances <= 0;
   registry_options.on_event = on_event;
@@ -120,6 +122,7 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
   // so it is not wrapped in the ResilientStore.
   SyncStoreOptions sync_options;
   sync_options.redis = result.redis;
+  sync_options.key_prefix = options.redis_key_prefix;
   sync_options.timers = timers;
   sync_options.instance_count = resilience.instance_count;
   absl::StatusOr<std::unique_ptr<SyncStore>> sync = SyncStore::Create(std::move(sync_options));

@@ -321,6 +321,30 @@ descriptors:
   EXPECT_TRUE(config.ok()) << config.status();
 }
 
+TEST(EnvoyConfigTest, TheDefaultAlgorithmGoesToRulesThatNameNone) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(R"(domain: d
+descriptors:
+  - key: plain
+    rate_limit: {unit: second, requests_per_unit: 5}
+    descriptors:
+      - key: nested
+        rate_limit: {unit: minute, requests_per_unit: 50}
+  - key: named
+    rate_limit: {unit: second, requests_per_unit: 5, algorithm: fixed_window}
+  - key: free
+    rate_limit: {unlimited: true}
+)",
+                                                              "d.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::vector<EnvoyDomainConfig> domains = {*config};
+  SetDefaultAlgorithm(domains, Algorithm::kSlidingWindow);
+  const std::vector<EnvoyDescriptor>& rules = domains[0].descriptors;
+  EXPECT_EQ(rules[0].rate_limit->algorithm, Algorithm::kSlidingWindow);
+  EXPECT_EQ(rules[0].descriptors[0].rate_limit->algorithm, Algorithm::kSlidingWindow);
+  EXPECT_EQ(rules[1].rate_limit->algorithm, Algorithm::kFixedWindow);  // named its own
+  EXPECT_TRUE(rules[2].rate_limit->unlimited);
+}
+
 TEST(EnvoyConfigTest, LoadFileReportsMissingFile) {
   absl::StatusOr<EnvoyDomainConfig> config = LoadEnvoyConfigFile("/nonexistent/tiffin.yaml");
   ASSERT_FALSE(config.ok());

@@ -94,11 +94,11 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
 
   if (!metrics_only_path_.empty()) {
     if (path != metrics_only_path_) {
-      return std::move(done)(JsonErrorResponse(
-          http::status::not_found,
-          absl::StrCat("no such path: ", QuoteForMessage(path), " (this listener serves GET ",
-                       metrics_only_path_, ")"),
-          request.version(), request.keep_alive()));
+      return std::move(done)(
+          JsonErrorResponse(http::status::not_found,
+                            absl::StrCat("no such path: ", QuoteForMessage(path),
+                                         " (this listener serves GET ", metrics_only_path_, ")"),
+                            request.version(), request.keep_alive()));
     }
     if (request.method() != http::verb::get) return method_not_allowed("GET");
     return std::move(done)(MetricsResponse(request));

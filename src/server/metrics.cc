@@ -427,12 +427,11 @@ std::string Metrics::Render() const {
     rules.reserve(limits.size());
     for (const auto& [name, counters] : limits) rules.emplace_back(name, &counters->ratelimit);
     RenderRatelimitFamilies(out, rules);
-    RenderRatelimitServiceFamilies(
-        out,
-        initial_loads_.load(std::memory_order_relaxed) +
-            reloads_succeeded_.load(std::memory_order_relaxed),
-        reloads_failed_.load(std::memory_order_relaxed),
-        ratelimit_call_errors_.load(std::memory_order_relaxed));
+    RenderRatelimitServiceFamilies(out,
+                                   initial_loads_.load(std::memory_order_relaxed) +
+                                       reloads_succeeded_.load(std::memory_order_relaxed),
+                                   reloads_failed_.load(std::memory_order_relaxed),
+                                   ratelimit_call_errors_.load(std::memory_order_relaxed));
   }
   return out;
 }

@@ -47,10 +47,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "src/server/ratelimit_metrics.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
-#include "src/server/ratelimit_metrics.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate::server {

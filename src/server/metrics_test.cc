@@ -164,6 +164,44 @@ TEST(MetricsTest, CountsEachDecisionByLimitSourceAndOutcome) {
   EXPECT_EQ(decisions("", "memory", "allowed"), 1);
 }
 
+TEST(MetricsTest, RatelimitFamiliesUseThePeersNamesAndLabels) {
+  Metrics metrics;
+  metrics.RegisterLimitNames({"rl.user", "rl.path_/api.user#2", "tollgate_limit"});
+  EXPECT_THAT(metrics.Render(), ::testing::Not(HasSubstr("ratelimit_service")));  // off by default
+  metrics.EnableRatelimitFamilies(0.8);
+  Decision allowed = Allowed(DecisionSource::kRedis);
+  allowed.limit = 10;
+  allowed.remaining = 5;  // 5 of 10 used: within, not near (threshold 8)
+  metrics.RecordRatelimitHits("rl.user", 1, allowed, false);
+  allowed.remaining = 1;  // 9 used: near
+  metrics.RecordRatelimitHits("rl.user", 2, allowed, false);
+  metrics.RecordRatelimitHits("rl.user", 3, Refused(DecisionSource::kRedis), false);
+  metrics.RecordRatelimitHits("rl.path_/api.user#2", 4, Refused(DecisionSource::kRedis), true);
+  metrics.RecordRatelimitCallError();
+  metrics.RecordInitialLoad();
+  metrics.RecordReload(true);
+  metrics.RecordReload(false);
+
+  const std::string text = metrics.Render();
+  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty());
+  const std::string user = R"({domain="rl",key1="user"})";
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_total_hits" + user), 6);
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_within_limit" + user), 3);
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_near_limit" + user), 2);
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_over_limit" + user), 3);
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_shadow_mode" + user), 0);
+  // A nested rule: key1 and key2, without the "#2" that tells two rules of one key apart.
+  const std::string nested = R"({domain="rl",key1="path_/api",key2="user"})";
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_over_limit" + nested), 4);
+  EXPECT_EQ(Sample(text, "ratelimit_service_rate_limit_shadow_mode" + nested), 4);
+  // A limit with no hit has no series.
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(R"(domain="tollgate_limit")")));
+  EXPECT_EQ(Sample(text, "ratelimit_service_config_load_success"), 2);
+  EXPECT_EQ(Sample(text, "ratelimit_service_config_load_error"), 1);
+  EXPECT_EQ(Sample(text, R"(ratelimit_service_should_rate_limit_error{err_type="redis_error"})"),
+            1);
+}
+
 TEST(MetricsTest, ConcurrentRecordingLosesNothing) {
   Metrics metrics;
   metrics.RegisterLimitNames({"a"});
@@ -277,6 +315,34 @@ TEST_F(HandlerOpsTest, ReadyzFollowsTheReadinessCheck) {
   EXPECT_THAT(down.body(), HasSubstr(R"("reason":"store down and limit 'x' fails closed")"));
   ready = absl::OkStatus();
   EXPECT_EQ(Send(handler, http::verb::get, "/readyz").result(), http::status::ok);
+}
+
+TEST_F(HandlerOpsTest, HealthcheckAnswersAsThePeerDoes) {
+  HttpHandler handler(MakeService(&clock_, nullptr, 2));
+  HttpResponse healthy = Send(handler, http::verb::get, "/healthcheck");
+  EXPECT_EQ(healthy.result(), http::status::ok);
+  EXPECT_EQ(healthy.body(), "OK");
+  absl::Status health = absl::UnavailableError("draining: a stop signal came");
+  handler.set_health_check([&] { return health; });
+  HttpResponse draining = Send(handler, http::verb::get, "/healthcheck");
+  EXPECT_EQ(draining.result(), http::status::internal_server_error);
+  EXPECT_THAT(draining.body(), HasSubstr("draining"));
+  EXPECT_EQ(Send(handler, http::verb::post, "/healthcheck").result(),
+            http::status::method_not_allowed);
+}
+
+TEST_F(HandlerOpsTest, AMetricsOnlyListenerServesItsPathAndNothingElse) {
+  Metrics metrics;
+  HttpHandler handler(MakeService(&clock_, nullptr, 2, &metrics));
+  handler.set_metrics(&metrics);
+  handler.set_metrics_only("/stats/prometheus");
+  HttpResponse scraped = Send(handler, http::verb::get, "/stats/prometheus");
+  EXPECT_EQ(scraped.result(), http::status::ok);
+  EXPECT_THAT(scraped.body(), HasSubstr("tollgate_build_info"));
+  EXPECT_EQ(Send(handler, http::verb::get, "/metrics").result(), http::status::not_found);
+  EXPECT_EQ(
+      Send(handler, http::verb::post, "/v1/check", R"({"limit":"bucket","key":"k"})").result(),
+      http::status::not_found);
 }
 
 TEST_F(HandlerOpsTest, AReloadAppliesTheNewLimitsAndKeepsTheCounters) {

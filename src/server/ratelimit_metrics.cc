@@ -32,8 +32,8 @@ constexpr Family kFamilies[] = {
 };
 
 void Header(std::string& out, std::string_view name, std::string_view help) {
-  absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ",
-                  AbslView(name), " counter\n");
+  absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ", AbslView(name),
+                  " counter\n");
 }
 
 // {domain="...",key1="..."[,key2="..."]} of a rule's name.

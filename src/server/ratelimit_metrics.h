@@ -49,8 +49,8 @@ struct RatelimitCounters {
 // The rate-limit families for `rules` (name, counters), in that order; rules with no hit
 // are left out. A name may end in "#N" (a second rule with the same full key), which is
 // not part of the labels.
-void RenderRatelimitFamilies(std::string& out,
-                             const std::vector<std::pair<std::string, const RatelimitCounters*>>& rules);
+void RenderRatelimitFamilies(
+    std::string& out, const std::vector<std::pair<std::string, const RatelimitCounters*>>& rules);
 
 // The service-wide families.
 void RenderRatelimitServiceFamilies(std::string& out, int64_t config_loads_succeeded,

@@ -123,6 +123,7 @@ class RlsPlanTest : public ::testing::Test {
                          {.global_shadow = global_shadow,
                           .global_quota = global_quota_,
                           .dynamic_metadata = dynamic_metadata_,
+                          .descriptor_hits_are_reports = descriptor_hits_are_reports_,
                           .max_descriptors = 8});
   }
 
@@ -176,6 +177,8 @@ class RlsPlanTest : public ::testing::Test {
   // The service's QUOTA_MODE and RESPONSE_DYNAMIC_METADATA.
   bool global_quota_ = false;
   bool dynamic_metadata_ = false;
+  // false: the service's --descriptor-hits-are-requests.
+  bool descriptor_hits_are_reports_ = true;
   int store_calls_ = 0;
   // Answers whose bytes were written without the message (and checked against it).
   int written_as_bytes_ = 0;
@@ -535,6 +538,30 @@ TEST_F(RlsPlanTest, UnitMultiplierWindowsResetAtTheirOwnLength) {
   EXPECT_EQ(Answer(Request({{"half_minute", "h"}})).overall_code(), RateLimitResponse::OVER_LIMIT);
   clock_.AdvanceMicros(1'000'000);  // 30.5 s: the next window
   EXPECT_EQ(Answer(Request({{"half_minute", "h"}})).overall_code(), RateLimitResponse::OK);
+}
+
+TEST_F(RlsPlanTest, DescriptorHitsAreRequestsWhenAskedAndARefusalSpendsNothing) {
+  // user: 2 a minute. A descriptor's own hits_addend of 1, then 2, then 1.
+  auto hits = [](const std::string& user, uint64_t n) {
+    RateLimitRequest request = Request({{"user", user}});
+    request.mutable_descriptors(0)->mutable_hits_addend()->set_value(n);
+    return request;
+  };
+  descriptor_hits_are_reports_ = false;
+  absl::StatusOr<RlsPlan> plan = Plan(hits("h", 2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->descriptors[0].report);
+  EXPECT_EQ(Answer(hits("h", 1)).overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(Answer(hits("h", 2)).overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Remaining("user", "h"), 1u);  // the refusal spent nothing
+  EXPECT_EQ(Answer(hits("h", 1)).overall_code(), RateLimitResponse::OK);
+
+  // As reports (the default), the second is charged in full and leaves the limit in debt.
+  descriptor_hits_are_reports_ = true;
+  EXPECT_EQ(Answer(hits("r", 1)).overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(Answer(hits("r", 2)).overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(Remaining("user", "r"), 0u);
+  EXPECT_EQ(Answer(hits("r", 1)).overall_code(), RateLimitResponse::OVER_LIMIT);
 }
 
 TEST_F(RlsPlanTest, BadRequestsAreRefusedBeforeAnythingIsCounted) {

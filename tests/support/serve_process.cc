@@ -80,23 +80,32 @@ bool HttpTestClient::ClosedByServer() {
 std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml,
                                                   const std::vector<std::string>& extra_args,
                                                   const std::vector<std::string>& environment) {
-  auto server = std::unique_ptr<ServeProcess>(new ServeProcess);
-  server->dir_ = MakeTempDir("tollgate-serve");
-  server->config_ = server->dir_ + "/limits.yaml";
-  WriteFile(server->config_, config_yaml);
-  server->log_ = server->dir_ + "/serve.log";
-  std::vector<std::string> argv = {
-      TOLLGATE_BINARY, "serve",  "--config",    server->config_, "--http",
-      "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads",     "2"};
+  const std::string dir = MakeTempDir("tollgate-serve");
+  const std::string config = dir + "/limits.yaml";
+  WriteFile(config, config_yaml);
+  std::vector<std::string> argv = {TOLLGATE_BINARY, "serve",  "--config",    config,      "--http",
+                                   "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads", "2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  std::unique_ptr<ServeProcess> server = StartCommand(argv, environment, dir);
+  if (server != nullptr) server->config_ = config;
+  return server;
+}
+
+std::unique_ptr<ServeProcess> ServeProcess::StartCommand(
+    const std::vector<std::string>& argv, const std::vector<std::string>& environment,
+    std::string dir) {
+  auto server = std::unique_ptr<ServeProcess>(new ServeProcess);
+  server->dir_ = dir.empty() ? MakeTempDir("tollgate-serve") : std::move(dir);
+  server->log_ = server->dir_ + "/serve.log";
   absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_, environment);
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return nullptr;
   server->process_.emplace(*std::move(process));
 
-  // serve logs its gRPC port before its HTTP port, once both are bound.
-  const std::regex listening(R"(listening http=127\.0\.0\.1:(\d+))");
-  const std::regex listening_grpc(R"(listening grpc=127\.0\.0\.1:(\d+))");
+  // serve logs its gRPC port, then its HTTP port (then its metrics port), once all are bound.
+  const std::regex listening(R"(listening http=[^\s]*:(\d+))");
+  const std::regex listening_grpc(R"(listening grpc=[^\s]*:(\d+))");
+  const std::regex listening_metrics(R"(listening metrics=[^\s]*:(\d+))");
   auto deadline = std::chrono::steady_clock::now() + kServeStartTimeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch match;
@@ -104,6 +113,9 @@ std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml
     if (std::regex_search(log, match, listening)) {
       server->port_ = std::stoi(match[1]);
       if (std::regex_search(log, match, listening_grpc)) server->grpc_port_ = std::stoi(match[1]);
+      if (std::regex_search(log, match, listening_metrics)) {
+        server->metrics_port_ = std::stoi(match[1]);
+      }
       return server;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -66,7 +66,17 @@ class ServeProcess {
                                              const std::vector<std::string>& extra_args = {},
                                              const std::vector<std::string>& environment = {});
 
+  // Starts `argv` (a tollgate serve, under any name and with any arguments) with
+  // `environment` added, its log in `dir` (a fresh temporary directory when empty), and
+  // waits until it logs its HTTP port (its gRPC and metrics ports are read from the log
+  // too). nullptr (and a test failure) if it does not.
+  static std::unique_ptr<ServeProcess> StartCommand(const std::vector<std::string>& argv,
+                                                    const std::vector<std::string>& environment,
+                                                    std::string dir = "");
+
   int port() const { return port_; }
+  // The port of --metrics it logged ("listening metrics=HOST:PORT"), or 0.
+  int metrics_port() const { return metrics_port_; }
   // The gRPC port it logged ("listening grpc=127.0.0.1:PORT"), or 0 if it logged none.
   int grpc_port() const { return grpc_port_; }
   const std::string& config_path() const { return config_; }
@@ -84,6 +94,7 @@ class ServeProcess {
   std::optional<Subprocess> process_;
   int port_ = 0;
   int grpc_port_ = 0;
+  int metrics_port_ = 0;
 };
 
 }  // namespace tollgate::testing

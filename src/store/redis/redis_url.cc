@@ -49,8 +49,9 @@ absl::Status InvalidTarget(absl::string_view scheme, absl::string_view what) {
   const std::string form =
       cluster ? absl::StrCat(scheme, "[user:password@]host:port[,host:port...]",
                              tls ? "[?ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain]" : "")
-              : absl::StrCat(scheme, "[user:password@]host:port[,host:port...]/<master name>",
-                             tls ? "[?db=N&ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain]" : "[?db=N]");
+              : absl::StrCat(
+                    scheme, "[user:password@]host:port[,host:port...]/<master name>",
+                    tls ? "[?db=N&ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain]" : "[?db=N]");
   return absl::InvalidArgumentError(
       absl::StrCat("invalid Redis URL (expected ", form, "): ", what));
 }
@@ -215,8 +216,8 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(std::string_view url_view) {
     for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
       absl::Status status = ParseTlsParameter(pair, out.tls_options);
       if (absl::IsNotFound(status)) {
-        return Invalid(absl::StrCat(status.message(),
-                                    " (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no|chain)"));
+        return Invalid(absl::StrCat(
+            status.message(), " (expected ca=FILE, cert=FILE, key=FILE, verify=yes|no|chain)"));
       }
       if (!status.ok()) return status;
     }

@@ -44,7 +44,8 @@ struct RedisUrl {
 };
 
 // Parses `redis://[[user]:password@]host[:port][/db]`, or the same with `rediss://` (TLS)
-// and optional `?ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain`. An IPv6 host is written in brackets
+// and optional `?ca=FILE&cert=FILE&key=FILE&verify=yes|no|chain`. An IPv6 host is written in
+// brackets
 // (`redis://[::1]:6379`). User and password may be percent-encoded. InvalidArgument naming
 // the offending part otherwise (the password is never echoed).
 absl::StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
