@@ -1,12 +1,16 @@
 // Copyright tollgate authors. The edges of `tollgate serve`'s HTTP port, end to end: error
 // bodies that are JSON and quote no raw input, and HTTP/1.1 framing as a proxy expects it.
+#include <chrono>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "boost/asio/write.hpp"
 #include "boost/beast/http.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -275,6 +279,53 @@ TEST_F(HttpFramingTest, Http11WithoutHostIs400) {
   ASSERT_TRUE(empty.has_value());
   EXPECT_EQ(empty->result(), http::status::ok);
   ExpectStillServing();
+}
+
+TEST_F(HttpFramingTest, AHostThatIsNotAHostIs400) {
+  for (const char* host : {"12}7\\.0.0.1", "I127.0.0.1", "host name"}) {
+    HttpTestClient client(server_->port());
+    std::optional<HttpTestResponse> reply =
+        client.SendRaw(absl::StrCat("GET /healthz HTTP/1.1\r\nHost: ", host, "\r\n\r\n"));
+    ASSERT_TRUE(reply.has_value()) << host;
+    EXPECT_EQ(reply->result(), http::status::bad_request) << host;
+    EXPECT_THAT(nlohmann::json::parse(reply->body())["error"].get<std::string>(),
+                HasSubstr("not a host"));
+    EXPECT_TRUE(client.ClosedByServer()) << host;
+  }
+  std::optional<HttpTestResponse> port =
+      Raw("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n");
+  ASSERT_TRUE(port.has_value());
+  EXPECT_EQ(port->result(), http::status::ok);
+  ExpectStillServing();
+}
+
+// A client that sends its request and closes its side gets its answer, and then the
+// connection closes at the end of its input, not at the idle timeout (a minute here; the
+// test client waits 10 s at most for the close). The request goes in two writes, so that
+// its last bytes and the end of the stream arrive together.
+TEST(HttpHalfCloseTest, AClientThatClosedItsSideIsClosedAfterItsAnswer) {
+  std::unique_ptr<ServeProcess> server = StartServer({"--http-timeout-ms", "60000"});
+  ASSERT_NE(server, nullptr);
+  for (const std::string request :
+       {std::string("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+        absl::StrCat("POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: ",
+                     std::strlen(kCheckBody), "\r\n\r\n", kCheckBody)}) {
+    HttpTestClient client(server->port());
+    boost::beast::error_code error;
+    boost::asio::write(client.stream(), boost::asio::buffer(request.data(), 10), error);
+    ASSERT_FALSE(error);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    boost::asio::write(client.stream(),
+                       boost::asio::buffer(request.data() + 10, request.size() - 10), error);
+    ASSERT_FALSE(error);
+    client.stream().socket().shutdown(boost::asio::ip::tcp::socket::shutdown_send, error);
+    HttpTestResponse reply;
+    boost::beast::http::read(client.stream(), client.buffer(), reply, error);
+    ASSERT_FALSE(error) << error.message();
+    EXPECT_EQ(reply.result(), http::status::ok) << reply.body();
+    EXPECT_TRUE(client.ClosedByServer());
+  }
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 // Refused by Beast's parser before CheckRequestFraming was added; kept so that a rewritten

@@ -83,6 +83,19 @@ class StreamSocket : public boost::asio::ip::tcp::socket {
 #endif
   }
 
+  // Whether the peer closed its side and everything it sent was read: one non-blocking peek
+  // (a system call). A read that drains the socket can take the last bytes together with
+  // the end of the stream; after it, no reactor event tells of that end, so a caller that
+  // needs to know asks this.
+  bool PeerClosed() {
+    char byte;
+    for (;;) {
+      const ssize_t got = ::recv(native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (got >= 0) return got == 0;
+      if (errno != EINTR) return false;
+    }
+  }
+
   // Writes what the socket takes now, without waiting: returns the bytes written (maybe
   // fewer than asked, maybe 0 when the socket's buffer is full). `error` is set only for a
   // failure (the connection is broken).

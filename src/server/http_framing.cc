@@ -29,6 +29,11 @@ std::optional<FramingRefusal> CheckRequestFraming(const HttpRequest& head) {
       return FramingRefusal{http::status::bad_request, "more than one Host header (RFC 9112 3.2)"};
     }
   }
+  // HTTP/1.0 may send a Host too; whichever version, it must be a host.
+  if (!head.hosts_valid()) {
+    return FramingRefusal{http::status::bad_request,
+                          "the Host header is not a host[:port] (RFC 9112 3.2, RFC 3986 3.2.2)"};
+  }
   if (!head.has_transfer_encoding()) return std::nullopt;
   if (head.version() < 11) {
     return FramingRefusal{http::status::bad_request,

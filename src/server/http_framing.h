@@ -23,8 +23,9 @@ struct FramingRefusal {
 //   501 for a transfer coding other than `chunked` (`Transfer-Encoding: gzip, chunked`:
 //       we do not decode gzip, so the body would be read as what it is not; RFC 9112 6.1);
 //   400 for `Transfer-Encoding` on an HTTP/1.0 request (RFC 9112 6.1), for a malformed
-//       coding list or chunked twice (RFC 9112 7), and for an HTTP/1.1 request without
-//       exactly one `Host` field (RFC 9112 3.2).
+//       coding list or chunked twice (RFC 9112 7), for an HTTP/1.1 request without
+//       exactly one `Host` field, and for a `Host` whose value is not a host
+//       (IsValidHostField; RFC 9112 3.2).
 // What Beast's parser refuses already (Content-Length with Transfer-Encoding, two differing
 // Content-Lengths, bare LF, chunked not last) never reaches this. Thread-safe; never throws.
 std::optional<FramingRefusal> CheckRequestFraming(const HttpRequest& head);

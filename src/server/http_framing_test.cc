@@ -70,6 +70,23 @@ TEST(CheckRequestFramingTest, Http11NeedsExactlyOneHost) {
   EXPECT_EQ(twice->status, http::status::bad_request);
 }
 
+TEST(CheckRequestFramingTest, AHostThatIsNotAHostIs400) {
+  for (unsigned version : {10u, 11u}) {
+    for (const char* value : {"12}7\\.0.0.1", "I127.0.0.1", "a b"}) {
+      HttpRequest head = Head(version, /*host=*/false);
+      head.add_field("Host", value);
+      std::optional<FramingRefusal> refusal = CheckRequestFraming(head);
+      ASSERT_TRUE(refusal.has_value()) << value;
+      EXPECT_EQ(refusal->status, http::status::bad_request);
+      EXPECT_THAT(refusal->message, HasSubstr("not a host"));
+      EXPECT_THAT(refusal->message, Not(HasSubstr(value)));  // no raw byte echoed
+    }
+  }
+  HttpRequest head = Head(11, /*host=*/false);
+  head.add_field("Host", "127.0.0.1:8080");
+  EXPECT_EQ(CheckRequestFraming(head), std::nullopt);
+}
+
 TEST(CheckRequestFramingTest, AMalformedOrRepeatedChunkedIs400) {
   for (const char* value : {"chunked chunked", "chunked, chunked"}) {
     HttpRequest head = Head(11);

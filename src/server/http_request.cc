@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "src/core/absl_view.h"
+#include "src/server/http_host.h"
 
 namespace tollgate::server {
 
@@ -20,6 +21,7 @@ HttpRequest::HttpRequest(Verb method, std::string_view target, unsigned version)
 void HttpRequest::add_field(std::string_view name, std::string_view value) {
   if (absl::EqualsIgnoreCase(AbslView(name), "host")) {
     ++host_fields_;
+    hosts_valid_ = hosts_valid_ && IsValidHostField(value);
   } else if (absl::EqualsIgnoreCase(AbslView(name), "transfer-encoding")) {
     if (has_transfer_encoding_) transfer_encoding_ += ", ";
     transfer_encoding_.append(value);

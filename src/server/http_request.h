@@ -48,8 +48,10 @@ class HttpRequest {
   // Transfer-Encoding (every such field's value, joined by ", " as one list) and Expect.
   // Names compare case-insensitively.
   void add_field(std::string_view name, std::string_view value);
-  // How many Host fields the head had.
+  // How many Host fields the head had, and whether each value was a host
+  // (IsValidHostField).
   int host_fields() const { return host_fields_; }
+  bool hosts_valid() const { return hosts_valid_; }
   // Whether the head had a Transfer-Encoding field, and their values as one list.
   bool has_transfer_encoding() const { return has_transfer_encoding_; }
   const std::string& transfer_encoding() const { return transfer_encoding_; }
@@ -65,6 +67,7 @@ class HttpRequest {
   unsigned version_ = 11;
   bool keep_alive_ = true;
   int host_fields_ = 0;
+  bool hosts_valid_ = true;
   bool has_transfer_encoding_ = false;
   bool expects_continue_ = false;
   std::string transfer_encoding_;

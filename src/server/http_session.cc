@@ -1,6 +1,7 @@
 // Copyright tollgate authors.
 #include "src/server/http_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -79,21 +80,37 @@ void HttpSession::CloseWhenIdle() {
 void HttpSession::SetDeadline(std::chrono::steady_clock::time_point deadline) {
   deadline_ = deadline;
   if (timer_armed_ || deadline == std::chrono::steady_clock::time_point::max()) return;
+  ArmTimer(deadline);
+}
+
+void HttpSession::ArmTimer(std::chrono::steady_clock::time_point when) {
+  // Re-arming an armed timer cancels its wait, whose handler then sees operation_aborted.
   timer_armed_ = true;
-  timer_.expires_at(deadline);
+  timer_at_ = when;
+  timer_.expires_at(when);
   timer_.async_wait([self = shared_from_this()](beast::error_code error) { self->OnTimer(error); });
 }
 
 void HttpSession::OnTimer(beast::error_code error) {
+  if (error == net::error::operation_aborted) return;  // re-armed, or closed
   timer_armed_ = false;
   if (error || !socket_.is_open()) return;
-  if (std::chrono::steady_clock::now() >= deadline_) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= deadline_) {
     // The phase in progress (a request head or body, or a response's write) took too long:
     // closing the socket ends it with operation_aborted.
     timed_out_ = true;
     return Close();
   }
-  SetDeadline(deadline_);  // moved later meanwhile, or cleared (max: stays unarmed)
+  if (probe_pending_ && !busy_ && buffer_.size() == 0) {
+    probe_pending_ = false;
+    // Waiting for a request that cannot come: the client closed its side.
+    if (socket_.PeerClosed()) return Close();
+    return ArmTimer(std::min(deadline_, now + kEofProbePeriod));  // requests still come
+  }
+  if (probe_pending_) return ArmTimer(std::min(deadline_, now + kEofProbePeriod));
+  // Moved later meanwhile, or cleared (max: stays unarmed).
+  if (deadline_ != std::chrono::steady_clock::time_point::max()) ArmTimer(deadline_);
 }
 
 void HttpSession::ReadHeader() {
@@ -235,6 +252,9 @@ void HttpSession::Send(size_t offset, void (HttpSession::*next)(beast::error_cod
 void HttpSession::OnWrite(beast::error_code error) {
   busy_ = false;
   if (error || !keep_alive_ || stopping_) return Close();
+  probe_pending_ = true;
+  const auto probe_by = std::chrono::steady_clock::now() + kEofProbePeriod;
+  if (!timer_armed_ || timer_at_ > probe_by) ArmTimer(probe_by);
   if (buffer_.size() == 0) return ReadHeader();
   // A pipelined request is already buffered: answered from the loop, not from deeper in
   // this stack (a client may pipeline many).

@@ -100,7 +100,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // `deadline`, else the connection is closed. One timer per session, re-armed only when it
   // fires: moving the deadline costs no system call.
   void SetDeadline(std::chrono::steady_clock::time_point deadline);
+  void ArmTimer(std::chrono::steady_clock::time_point when);
   void OnTimer(boost::beast::error_code error);
+  // A client that sends its last request and closes its side (shutdown of writes) sends the
+  // end of its stream with the request's last bytes: the read that takes them drains the
+  // socket, and no later event tells of the end (net::StreamSocket). So a session that
+  // answered a request and waits for the next looks once, within kEofProbePeriod, whether
+  // the peer closed (one non-blocking peek), and closes if it did. While requests come, the
+  // timer ticks at that period (a few wake-ups a second per connection, none per request);
+  // an idle connection's timer sleeps until its deadline.
+  static constexpr std::chrono::milliseconds kEofProbePeriod{100};
 
   ::tollgate::net::StreamSocket socket_;
   boost::asio::io_context& loop_;  // the socket's
@@ -114,7 +123,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // The head of the request being read is parsed (its body is being read).
   bool head_done_ = false;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  // When the armed timer fires (valid while timer_armed_).
+  std::chrono::steady_clock::time_point timer_at_;
   bool timer_armed_ = false;
+  // A response was written since the last probe for a closed peer.
+  bool probe_pending_ = false;
   bool timed_out_ = false;
   bool keep_alive_ = true;
   // From the end of a request's head until its response is written.
