@@ -101,7 +101,6 @@ const std::vector<std::string>& CheckTemplates() {
 
 const std::vector<std::string>& EnvoyTemplates() {
   // Some entries are two literals joined (long lines), not a missing comma.
-  // NOLINTNEXTLINE(bugprone-suspicious-missing-comma)
   static const auto* templates = new std::vector<std::string>{
       R"({"domain":"@","descriptors":[{"entries":[{"key":"user","value":"u"}]}]})",
       R"({"domain":"shop","descriptors":[{"entries":[{"key":"@","value":"u"}]}]})",
@@ -109,9 +108,9 @@ const std::vector<std::string>& EnvoyTemplates() {
       R"({"domain":"shop","descriptors":[{"entries":[{"key":"user","@":"u"}]}]})",
       R"({"@":"shop","descriptors":[{"entries":[{"key":"user","value":"u"}]}]})",
       R"({"domain":"shop","descriptors":[{"@":[{"key":"user","value":"u"}]}]})",
-      R"({"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"u"}],)"
+      R"({"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"u"}],)"  // NOLINT(bugprone-suspicious-missing-comma)
       R"("limit":{"requests_per_unit":1,"unit":"@"}}]})",
-      R"({"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"u"}],)"
+      R"({"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"u"}],)"  // NOLINT(bugprone-suspicious-missing-comma)
       R"("hits_addend":"@"}]})",
       R"({"domain":"shop","hitsAddend":"@","descriptors":[]})",
       R"({"domain":"shop","descriptors":"@"})",
