@@ -172,6 +172,16 @@ int RunServe(const ServeOptions& given) {
     return 2;
   }
   options.redis_url = *std::move(redis_url);
+  // TLS on the gRPC port: its files are read before anything starts.
+  std::shared_ptr<server::GrpcTls> grpc_tls;
+  if (options.grpc_tls.enabled()) {
+    absl::StatusOr<std::shared_ptr<server::GrpcTls>> tls = server::GrpcTls::Create(options.grpc_tls);
+    if (!tls.ok()) {
+      spdlog::error("{}", std::string(tls.status().message()));
+      return tls.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    grpc_tls = *std::move(tls);
+  }
 
   // Taken before reading, so that a write during the load is seen as a change.
   std::vector<FileVersion> config_versions = FileVersions(options.config_paths);
@@ -209,6 +219,7 @@ int RunServe(const ServeOptions& given) {
   // Outlives both servers (declared before them).
   server::Metrics metrics;
   metrics.set_resilient_store(store->resilient);
+  if (grpc_tls != nullptr) metrics.set_grpc_tls(&grpc_tls->counters());
   if (store->memory != nullptr) metrics.set_memory_store(store->memory, options.memory_max_keys);
   if (options.instances > 0) {
     metrics.set_instance_count([instances = options.instances] { return instances; });
@@ -256,6 +267,7 @@ int RunServe(const ServeOptions& given) {
   server::GrpcServerOptions grpc_options = options.grpc;
   grpc_options.address = *grpc_address;
   grpc_options.max_message_bytes = static_cast<uint32_t>(options.max_body_bytes);
+  grpc_options.tls = grpc_tls;
   absl::StatusOr<std::unique_ptr<server::GrpcServer>> grpc =
       server::GrpcServer::Start(**loops, grpc_options, std::move(grpc_methods));
   if (!grpc.ok()) {
@@ -298,6 +310,10 @@ int RunServe(const ServeOptions& given) {
   }
   // Tests and scripts read these lines to learn the ports (with HOST:0).
   spdlog::info("listening grpc={}", (*grpc)->address());
+  if (grpc_tls != nullptr) {
+    spdlog::info("grpc tls: on (client certificates {})",
+                 grpc_tls->client_certificates_required() ? "required" : "not required");
+  }
   spdlog::info("listening http={}", (*http)->address());
 
   Reloader reloader(options, metrics, *check_service, std::move(config_versions),
@@ -306,6 +322,7 @@ int RunServe(const ServeOptions& given) {
   std::thread poller([&] {
     while (!stop_polling.WaitForNotificationWithTimeout(kConfigPollInterval)) {
       reloader.ReloadIfChanged();
+      if (grpc_tls != nullptr) grpc_tls->ReloadIfChanged();
     }
   });
 
@@ -314,6 +331,7 @@ int RunServe(const ServeOptions& given) {
     if (sigwait(&stop_signals, &signal_number) != 0) continue;
     if (signal_number != SIGHUP) break;
     reloader.Reload("SIGHUP");
+    if (grpc_tls != nullptr) grpc_tls->Reload("SIGHUP").IgnoreError();  // logged
   }
   stop_polling.Notify();
   poller.join();

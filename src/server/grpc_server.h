@@ -47,6 +47,8 @@
 
 namespace tollgate::server {
 
+class GrpcTls;
+
 // Bounds on what one client may make the server hold or do. Each is a `tollgate serve`
 // option (--grpc-...); docs/envoy.md, "Limits", lists them with their defaults.
 struct GrpcServerOptions {
@@ -86,6 +88,13 @@ struct GrpcServerOptions {
   // within keepalive_timeout the connection is closed. 0 turns keepalive off.
   std::chrono::milliseconds keepalive_interval{60'000};
   std::chrono::milliseconds keepalive_timeout{20'000};
+  // TLS on the port (src/server/grpc_tls.h); nullptr: plaintext (h2c). Each connection takes
+  // the context current when it is accepted. A handshake runs before HTTP/2 starts; at most
+  // `max_tls_handshakes` run at once over the whole server (a connection beyond them is
+  // closed at once) and each must finish within `tls_handshake_timeout` (else it is closed).
+  std::shared_ptr<GrpcTls> tls;
+  uint32_t max_tls_handshakes = 256;
+  std::chrono::milliseconds tls_handshake_timeout{10'000};
 };
 
 // The answer to one call. Move-only; Finish exactly once, from any thread (it posts to the

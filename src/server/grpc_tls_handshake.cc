@@ -1,0 +1,139 @@
+// Copyright tollgate authors.
+#include "src/server/grpc_tls_handshake.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/steady_timer.hpp"
+#include "spdlog/spdlog.h"
+#include "src/net/connection_stream.h"
+#include "src/server/grpc_tls.h"
+#include "src/server/h2_session.h"
+
+namespace tollgate::server {
+namespace {
+
+namespace net = boost::asio;
+
+// True at most once a second over the process: a flood of bad handshakes must not flood the
+// log with warnings.
+bool WarningDue() {
+  static std::atomic<int64_t> next_warning_nanos{0};
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t next = next_warning_nanos.load(std::memory_order_relaxed);
+  return now >= next && next_warning_nanos.compare_exchange_strong(
+                            next, now + 1'000'000'000, std::memory_order_relaxed);
+}
+
+template <typename... Args>
+void LogFailure(spdlog::format_string_t<Args...> format, Args&&... args) {
+  spdlog::log(WarningDue() ? spdlog::level::warn : spdlog::level::debug, format,
+              std::forward<Args>(args)...);
+}
+
+std::string PeerOf(net::ip::tcp::socket& socket) {
+  boost::system::error_code error;
+  const net::ip::tcp::endpoint peer = socket.remote_endpoint(error);
+  return error ? std::string("a client") : absl::StrCat(peer.address().to_string(), ":", peer.port());
+}
+
+// One connection's handshake: done once the handshake completes, fails or times out,
+// whichever comes first; the connection then is an H2Session or closed.
+class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
+ public:
+  TlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::socket socket)
+      : shared_(std::move(shared)),
+        tls_(*shared_->options.tls),
+        peer_(PeerOf(socket)),
+        stream_(std::move(socket), tls_.context()),
+        timer_(stream_.socket().get_executor()) {}
+
+  void Start() {
+    timer_.expires_after(shared_->options.tls_handshake_timeout);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code error) {
+      if (!error) self->OnTimeout();
+    });
+    stream_.AsyncHandshake(
+        [self = shared_from_this()](boost::system::error_code error) { self->OnHandshake(error); });
+  }
+
+ private:
+  void Finish() {
+    done_ = true;
+    tls_.counters().handshakes_in_progress.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void OnTimeout() {
+    if (done_) return;
+    Finish();
+    tls_.counters().handshakes_timed_out.fetch_add(1, std::memory_order_relaxed);
+    LogFailure("grpc tls: closed the connection of {}: no handshake within {} ms", peer_,
+               shared_->options.tls_handshake_timeout.count());
+    stream_.Close();  // the handshake's handler runs with an error, after done_
+  }
+
+  void OnHandshake(boost::system::error_code error) {
+    if (done_) return;
+    Finish();
+    timer_.cancel();
+    if (error) {
+      tls_.counters().handshakes_failed.fetch_add(1, std::memory_order_relaxed);
+      LogFailure("grpc tls: handshake with {} failed: {}", peer_, Reason(error));
+      stream_.Close();
+      return;
+    }
+    tls_.counters().handshakes_completed.fetch_add(1, std::memory_order_relaxed);
+    if (shared_->shutting_down.load(std::memory_order_acquire)) {
+      stream_.Close();
+      return;
+    }
+    std::make_shared<H2Session>(shared_, std::move(stream_))->Start();
+  }
+
+  std::string Reason(const boost::system::error_code& error) {
+    const long verify = SSL_get_verify_result(stream_.ssl());
+    if (verify == X509_V_ERR_APPLICATION_VERIFICATION) {
+      return absl::StrCat("the client certificate does not carry the SAN ",
+                          tls_.files().client_san);
+    }
+    if (verify != X509_V_OK) {
+      return absl::StrCat("the client certificate: ", X509_verify_cert_error_string(verify));
+    }
+    return error.message();
+  }
+
+  const std::shared_ptr<GrpcServerShared> shared_;
+  GrpcTls& tls_;  // held by shared_'s options
+  const std::string peer_;
+  ::tollgate::net::ConnectionStream stream_;
+  net::steady_timer timer_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void StartGrpcTlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::socket socket) {
+  GrpcTlsCounters& counters = shared->options.tls->counters();
+  const int64_t before = counters.handshakes_in_progress.fetch_add(1, std::memory_order_relaxed);
+  if (before >= static_cast<int64_t>(shared->options.max_tls_handshakes)) {
+    counters.handshakes_in_progress.fetch_sub(1, std::memory_order_relaxed);
+    counters.handshakes_refused.fetch_add(1, std::memory_order_relaxed);
+    LogFailure("grpc tls: refused the connection of {}: {} handshakes in progress "
+               "(--grpc-tls-max-handshakes)",
+               PeerOf(socket), before);
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  std::make_shared<TlsHandshake>(std::move(shared), std::move(socket))->Start();
+}
+
+}  // namespace tollgate::server
