@@ -4,7 +4,9 @@
 #define TOLLGATE_TESTS_SUPPORT_TLS_CERTIFICATES_H_
 
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace tollgate::testing {
@@ -30,6 +32,17 @@ struct TestCertificates {
   // redis-server arguments that serve TLS on `tls_port` with the node certificate, require
   // client certificates from ca(), and use TLS for replication and the cluster bus.
   std::vector<std::string> NodeArgs(int tls_port) const;
+
+  // <dir>/<name>.pem and <dir>/<name>.key of a certificate made by AddCertificate.
+  std::string Pem(const std::string& name) const { return dir + "/" + name + ".pem"; }
+  std::string Key(const std::string& name) const { return dir + "/" + name + ".key"; }
+  // Makes Pem(name) and Key(name): a new RSA key and a certificate for it with subject
+  // CN=`common_name` and openssl x509 `extensions` (lines such as
+  // "subjectAltName=DNS:localhost"), signed by `authority` ("ca" or "other_ca"), with a
+  // serial of its own. Internal error naming <dir>/openssl.log when openssl fails.
+  absl::Status AddCertificate(const std::string& name, const std::string& authority,
+                              const std::string& common_name,
+                              const std::string& extensions) const;
 
   // Internal error naming <dir>/openssl.log when openssl fails.
   static absl::StatusOr<TestCertificates> Make();
