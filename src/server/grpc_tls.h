@@ -34,14 +34,14 @@ namespace tollgate::server {
 // The files of the gRPC port's TLS (`tollgate serve --grpc-tls-*`). All empty: plaintext.
 struct GrpcTlsFiles {
   // PEM: the server's certificate, then the intermediates that chain it to the client's CA.
-  std::string cert_path;  // --grpc-tls-cert
+  std::string cert_path = {};  // --grpc-tls-cert
   // PEM: its private key, unencrypted.
-  std::string key_path;  // --grpc-tls-key
+  std::string key_path = {};  // --grpc-tls-key
   // PEM: the CAs a client certificate must chain to. Empty: no client certificate is asked.
-  std::string client_ca_path;  // --grpc-tls-client-ca
+  std::string client_ca_path = {};  // --grpc-tls-client-ca
   // A DNS or URI SAN the client certificate must carry (exact; DNS names ignore case).
   // Empty: any certificate the CA signed. REQUIRES: client_ca_path.
-  std::string client_san;  // --grpc-tls-client-san
+  std::string client_san = {};  // --grpc-tls-client-san
 
   bool enabled() const {
     return !cert_path.empty() || !key_path.empty() || !client_ca_path.empty() ||
