@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -46,29 +47,53 @@ std::string PeerOf(net::ip::tcp::socket& socket) {
 }
 
 // One connection's handshake: done once the handshake completes, fails or times out,
-// whichever comes first; the connection then is an H2Session or closed.
+// whichever comes first; the connection then is an H2Session or closed. Its TLS state (about
+// 50 KB: OpenSSL's and the TLS stream's buffers) is made only once the client has sent
+// something, so that a connection that sends nothing holds only its socket and timer.
 class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
  public:
   TlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::socket socket)
       : shared_(std::move(shared)),
         tls_(*shared_->options.tls),
         peer_(PeerOf(socket)),
-        stream_(std::move(socket), tls_.context()),
-        timer_(stream_.socket().get_executor()) {}
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()) {}
 
   void Start() {
     timer_.expires_after(shared_->options.tls_handshake_timeout);
     timer_.async_wait([self = shared_from_this()](boost::system::error_code error) {
       if (!error) self->OnTimeout();
     });
-    stream_.AsyncHandshake(
-        [self = shared_from_this()](boost::system::error_code error) { self->OnHandshake(error); });
+    socket_.async_wait(net::ip::tcp::socket::wait_read,
+                       [self = shared_from_this()](boost::system::error_code error) {
+                         self->OnReadable(error);
+                       });
   }
 
  private:
+  void OnReadable(boost::system::error_code error) {
+    if (done_) return;
+    if (error) {
+      OnHandshake(error);
+      return;
+    }
+    stream_.emplace(std::move(socket_), tls_.context());
+    stream_->AsyncHandshake(
+        [self = shared_from_this()](boost::system::error_code error) { self->OnHandshake(error); });
+  }
+
   void Finish() {
     done_ = true;
     tls_.counters().handshakes_in_progress.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void Close() {
+    if (stream_.has_value()) {
+      stream_->Close();
+      return;
+    }
+    boost::system::error_code ignored;
+    socket_.close(ignored);
   }
 
   void OnTimeout() {
@@ -77,7 +102,7 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     tls_.counters().handshakes_timed_out.fetch_add(1, std::memory_order_relaxed);
     LogFailure("grpc tls: closed the connection of {}: no handshake within {} ms", peer_,
                shared_->options.tls_handshake_timeout.count());
-    stream_.Close();  // the handshake's handler runs with an error, after done_
+    Close();  // the pending wait or handshake completes with an error, after done_
   }
 
   void OnHandshake(boost::system::error_code error) {
@@ -87,19 +112,20 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     if (error) {
       tls_.counters().handshakes_failed.fetch_add(1, std::memory_order_relaxed);
       LogFailure("grpc tls: handshake with {} failed: {}", peer_, Reason(error));
-      stream_.Close();
+      Close();
       return;
     }
     tls_.counters().handshakes_completed.fetch_add(1, std::memory_order_relaxed);
     if (shared_->shutting_down.load(std::memory_order_acquire)) {
-      stream_.Close();
+      Close();
       return;
     }
-    std::make_shared<H2Session>(shared_, std::move(stream_))->Start();
+    std::make_shared<H2Session>(shared_, *std::move(stream_))->Start();
   }
 
   std::string Reason(const boost::system::error_code& error) {
-    const long verify = SSL_get_verify_result(stream_.ssl());
+    if (!stream_.has_value()) return error.message();
+    const long verify = SSL_get_verify_result(stream_->ssl());
     if (verify == X509_V_ERR_APPLICATION_VERIFICATION) {
       return absl::StrCat("the client certificate does not carry the SAN ",
                           tls_.files().client_san);
@@ -113,7 +139,9 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
   const std::shared_ptr<GrpcServerShared> shared_;
   GrpcTls& tls_;  // held by shared_'s options
   const std::string peer_;
-  ::tollgate::net::ConnectionStream stream_;
+  // Until the client sends its first bytes; then in stream_.
+  net::ip::tcp::socket socket_;
+  std::optional<::tollgate::net::ConnectionStream> stream_;
   net::steady_timer timer_;
   bool done_ = false;
 };
