@@ -24,8 +24,8 @@ namespace tollgate {
 namespace {
 
 using ::envoy::service::ratelimit::v3::RateLimitResponse;
-using ::testing::HasSubstr;
 using testing::GrpcTlsChannel;
+using ::testing::HasSubstr;
 using testing::MetricValue;
 using testing::ServeProcess;
 using testing::ShouldRateLimit;
@@ -82,8 +82,8 @@ class GrpcTlsReloadTest : public ::testing::Test {
   void Start(const std::string& name, std::vector<std::string> extra = {}) {
     secret_ = std::make_unique<MountedSecret>(testing::MakeTempDir("tollgate-secret"));
     Publish(name);
-    std::vector<std::string> flags = testing::GrpcTlsFlags(secret_->cert(), secret_->key(),
-                                                           certs().ca());
+    std::vector<std::string> flags =
+        testing::GrpcTlsFlags(secret_->cert(), secret_->key(), certs().ca());
     flags.insert(flags.end(), extra.begin(), extra.end());
     server_ = ServeProcess::Start(testing::kGrpcTlsConfig, flags);
     ASSERT_NE(server_, nullptr);
@@ -132,9 +132,9 @@ TEST_F(GrpcTlsReloadTest, SighupServesTheNewCertificateToNewConnectionsOnly) {
 
   Publish("server2");
   server_->Signal(SIGHUP);
-  ASSERT_TRUE(WaitUntil([&] { return server_->log().find("grpc tls: reloaded (SIGHUP)") !=
-                                     std::string::npos; }))
-      << server_->log();
+  ASSERT_TRUE(WaitUntil([&] {
+    return server_->log().find("grpc tls: reloaded (SIGHUP)") != std::string::npos;
+  })) << server_->log();
   EXPECT_THAT(server_->log(), HasSubstr("certificate CN=localhost-2"));
   EXPECT_EQ(ServedSerial(), second);
   EXPECT_GE(MetricValue(*server_, kReloadsOk), 1);
@@ -251,9 +251,8 @@ TEST_F(GrpcTlsReloadTest, AHandshakeFloodIsBoundedAndTheServerKeepsAnswering) {
   for (int fd : garbage) {
     EXPECT_TRUE(ClosedByServer(fd));
   }
-  EXPECT_TRUE(WaitUntil([&] {
-    return MetricValue(*server_, "tollgate_grpc_tls_handshakes_in_progress") == 0;
-  }));
+  EXPECT_TRUE(WaitUntil(
+      [&] { return MetricValue(*server_, "tollgate_grpc_tls_handshakes_in_progress") == 0; }));
   EXPECT_GE(MetricValue(*server_, "tollgate_grpc_tls_handshake_failures_total{reason=\"failed\"}"),
             1);
 

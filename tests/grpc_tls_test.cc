@@ -18,11 +18,11 @@ namespace tollgate {
 namespace {
 
 using ::envoy::service::ratelimit::v3::RateLimitResponse;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::GrpcTlsChannel;
 using testing::GrpcTlsFlags;
+using ::testing::HasSubstr;
 using testing::MetricValue;
+using ::testing::Not;
 using testing::ProbeTls;
 using testing::ServeProcess;
 using testing::ShouldRateLimit;
@@ -95,7 +95,7 @@ TEST_F(GrpcTlsTest, RefusesClientsWithoutACertificateOfTheClientCa) {
   ASSERT_NE(server, nullptr);
   RateLimitResponse response;
   // No certificate; one of another CA: refused by the server.
-  for (auto channel :
+  for (const auto& channel :
        {GrpcTlsChannel(server->grpc_port(), certs().ca()),
         GrpcTlsChannel(server->grpc_port(), certs().ca(), certs().Pem("other_client"),
                        certs().Key("other_client"))}) {
@@ -154,18 +154,18 @@ TEST_F(GrpcTlsTest, WithoutAClientCaNoClientCertificateIsNeededAndEnvironmentWor
 }
 
 TEST_F(GrpcTlsTest, TheClientSanMustBeOnTheCertificateAsDnsOrUri) {
-  for (const std::string san : {"envoy.tollgate.test", "ENVOY.tollgate.test",
-                                "spiffe://tollgate.test/envoy"}) {
+  for (const std::string san :
+       {"envoy.tollgate.test", "ENVOY.tollgate.test", "spiffe://tollgate.test/envoy"}) {
     auto server = StartMtls({"--grpc-tls-client-san", san});
     ASSERT_NE(server, nullptr);
     EXPECT_FALSE(Probe(*server, "client").served) << san;  // the CA's, without the SAN
     EXPECT_TRUE(Probe(*server, "san_client").served) << san;
     RateLimitResponse response;
-    EXPECT_TRUE(ShouldRateLimit(GrpcTlsChannel(server->grpc_port(), certs().ca(),
-                                               certs().Pem("san_client"),
-                                               certs().Key("san_client")),
-                                "fay", &response)
-                    .ok());
+    EXPECT_TRUE(
+        ShouldRateLimit(GrpcTlsChannel(server->grpc_port(), certs().ca(), certs().Pem("san_client"),
+                                       certs().Key("san_client")),
+                        "fay", &response)
+            .ok());
     EXPECT_THAT(server->log(), HasSubstr("does not carry the SAN " + san));
   }
   auto server = StartMtls({"--grpc-tls-client-san", "spiffe://tollgate.test/ENVOY"});
@@ -213,8 +213,8 @@ struct Refused {
 Refused RunRefused(const std::vector<std::string>& flags) {
   const std::string dir = testing::MakeTempDir("tollgate-tls-refused");
   testing::WriteFile(dir + "/limits.yaml", testing::kGrpcTlsConfig);
-  std::vector<std::string> argv = {TOLLGATE_BINARY, "serve",  "--config",   dir + "/limits.yaml",
-                                   "--http",        "127.0.0.1:0", "--grpc", "127.0.0.1:0"};
+  std::vector<std::string> argv = {TOLLGATE_BINARY, "serve",       "--config", dir + "/limits.yaml",
+                                   "--http",        "127.0.0.1:0", "--grpc",   "127.0.0.1:0"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   absl::StatusOr<testing::Subprocess> process = testing::Subprocess::Start(argv, dir + "/log");
   EXPECT_TRUE(process.ok()) << process.status();

@@ -175,7 +175,8 @@ int RunServe(const ServeOptions& given) {
   // TLS on the gRPC port: its files are read before anything starts.
   std::shared_ptr<server::GrpcTls> grpc_tls;
   if (options.grpc_tls.enabled()) {
-    absl::StatusOr<std::shared_ptr<server::GrpcTls>> tls = server::GrpcTls::Create(options.grpc_tls);
+    absl::StatusOr<std::shared_ptr<server::GrpcTls>> tls =
+        server::GrpcTls::Create(options.grpc_tls);
     if (!tls.ok()) {
       spdlog::error("{}", std::string(tls.status().message()));
       return tls.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

@@ -87,8 +87,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(EventLoops& loops,
           StartGrpcTlsHandshake(shared, std::move(socket));
           return;
         }
-        auto session =
-            std::make_shared<H2Session>(shared, ::tollgate::net::ConnectionStream(std::move(socket)));
+        auto session = std::make_shared<H2Session>(
+            shared, ::tollgate::net::ConnectionStream(std::move(socket)));
         session->Start();
       });
   if (!listener.ok()) return listener.status();

@@ -1,6 +1,7 @@
 // Copyright tollgate authors.
 #include "src/server/grpc_tls.h"
 
+#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -9,8 +10,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,7 +74,8 @@ absl::StatusOr<std::string> ReadFile(std::string_view flag, const std::string& p
   }
   // Room for the size stat gives and one byte more, to see the end of the file in one pass;
   // a file that grew meanwhile gets room up to the bound.
-  std::string contents(std::min<size_t>(static_cast<size_t>(info.st_size), kMaxFileBytes) + 1, '\0');
+  std::string contents(std::min<size_t>(static_cast<size_t>(info.st_size), kMaxFileBytes) + 1,
+                       '\0');
   size_t size = 0;
   for (;;) {
     if (size == contents.size()) {
@@ -168,7 +168,8 @@ bool CertificateHasSan(X509* certificate, std::string_view name) {
   for (int i = 0; i < sk_GENERAL_NAME_num(names) && !found; ++i) {
     const GENERAL_NAME* entry = sk_GENERAL_NAME_value(names, i);
     if (entry->type != GEN_DNS && entry->type != GEN_URI) continue;
-    const ASN1_IA5STRING* value = entry->type == GEN_DNS ? entry->d.dNSName : entry->d.uniformResourceIdentifier;
+    const ASN1_IA5STRING* value =
+        entry->type == GEN_DNS ? entry->d.dNSName : entry->d.uniformResourceIdentifier;
     const std::string_view text(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
                                 static_cast<size_t>(ASN1_STRING_length(value)));
     found = entry->type == GEN_DNS ? absl::EqualsIgnoreCase(AbslView(text), AbslView(name))
@@ -215,8 +216,8 @@ absl::StatusOr<std::shared_ptr<ssl::context>> BuildContext(const GrpcTlsFiles& f
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* native = context->native_handle();
   SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
-  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-                                  SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_options(
+      native, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_session_id_context(native, reinterpret_cast<const unsigned char*>(kSessionIdContext),
                                  sizeof kSessionIdContext - 1);
   SSL_CTX_set_alpn_select_cb(native, &SelectAlpn, nullptr);
@@ -227,9 +228,10 @@ absl::StatusOr<std::shared_ptr<ssl::context>> BuildContext(const GrpcTlsFiles& f
   }
   if (SSL_CTX_use_certificate(native, chain.front().get()) != 1) {
     ERR_clear_error();
-    return FileError("--grpc-tls-cert", files.cert_path,
-                     "OpenSSL refuses its certificate (a key too small for its security level, or an "
-                     "unsupported algorithm)");
+    return FileError(
+        "--grpc-tls-cert", files.cert_path,
+        "OpenSSL refuses its certificate (a key too small for its security level, or an "
+        "unsupported algorithm)");
   }
   for (size_t i = 1; i < chain.size(); ++i) SSL_CTX_add1_chain_cert(native, chain[i].get());
   if (X509_cmp_current_time(X509_get0_notAfter(chain.front().get())) < 0 ||

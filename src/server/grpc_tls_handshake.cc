@@ -30,8 +30,8 @@ bool WarningDue() {
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
   int64_t next = next_warning_nanos.load(std::memory_order_relaxed);
-  return now >= next && next_warning_nanos.compare_exchange_strong(
-                            next, now + 1'000'000'000, std::memory_order_relaxed);
+  return now >= next && next_warning_nanos.compare_exchange_strong(next, now + 1'000'000'000,
+                                                                   std::memory_order_relaxed);
 }
 
 template <typename... Args>
@@ -43,7 +43,8 @@ void LogFailure(spdlog::format_string_t<Args...> format, Args&&... args) {
 std::string PeerOf(net::ip::tcp::socket& socket) {
   boost::system::error_code error;
   const net::ip::tcp::endpoint peer = socket.remote_endpoint(error);
-  return error ? std::string("a client") : absl::StrCat(peer.address().to_string(), ":", peer.port());
+  return error ? std::string("a client")
+               : absl::StrCat(peer.address().to_string(), ":", peer.port());
 }
 
 // One connection's handshake: done once the handshake completes, fails or times out,
@@ -64,10 +65,9 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     timer_.async_wait([self = shared_from_this()](boost::system::error_code error) {
       if (!error) self->OnTimeout();
     });
-    socket_.async_wait(net::ip::tcp::socket::wait_read,
-                       [self = shared_from_this()](boost::system::error_code error) {
-                         self->OnReadable(error);
-                       });
+    socket_.async_wait(
+        net::ip::tcp::socket::wait_read,
+        [self = shared_from_this()](boost::system::error_code error) { self->OnReadable(error); });
   }
 
  private:
@@ -154,9 +154,10 @@ void StartGrpcTlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tc
   if (before >= static_cast<int64_t>(shared->options.max_tls_handshakes)) {
     counters.handshakes_in_progress.fetch_sub(1, std::memory_order_relaxed);
     counters.handshakes_refused.fetch_add(1, std::memory_order_relaxed);
-    LogFailure("grpc tls: refused the connection of {}: {} handshakes in progress "
-               "(--grpc-tls-max-handshakes)",
-               PeerOf(socket), before);
+    LogFailure(
+        "grpc tls: refused the connection of {}: {} handshakes in progress "
+        "(--grpc-tls-max-handshakes)",
+        PeerOf(socket), before);
     boost::system::error_code ignored;
     socket.close(ignored);
     return;

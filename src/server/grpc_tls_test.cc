@@ -82,8 +82,10 @@ TEST_F(GrpcTlsTest, BadFilesAreFailedPreconditionsNamingFlagAndFile) {
   const Case cases[] = {
       {{.cert_path = cert + ".missing", .key_path = key},
        "--grpc-tls-cert " + cert + ".missing: cannot read it"},
-      {{.cert_path = key, .key_path = key}, "--grpc-tls-cert " + key + ": holds no PEM certificate"},
-      {{.cert_path = cert, .key_path = cert}, "--grpc-tls-key " + cert + ": holds no PEM private key"},
+      {{.cert_path = key, .key_path = key},
+       "--grpc-tls-cert " + key + ": holds no PEM certificate"},
+      {{.cert_path = cert, .key_path = cert},
+       "--grpc-tls-key " + cert + ": holds no PEM private key"},
       {{.cert_path = cert, .key_path = certs().client_key()}, "does not match the certificate in"},
       {{.cert_path = cert, .key_path = key, .client_ca_path = key},
        "--grpc-tls-client-ca " + key + ": holds no PEM certificate"},
@@ -97,9 +99,8 @@ TEST_F(GrpcTlsTest, BadFilesAreFailedPreconditionsNamingFlagAndFile) {
 
 TEST_F(GrpcTlsTest, AFailedReloadKeepsTheContextAndAGoodOneReplacesIt) {
   const std::string dir = testing::MakeTempDir("tollgate-grpc-tls");
-  const GrpcTlsFiles files = {.cert_path = dir + "/tls.crt",
-                              .key_path = dir + "/tls.key",
-                              .client_ca_path = certs().ca()};
+  const GrpcTlsFiles files = {
+      .cert_path = dir + "/tls.crt", .key_path = dir + "/tls.key", .client_ca_path = certs().ca()};
   testing::WriteFile(files.cert_path, testing::ReadFileText(certs().server_cert()));
   testing::WriteFile(files.key_path, testing::ReadFileText(certs().server_key()));
   absl::StatusOr<std::shared_ptr<GrpcTls>> made = GrpcTls::Create(files);

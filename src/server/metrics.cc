@@ -64,10 +64,9 @@ void RenderGrpcTls(std::string& out, const GrpcTlsCounters& tls) {
          "Connections to the gRPC port closed before their TLS handshake completed: failed by "
          "the client or the protocol, timeout, or over_cap (refused at once: too many "
          "handshakes in progress).");
-  const std::pair<const char*, int64_t> failures[] = {
-      {"failed", value(tls.handshakes_failed)},
-      {"timeout", value(tls.handshakes_timed_out)},
-      {"over_cap", value(tls.handshakes_refused)}};
+  const std::pair<const char*, int64_t> failures[] = {{"failed", value(tls.handshakes_failed)},
+                                                      {"timeout", value(tls.handshakes_timed_out)},
+                                                      {"over_cap", value(tls.handshakes_refused)}};
   for (const auto& [reason, count] : failures) {
     absl::StrAppend(&out, "tollgate_grpc_tls_handshake_failures_total{reason=\"", reason, "\"} ",
                     count, "\n");

@@ -41,8 +41,7 @@ struct TestCertificates {
   // "subjectAltName=DNS:localhost"), signed by `authority` ("ca" or "other_ca"), with a
   // serial of its own. Internal error naming <dir>/openssl.log when openssl fails.
   absl::Status AddCertificate(const std::string& name, const std::string& authority,
-                              const std::string& common_name,
-                              const std::string& extensions) const;
+                              const std::string& common_name, const std::string& extensions) const;
 
   // Internal error naming <dir>/openssl.log when openssl fails.
   static absl::StatusOr<TestCertificates> Make();

@@ -34,9 +34,9 @@ struct TlsProbe {
   bool served = false;
   // What failed (OpenSSL's reason, or "closed", or "timed out"), when something did.
   std::string error;
-  std::string alpn;           // the protocol the server selected, "" for none
-  std::string serial;         // the served certificate's serial number, hex
-  std::string subject;        // its subject, RFC 2253 ("CN=localhost")
+  std::string alpn;     // the protocol the server selected, "" for none
+  std::string serial;   // the served certificate's serial number, hex
+  std::string subject;  // its subject, RFC 2253 ("CN=localhost")
 };
 
 // Connects to 127.0.0.1:`port`, handshakes as `options` say and, when that completes, sends
