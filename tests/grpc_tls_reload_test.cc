@@ -29,7 +29,6 @@ using ::testing::HasSubstr;
 using testing::MetricValue;
 using testing::ServeProcess;
 using testing::ShouldRateLimit;
-using testing::TestCertificates;
 using testing::WaitUntil;
 
 constexpr char kReloadsOk[] = "tollgate_grpc_tls_reloads_total{result=\"success\"}";
@@ -64,19 +63,8 @@ class MountedSecret {
   int versions_ = 0;
 };
 
-class GrpcTlsReloadTest : public ::testing::Test {
+class GrpcTlsReloadTest : public testing::CertificatesTest<&testing::MakeGrpcTlsCertificates> {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<TestCertificates> made = testing::MakeGrpcTlsCertificates();
-    ASSERT_TRUE(made.ok()) << made.status();
-    certificates_ = new TestCertificates(*std::move(made));
-  }
-  static void TearDownTestSuite() {
-    delete certificates_;
-    certificates_ = nullptr;
-  }
-  static const TestCertificates& certs() { return *certificates_; }
-
   // serve with TLS from a mounted secret holding the certificate `name`, client
   // certificates of ca() required.
   void Start(const std::string& name, std::vector<std::string> extra = {}) {
@@ -113,13 +101,10 @@ class GrpcTlsReloadTest : public ::testing::Test {
     return status.ok() && response.overall_code() == RateLimitResponse::OK;
   }
 
-  static TestCertificates* certificates_;
   std::unique_ptr<MountedSecret> secret_;
   std::unique_ptr<ServeProcess> server_;
   int calls_ = 0;
 };
-
-TestCertificates* GrpcTlsReloadTest::certificates_ = nullptr;
 
 TEST_F(GrpcTlsReloadTest, SighupServesTheNewCertificateToNewConnectionsOnly) {
   Start("server");

@@ -26,25 +26,12 @@ using ::testing::Not;
 using testing::ProbeTls;
 using testing::ServeProcess;
 using testing::ShouldRateLimit;
-using testing::TestCertificates;
 using testing::TlsClientOptions;
 
 constexpr char kFailed[] = "tollgate_grpc_tls_handshake_failures_total{reason=\"failed\"}";
 
-class GrpcTlsTest : public ::testing::Test {
+class GrpcTlsTest : public testing::CertificatesTest<&testing::MakeGrpcTlsCertificates> {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<TestCertificates> made = testing::MakeGrpcTlsCertificates();
-    ASSERT_TRUE(made.ok()) << made.status();
-    certificates_ = new TestCertificates(*std::move(made));
-  }
-  static void TearDownTestSuite() {
-    delete certificates_;
-    certificates_ = nullptr;
-  }
-
-  static const TestCertificates& certs() { return *certificates_; }
-
   // mTLS: the server certificate, client certificates of ca() required.
   static std::unique_ptr<ServeProcess> StartMtls(std::vector<std::string> extra = {}) {
     std::vector<std::string> flags =
@@ -63,11 +50,7 @@ class GrpcTlsTest : public ::testing::Test {
     }
     return ProbeTls(server.grpc_port(), options);
   }
-
-  static TestCertificates* certificates_;
 };
-
-TestCertificates* GrpcTlsTest::certificates_ = nullptr;
 
 TEST_F(GrpcTlsTest, ShouldRateLimitOverMtlsIsOkThenOverLimit) {
   auto server = StartMtls();

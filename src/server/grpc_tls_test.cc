@@ -14,7 +14,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Optional;
-using testing::TestCertificates;
 
 TEST(FindH2InAlpnListTest, FindsH2AmongTheOfferedProtocols) {
   using namespace std::string_view_literals;
@@ -28,23 +27,7 @@ TEST(FindH2InAlpnListTest, FindsH2AmongTheOfferedProtocols) {
   EXPECT_EQ(FindH2InAlpnList("\x00\x02h2"sv), std::nullopt);
 }
 
-class GrpcTlsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<TestCertificates> made = TestCertificates::Make();
-    ASSERT_TRUE(made.ok()) << made.status();
-    certificates_ = new TestCertificates(*std::move(made));
-  }
-  static void TearDownTestSuite() {
-    delete certificates_;
-    certificates_ = nullptr;
-  }
-  static const TestCertificates& certs() { return *certificates_; }
-
-  static TestCertificates* certificates_;
-};
-
-TestCertificates* GrpcTlsTest::certificates_ = nullptr;
+using GrpcTlsTest = testing::CertificatesTest<>;
 
 TEST_F(GrpcTlsTest, SansAreMatchedAsDnsIgnoringCaseOrAsUri) {
   const std::string server = testing::ReadFileText(certs().server_cert());

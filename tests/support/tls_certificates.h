@@ -1,5 +1,5 @@
-// Copyright tollgate authors. Certificates for tests of Redis over TLS, made by the openssl
-// command in a temporary directory.
+// Copyright tollgate authors. Certificates for tests of TLS (Redis over TLS, the gRPC port's
+// TLS), made by the openssl command in a temporary directory.
 #ifndef TOLLGATE_TESTS_SUPPORT_TLS_CERTIFICATES_H_
 #define TOLLGATE_TESTS_SUPPORT_TLS_CERTIFICATES_H_
 
@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 
 namespace tollgate::testing {
 
@@ -45,6 +46,26 @@ struct TestCertificates {
 
   // Internal error naming <dir>/openssl.log when openssl fails.
   static absl::StatusOr<TestCertificates> Make();
+};
+
+// A test suite whose tests share one set of certificates, made by `Make` before the first
+// test (a failure fails the suite) and kept until after the last.
+template <absl::StatusOr<TestCertificates> (*Make)() = &TestCertificates::Make>
+class CertificatesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<TestCertificates> made = Make();
+    ASSERT_TRUE(made.ok()) << made.status();
+    certificates_ = new TestCertificates(*std::move(made));
+  }
+  static void TearDownTestSuite() {
+    delete certificates_;
+    certificates_ = nullptr;
+  }
+  static const TestCertificates& certs() { return *certificates_; }
+
+ private:
+  static inline TestCertificates* certificates_ = nullptr;
 };
 
 }  // namespace tollgate::testing
