@@ -22,29 +22,28 @@ namespace {
 
 namespace net = boost::asio;
 
-// True at most once a second over the process: a flood of bad handshakes must not flood the
-// log with warnings.
-bool WarningDue() {
+// warn at most once a second over the process, debug otherwise: a flood of bad handshakes
+// must not flood the log.
+spdlog::level::level_enum FailureLevel() {
   static std::atomic<int64_t> next_warning_nanos{0};
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
   int64_t next = next_warning_nanos.load(std::memory_order_relaxed);
-  return now >= next && next_warning_nanos.compare_exchange_strong(next, now + 1'000'000'000,
-                                                                   std::memory_order_relaxed);
+  const bool due = now >= next && next_warning_nanos.compare_exchange_strong(
+                                      next, now + 1'000'000'000, std::memory_order_relaxed);
+  return due ? spdlog::level::warn : spdlog::level::debug;
 }
 
-template <typename... Args>
-void LogFailure(spdlog::format_string_t<Args...> format, Args&&... args) {
-  spdlog::log(WarningDue() ? spdlog::level::warn : spdlog::level::debug, format,
-              std::forward<Args>(args)...);
+// "HOST:PORT" of `peer`, or "a client" when it is not known.
+std::string Describe(const net::ip::tcp::endpoint& peer) {
+  if (peer.port() == 0) return "a client";
+  return absl::StrCat(peer.address().to_string(), ":", peer.port());
 }
 
-std::string PeerOf(net::ip::tcp::socket& socket) {
-  boost::system::error_code error;
-  const net::ip::tcp::endpoint peer = socket.remote_endpoint(error);
-  return error ? std::string("a client")
-               : absl::StrCat(peer.address().to_string(), ":", peer.port());
+net::ip::tcp::endpoint PeerOf(const net::ip::tcp::socket& socket) {
+  boost::system::error_code ignored;
+  return socket.remote_endpoint(ignored);
 }
 
 // One connection's handshake: done once the handshake completes, fails or times out,
@@ -100,8 +99,10 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     if (done_) return;
     Finish();
     tls_.counters().handshakes_timed_out.fetch_add(1, std::memory_order_relaxed);
-    LogFailure("grpc tls: closed the connection of {}: no handshake within {} ms", peer_,
-               shared_->options.tls_handshake_timeout.count());
+    if (const auto level = FailureLevel(); spdlog::should_log(level)) {
+      spdlog::log(level, "grpc tls: closed the connection of {}: no handshake within {} ms",
+                  Describe(peer_), shared_->options.tls_handshake_timeout.count());
+    }
     Close();  // the pending wait or handshake completes with an error, after done_
   }
 
@@ -111,7 +112,10 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     timer_.cancel();
     if (error) {
       tls_.counters().handshakes_failed.fetch_add(1, std::memory_order_relaxed);
-      LogFailure("grpc tls: handshake with {} failed: {}", peer_, Reason(error));
+      if (const auto level = FailureLevel(); spdlog::should_log(level)) {
+        spdlog::log(level, "grpc tls: handshake with {} failed: {}", Describe(peer_),
+                    Reason(error));
+      }
       Close();
       return;
     }
@@ -138,7 +142,7 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
 
   const std::shared_ptr<GrpcServerShared> shared_;
   GrpcTls& tls_;  // held by shared_'s options
-  const std::string peer_;
+  const net::ip::tcp::endpoint peer_;
   // Until the client sends its first bytes; then in stream_.
   net::ip::tcp::socket socket_;
   std::optional<::tollgate::net::ConnectionStream> stream_;
@@ -154,10 +158,12 @@ void StartGrpcTlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tc
   if (before >= static_cast<int64_t>(shared->options.max_tls_handshakes)) {
     counters.handshakes_in_progress.fetch_sub(1, std::memory_order_relaxed);
     counters.handshakes_refused.fetch_add(1, std::memory_order_relaxed);
-    LogFailure(
-        "grpc tls: refused the connection of {}: {} handshakes in progress "
-        "(--grpc-tls-max-handshakes)",
-        PeerOf(socket), before);
+    if (const auto level = FailureLevel(); spdlog::should_log(level)) {
+      spdlog::log(level,
+                  "grpc tls: refused the connection of {}: {} handshakes in progress "
+                  "(--grpc-tls-max-handshakes)",
+                  Describe(PeerOf(socket)), before);
+    }
     boost::system::error_code ignored;
     socket.close(ignored);
     return;
