@@ -10,6 +10,9 @@
 //   auto server = GrpcServer::Start(loops, {.address = {"127.0.0.1", 8081}}, std::move(methods));
 //   ... (*server)->Shutdown(std::chrono::seconds(10));
 //
+// With GrpcServerOptions::tls the port serves TLS (or mTLS): each connection's handshake
+// (src/server/grpc_tls_handshake.h) comes first, and HTTP/2 starts once it is done.
+//
 // What a call is answered when the handler is not reached (grpc-status in trailers-only
 // responses unless said otherwise):
 // - :method other than POST: HTTP 405; content-type other than application/grpc[+proto]:
@@ -172,11 +175,11 @@ class GrpcServer {
   std::string address() const;
   // True from the first Shutdown on (health checks answer NOT_SERVING).
   bool shutting_down() const;
-  // Connections open now.
+  // Connections open now (with TLS, those whose handshake is done).
   int connections() const;
 
   // Stops accepting; each connection gets GOAWAY (no new streams), its calls in flight are
-  // answered, then it is closed. Returns true when every connection closed within
+  // answered, then it is closed (a TLS handshake in progress is closed when it ends). Returns true when every connection closed within
   // `drain_timeout`; false when some were closed by force after it. Idempotent.
   bool Shutdown(std::chrono::milliseconds drain_timeout);
 

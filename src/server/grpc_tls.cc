@@ -233,7 +233,13 @@ absl::StatusOr<std::shared_ptr<ssl::context>> BuildContext(const GrpcTlsFiles& f
         "OpenSSL refuses its certificate (a key too small for its security level, or an "
         "unsupported algorithm)");
   }
-  for (size_t i = 1; i < chain.size(); ++i) SSL_CTX_add1_chain_cert(native, chain[i].get());
+  for (size_t i = 1; i < chain.size(); ++i) {
+    if (SSL_CTX_add1_chain_cert(native, chain[i].get()) != 1) {
+      ERR_clear_error();
+      return FileError("--grpc-tls-cert", files.cert_path,
+                       absl::StrCat("OpenSSL refuses certificate ", i + 1, " of its chain"));
+    }
+  }
   if (X509_cmp_current_time(X509_get0_notAfter(chain.front().get())) < 0 ||
       X509_cmp_current_time(X509_get0_notBefore(chain.front().get())) > 0) {
     spdlog::warn("grpc tls: the certificate in {} is not valid now ({}); clients will refuse it",
