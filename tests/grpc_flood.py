@@ -33,8 +33,8 @@ END_STREAM, END_HEADERS = 0x1, 0x4
 CLOSE_WITHIN_S = 2.0
 RSS_GROWTH_KIB = 32 * 1024
 # The TLS run's bounds on handshakes (serve's defaults are 256 and 10 s): a timeout within
-# CLOSE_WITHIN_S, and a cap whose stalled handshakes (about 120 KB of TLS state each under
-# AddressSanitizer) fit RSS_GROWTH_KIB beside the other floods.
+# CLOSE_WITHIN_S, and a cap whose stalled handshakes (about 100 KiB of TLS state each under
+# AddressSanitizer, 50 KiB in an optimized build) fit RSS_GROWTH_KIB beside the other floods.
 TLS_MAX_HANDSHAKES = 64
 TLS_HANDSHAKE_TIMEOUT_MS = 1000
 
@@ -126,57 +126,62 @@ class Flood:
         self.name, self.blobs, self.raw = name, blobs, raw
 
 
+def drive(sock, data, start):
+    """Sends `data` on `sock` while reading, until the server closes it or the bound passes;
+    returns the seconds from `start` to the close, or None. One thread per connection, which
+    alone touches its socket (an SSL socket must not be read and written from two threads)."""
+    data = memoryview(data)
+    sent = 0
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if data else 0))
+    try:
+        while time.monotonic() - start < CLOSE_WITHIN_S + 3:
+            for _, mask in selector.select(timeout=0.05):
+                try:
+                    if mask & selectors.EVENT_READ:
+                        while True:  # what TLS holds decrypted is not seen by the selector
+                            if not sock.recv(65536):
+                                return time.monotonic() - start
+                            if not isinstance(sock, ssl.SSLSocket) or not sock.pending():
+                                break
+                    if mask & selectors.EVENT_WRITE:
+                        sent += sock.send(data[sent:sent + 65536])
+                        if sent == len(data):
+                            selector.modify(sock, selectors.EVENT_READ)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    pass
+                except OSError:  # reset, or TLS ended by the server
+                    return time.monotonic() - start
+        return None
+    finally:
+        selector.close()
+        sock.close()
+
+
 def run_flood(address, flood, tls_context):
-    """Sends each blob on its connection, all at once from one thread, reading until the
-    server closes each; returns the seconds from the flood's start (after the TLS handshakes)
-    to each close (None: still open after the bound)."""
+    """Sends each blob on its connection, all at once, reading until the server closes each;
+    returns the seconds from the flood's start (after the TLS handshakes) to each close (None:
+    still open after the bound)."""
     host, port = address.rsplit(":", 1)
-    connections = []
-    for blob in flood.blobs:
+    sockets = []
+    for _ in flood.blobs:
         sock = socket.create_connection((host, int(port)), timeout=10)
         if tls_context is not None and not flood.raw:
             sock = tls_context.wrap_socket(sock, server_hostname="localhost")
         sock.setblocking(False)
-        connections.append({"sock": sock, "data": memoryview(blob), "sent": 0, "closed": None})
-    selector = selectors.DefaultSelector()
-    for connection in connections:
-        selector.register(connection["sock"], selectors.EVENT_READ | selectors.EVENT_WRITE,
-                          connection)
+        sockets.append(sock)
+    closes = [None] * len(sockets)
     start = time.monotonic()
-    open_count = len(connections)
 
-    def close(connection):
-        nonlocal open_count
-        connection["closed"] = time.monotonic() - start
-        selector.unregister(connection["sock"])
-        connection["sock"].close()
-        open_count -= 1
+    def run(i):
+        closes[i] = drive(sockets[i], flood.blobs[i], start)
 
-    while open_count and time.monotonic() - start < CLOSE_WITHIN_S + 3:
-        for key, mask in selector.select(timeout=0.05):
-            connection, sock = key.data, key.fileobj
-            try:
-                if mask & selectors.EVENT_READ:
-                    while True:  # what TLS holds decrypted is not seen by the selector
-                        if not sock.recv(65536):
-                            close(connection)
-                            break
-                        if not isinstance(sock, ssl.SSLSocket) or not sock.pending():
-                            break
-                if connection["closed"] is None and mask & selectors.EVENT_WRITE:
-                    sent = connection["sent"]
-                    connection["sent"] += sock.send(connection["data"][sent:sent + 65536])
-                    if connection["sent"] == len(connection["data"]):
-                        selector.modify(sock, selectors.EVENT_READ, connection)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                pass
-            except OSError:  # reset, or TLS ended by the server
-                if connection["closed"] is None:
-                    close(connection)
-    for connection in connections:
-        if connection["closed"] is None:
-            connection["sock"].close()
-    return [connection["closed"] for connection in connections]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(sockets))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return closes
 
 
 def client_main(address, certificates_dir):

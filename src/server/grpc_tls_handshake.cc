@@ -47,9 +47,10 @@ net::ip::tcp::endpoint PeerOf(const net::ip::tcp::socket& socket) {
 }
 
 // One connection's handshake: done once the handshake completes, fails or times out,
-// whichever comes first; the connection then is an H2Session or closed. Its TLS state (about
-// 50 KB: OpenSSL's and the TLS stream's buffers) is made only once the client has sent
-// something, so that a connection that sends nothing holds only its socket and timer.
+// whichever comes first; the connection then is an H2Session or closed. Its TLS state
+// (OpenSSL's and the TLS stream's buffers, 45 to 50 KiB: docs/envoy.md) is made only once the
+// client has sent something, so that a connection that sends nothing holds only its socket
+// and timer.
 class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
  public:
   TlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::socket socket)
