@@ -179,8 +179,9 @@ class GrpcServer {
   int connections() const;
 
   // Stops accepting; each connection gets GOAWAY (no new streams), its calls in flight are
-  // answered, then it is closed (a TLS handshake in progress is closed when it ends). Returns true when every connection closed within
-  // `drain_timeout`; false when some were closed by force after it. Idempotent.
+  // answered, then it is closed (a TLS handshake in progress is closed when it ends). Returns true
+  // when every connection closed within `drain_timeout`; false when some were closed by force after
+  // it. Idempotent.
   bool Shutdown(std::chrono::milliseconds drain_timeout);
 
  private:
