@@ -7,7 +7,7 @@ find_package(Boost 1.74 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
-find_package(OpenSSL REQUIRED)  # rediss://
+find_package(OpenSSL REQUIRED)  # rediss://, TLS on the gRPC port
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 # HTTP/2 for the gRPC server (src/server/h2_session.cc).

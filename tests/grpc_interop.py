@@ -1,7 +1,9 @@
-"""Python grpcio against `tollgate serve`: unary calls, deadlines, codes, health.
+"""Python grpcio against `tollgate serve`: unary calls, deadlines, codes, health; over
+plaintext (h2c), then over mTLS (grpcio presenting a client certificate).
 Usage: grpc_interop.py BUILD_DIR. Exits non-zero on the first failed check."""
 
 import sys
+import tempfile
 
 import grpc
 
@@ -22,10 +24,12 @@ def code_of(call):
     return grpc.StatusCode.OK
 
 
-def main(build_dir):
-    serve = g.Serve(build_dir)
+def check(build_dir, certificates):
+    """Every check against one server: plaintext, or mTLS with `certificates`."""
+    print("== %s" % ("mTLS" if certificates else "plaintext"))
+    serve = g.Serve(build_dir, tls=certificates)
     try:
-        with grpc.insecure_channel(serve.grpc_address) as channel:
+        with g.channel(serve.grpc_address, certificates) as channel:
             should = g.unary(channel, g.SHOULD_RATE_LIMIT)
             request = g.rate_limit_request("tiffin", [[("user", "alice")]])
             for remaining in (2, 1, 0):
@@ -81,6 +85,11 @@ def main(build_dir):
         expect(serve.stop() == 0, "serve exits 0 on SIGTERM")
     finally:
         serve.stop()
+
+
+def main(build_dir):
+    check(build_dir, None)
+    check(build_dir, g.Certificates(tempfile.mkdtemp(prefix="tollgate-interop-tls-")))
 
 
 if __name__ == "__main__":

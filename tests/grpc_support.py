@@ -1,9 +1,11 @@
-"""Shared by the Python gRPC tests: start `tollgate serve`, hand-encode the few protobuf
-messages they send (field numbers from proto/), and a grpcio client for them."""
+"""Shared by the Python gRPC tests: start `tollgate serve` (plaintext or mTLS, with
+certificates made here), hand-encode the few protobuf messages they send (field numbers from
+proto/), and a grpcio client for them."""
 
 import os
 import re
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -126,10 +128,79 @@ def unary(channel, path):
                                response_deserializer=identity)
 
 
-class Serve:
-    """`tollgate serve` with the in-memory store on free loopback ports."""
+class Certificates:
+    """A CA, a server certificate it signs for localhost and a client certificate it signs,
+    made by the openssl command in `directory` (or only named there, with make=False). ECDSA
+    P-256 keys: a handshake costs the server a few hundredths of a millisecond rather than
+    RSA-2048's quarter (tests/grpc_tls_test.cc covers RSA), so that the handshakes of a test
+    do not weigh on the latency it measures."""
 
-    def __init__(self, build_dir, extra_args=(), config=TIFFIN, env=None):
+    def __init__(self, directory, make=True):
+        self.dir = directory
+        self.ca = os.path.join(directory, "ca.pem")
+        self.server_cert = os.path.join(directory, "server.pem")
+        self.server_key = os.path.join(directory, "server.key")
+        self.client_cert = os.path.join(directory, "client.pem")
+        self.client_key = os.path.join(directory, "client.key")
+        if make:
+            self._make()
+
+    def _run(self, *args):
+        subprocess.run(["openssl", *args], check=True, cwd=self.dir,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _make(self):
+        key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        self._run("req", "-x509", *key, "-days", "2", "-subj",
+                  "/CN=tollgate-test-ca", "-keyout", "ca.key", "-out", "ca.pem")
+        for name, extensions in (("server", "subjectAltName=DNS:localhost\n"),
+                                 ("client", "extendedKeyUsage=clientAuth\n")):
+            with open(os.path.join(self.dir, name + ".ext"), "w") as f:
+                f.write(extensions)
+            self._run("req", *key, "-subj", "/CN=localhost",
+                      "-keyout", name + ".key", "-out", name + ".csr")
+            self._run("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                      "-CAcreateserial", "-days", "2", "-extfile", name + ".ext",
+                      "-out", name + ".pem")
+
+    def serve_flags(self):
+        """serve's flags for mTLS: this server certificate, client certificates of this CA."""
+        return ["--grpc-tls-cert", self.server_cert, "--grpc-tls-key", self.server_key,
+                "--grpc-tls-client-ca", self.ca]
+
+    def ssl_context(self):
+        """A client context: trusts the CA, presents the client certificate, offers h2."""
+        context = ssl.create_default_context(cafile=self.ca)
+        context.load_cert_chain(self.client_cert, self.client_key)
+        context.set_alpn_protocols(["h2"])
+        return context
+
+    def channel_credentials(self):
+        def read(path):
+            with open(path, "rb") as f:
+                return f.read()
+        return grpc.ssl_channel_credentials(root_certificates=read(self.ca),
+                                            private_key=read(self.client_key),
+                                            certificate_chain=read(self.client_cert))
+
+
+def channel(address, certificates=None):
+    """A grpcio channel to `address`: plaintext, or TLS with `certificates`' client
+    certificate (the server's certificate names localhost)."""
+    if certificates is None:
+        return grpc.insecure_channel(address)
+    return grpc.secure_channel(address, certificates.channel_credentials(),
+                               options=[("grpc.ssl_target_name_override", "localhost")])
+
+
+class Serve:
+    """`tollgate serve` with the in-memory store on free loopback ports; with `tls`
+    (Certificates), its gRPC port serves mTLS."""
+
+    def __init__(self, build_dir, extra_args=(), config=TIFFIN, env=None, tls=None):
+        self.tls = tls
+        if tls is not None:
+            extra_args = [*tls.serve_flags(), *extra_args]
         self.dir = tempfile.mkdtemp(prefix="tollgate-grpc-")
         path = os.path.join(self.dir, "tiffin.yaml")
         with open(path, "w") as f:

@@ -139,6 +139,38 @@ void ReadListeners(Reader& env, ServeOptions& options) {
   env.NotUsed("GRPC_MAX_CONNECTION_AGE_GRACE", kAge);
 }
 
+// GRPC_SERVER_USE_TLS and its files. The client CA has two names: the peer's
+// GRPC_CLIENT_TLS_CACERT, and GRPC_SERVER_TLS_CA_CERT, which Envoy Gateway sets (and the
+// peer does not read); either asks for client certificates.
+void ReadGrpcTls(Reader& env, ServeOptions& options) {
+  const char* kFiles[] = {"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT",
+                          "GRPC_SERVER_TLS_CA_CERT", "GRPC_CLIENT_TLS_SAN"};
+  if (!env.Bool("GRPC_SERVER_USE_TLS", false)) {
+    for (const char* name : kFiles) {
+      env.NotUsed(name, "GRPC_SERVER_USE_TLS is not true, so gRPC is served without TLS");
+    }
+    return;
+  }
+  server::GrpcTlsFiles& tls = options.grpc_tls;
+  tls.cert_path = env.String("GRPC_SERVER_TLS_CERT", "");
+  tls.key_path = env.String("GRPC_SERVER_TLS_KEY", "");
+  if (tls.cert_path.empty()) env.Error("GRPC_SERVER_TLS_CERT", "GRPC_SERVER_USE_TLS needs it");
+  if (tls.key_path.empty()) env.Error("GRPC_SERVER_TLS_KEY", "GRPC_SERVER_USE_TLS needs it");
+  const std::string peer_ca = env.String("GRPC_CLIENT_TLS_CACERT", "");
+  const std::string gateway_ca = env.String("GRPC_SERVER_TLS_CA_CERT", "");
+  if (!peer_ca.empty() && !gateway_ca.empty() && peer_ca != gateway_ca) {
+    env.Error("GRPC_SERVER_TLS_CA_CERT",
+              "names another file than GRPC_CLIENT_TLS_CACERT; both give the CA of client "
+              "certificates: give one");
+  }
+  tls.client_ca_path = peer_ca.empty() ? gateway_ca : peer_ca;
+  tls.client_san = env.String("GRPC_CLIENT_TLS_SAN", "");
+  if (!tls.client_san.empty() && tls.client_ca_path.empty()) {
+    env.Error("GRPC_CLIENT_TLS_SAN", "needs GRPC_CLIENT_TLS_CACERT: a SAN is checked on a "
+                                     "client certificate, which only a CA asks for");
+  }
+}
+
 void ReadConfigSource(Reader& env, ServeOptions& options) {
   const std::string type = env.String("CONFIG_TYPE", "FILE");
   if (type == "FILE") {
@@ -377,6 +409,7 @@ absl::StatusOr<RatelimitEnvironment> ReadRatelimitEnvironment(const EnvironmentL
   result.options = std::move(base);
   ServeOptions& options = result.options;
   ReadListeners(env, options);
+  ReadGrpcTls(env, options);
   ReadConfigSource(env, options);
   ReadStats(env, options);
   ReadLimiting(env, options);

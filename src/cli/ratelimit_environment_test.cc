@@ -109,6 +109,44 @@ TEST(RatelimitEnvironmentTest, LogLevelsAsLogrusNamesThem) {
   }
 }
 
+TEST(RatelimitEnvironmentTest, GrpcTlsUnderBothNamesOfTheClientCa) {
+  // As Envoy Gateway sets it: GRPC_SERVER_TLS_CA_CERT, which the peer itself does not read.
+  absl::StatusOr<RatelimitEnvironment> gateway =
+      Read(WithRedis({{"GRPC_SERVER_USE_TLS", "true"},
+                      {"GRPC_SERVER_TLS_CERT", "/certs/tls.crt"},
+                      {"GRPC_SERVER_TLS_KEY", "/certs/tls.key"},
+                      {"GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt"}}));
+  ASSERT_TRUE(gateway.ok()) << gateway.status();
+  EXPECT_EQ(gateway->options.grpc_tls.cert_path, "/certs/tls.crt");
+  EXPECT_EQ(gateway->options.grpc_tls.key_path, "/certs/tls.key");
+  EXPECT_EQ(gateway->options.grpc_tls.client_ca_path, "/certs/ca.crt");
+  // The peer's own name, with its SAN check.
+  absl::StatusOr<RatelimitEnvironment> peer =
+      Read(WithRedis({{"GRPC_SERVER_USE_TLS", "1"},
+                      {"GRPC_SERVER_TLS_CERT", "c"},
+                      {"GRPC_SERVER_TLS_KEY", "k"},
+                      {"GRPC_CLIENT_TLS_CACERT", "ca"},
+                      {"GRPC_CLIENT_TLS_SAN", "envoy.internal"}}));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_EQ(peer->options.grpc_tls.client_ca_path, "ca");
+  EXPECT_EQ(peer->options.grpc_tls.client_san, "envoy.internal");
+  // Off: the files are named as not used, and gRPC stays plaintext.
+  absl::StatusOr<RatelimitEnvironment> off =
+      Read(WithRedis({{"GRPC_SERVER_TLS_CERT", "/certs/tls.crt"}}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->options.grpc_tls.enabled());
+  EXPECT_THAT(off->notices, ElementsAre(HasSubstr("GRPC_SERVER_TLS_CERT is not used")));
+  // On without a key, or with two different CAs: errors naming the variables.
+  absl::StatusOr<RatelimitEnvironment> broken =
+      Read(WithRedis({{"GRPC_SERVER_USE_TLS", "true"},
+                      {"GRPC_SERVER_TLS_CERT", "c"},
+                      {"GRPC_CLIENT_TLS_CACERT", "a"},
+                      {"GRPC_SERVER_TLS_CA_CERT", "b"}}));
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(), HasSubstr("GRPC_SERVER_TLS_KEY:"));
+  EXPECT_THAT(broken.status().message(), HasSubstr("GRPC_SERVER_TLS_CA_CERT:"));
+}
+
 TEST(RatelimitEnvironmentTest, CacheKeyPrefixPrefixesEveryRedisKey) {
   absl::StatusOr<RatelimitEnvironment> plain = Read(WithRedis({}));
   ASSERT_TRUE(plain.ok());

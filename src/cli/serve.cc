@@ -191,6 +191,17 @@ int RunServe(const ServeOptions& given) {
     return 2;
   }
   options.redis_url = *std::move(redis_url);
+  // TLS on the gRPC port: its files are read before anything starts.
+  std::shared_ptr<server::GrpcTls> grpc_tls;
+  if (options.grpc_tls.enabled()) {
+    absl::StatusOr<std::shared_ptr<server::GrpcTls>> tls =
+        server::GrpcTls::Create(options.grpc_tls);
+    if (!tls.ok()) {
+      spdlog::error("{}", std::string(tls.status().message()));
+      return tls.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    grpc_tls = *std::move(tls);
+  }
 
   // Taken before reading, so that a write during the load is seen as a change.
   absl::StatusOr<std::vector<std::string>> config_files = ConfigFiles(options);
@@ -257,6 +268,7 @@ int RunServe(const ServeOptions& given) {
   if (options.ratelimit_metrics) metrics.EnableRatelimitFamilies(options.near_limit_ratio);
   metrics.RecordInitialLoad();
   metrics.set_resilient_store(store->resilient);
+  if (grpc_tls != nullptr) metrics.set_grpc_tls(&grpc_tls->counters());
   if (store->memory != nullptr) metrics.set_memory_store(store->memory, options.memory_max_keys);
   if (options.instances > 0) {
     metrics.set_instance_count([instances = options.instances] { return instances; });
@@ -307,6 +319,7 @@ int RunServe(const ServeOptions& given) {
   server::GrpcServerOptions grpc_options = options.grpc;
   grpc_options.address = *grpc_address;
   grpc_options.max_message_bytes = static_cast<uint32_t>(options.max_body_bytes);
+  grpc_options.tls = grpc_tls;
   absl::StatusOr<std::unique_ptr<server::GrpcServer>> grpc =
       server::GrpcServer::Start(**loops, grpc_options, std::move(grpc_methods));
   if (!grpc.ok()) {
@@ -387,6 +400,10 @@ int RunServe(const ServeOptions& given) {
   const spdlog::level::level_enum listening_level =
       spdlog::should_log(spdlog::level::info) ? spdlog::level::info : spdlog::level::warn;
   spdlog::log(listening_level, "listening grpc={}", (*grpc)->address());
+  if (grpc_tls != nullptr) {
+    spdlog::log(listening_level, "grpc tls: on (client certificates {})",
+                grpc_tls->client_certificates_required() ? "required" : "not required");
+  }
   spdlog::log(listening_level, "listening http={}", (*http)->address());
   if (metrics_http != nullptr) {
     spdlog::log(listening_level, "listening metrics={}", metrics_http->address());
@@ -398,6 +415,7 @@ int RunServe(const ServeOptions& given) {
   std::thread poller([&] {
     while (!stop_polling.WaitForNotificationWithTimeout(kConfigPollInterval)) {
       reloader.ReloadIfChanged();
+      if (grpc_tls != nullptr) grpc_tls->ReloadIfChanged();
     }
   });
 
@@ -406,6 +424,7 @@ int RunServe(const ServeOptions& given) {
     if (sigwait(&stop_signals, &signal_number) != 0) continue;
     if (signal_number != SIGHUP) break;
     reloader.Reload("SIGHUP");
+    if (grpc_tls != nullptr) grpc_tls->Reload("SIGHUP").IgnoreError();  // logged
   }
   stop_polling.Notify();
   poller.join();

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "src/config/loaded_configs.h"
 #include "src/server/grpc_server.h"
+#include "src/server/grpc_tls.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
@@ -73,6 +74,9 @@ struct ServeOptions {
   // The gRPC port's flood limits (--grpc-...; docs/envoy.md, "Limits"). Its `address` is
   // taken from grpc_address and its `max_message_bytes` from max_body_bytes.
   server::GrpcServerOptions grpc;
+  // TLS on the gRPC port (--grpc-tls-*; docs/envoy.md, "TLS and mTLS"); all empty: plaintext.
+  // Its handshake bounds are grpc.max_tls_handshakes and grpc.tls_handshake_timeout.
+  server::GrpcTlsFiles grpc_tls;
 
   // Prepended to every Redis key tollgate writes (its counters and the instance registry), so
   // that several deployments can share one Redis (the peer's CACHE_KEY_PREFIX).
@@ -149,9 +153,10 @@ absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedCo
 // then finishes the requests in flight. On SIGHUP, and when a config file changes (looked
 // at every second), reloads every config file: a valid whole replaces the running config
 // without dropping requests (counters carry on in the store); an invalid one is logged and
-// the old config keeps serving. Returns the process exit code: 0 after a clean
-// shutdown, 1 for an invalid config, an unreachable Redis or an address that cannot be
-// bound, 2 for unusable options.
+// the old config keeps serving. The gRPC port's TLS files are reloaded the same way (on
+// SIGHUP, and when their contents change), for new connections. Returns the process exit
+// code: 0 after a clean shutdown, 1 for an invalid config or TLS file, an unreachable Redis
+// or an address that cannot be bound, 2 for unusable options.
 int RunServe(const ServeOptions& options);
 
 }  // namespace tollgate::cli

@@ -177,6 +177,42 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
       ->group(grpc_group);
+  // TLS on the gRPC port (docs/envoy.md, "TLS and mTLS").
+  const std::string grpc_tls_group = "gRPC TLS";
+  serve_command
+      ->add_option("--grpc-tls-cert", serve.grpc_tls.cert_path,
+                   "Serve gRPC over TLS with this certificate (PEM, leaf first, then its "
+                   "intermediates); needs --grpc-tls-key. Reloaded on SIGHUP and when it changes")
+      ->group(grpc_tls_group);
+  serve_command
+      ->add_option("--grpc-tls-key", serve.grpc_tls.key_path,
+                   "The private key of --grpc-tls-cert (PEM, unencrypted)")
+      ->group(grpc_tls_group);
+  serve_command
+      ->add_option("--grpc-tls-client-ca", serve.grpc_tls.client_ca_path,
+                   "Require a client certificate signed by a CA in this file (PEM): mTLS")
+      ->group(grpc_tls_group);
+  serve_command
+      ->add_option("--grpc-tls-client-san", serve.grpc_tls.client_san,
+                   "With --grpc-tls-client-ca: the client certificate must carry this DNS or URI "
+                   "subject alternative name")
+      ->group(grpc_tls_group);
+  serve_command
+      ->add_option("--grpc-tls-max-handshakes", grpc.max_tls_handshakes,
+                   "TLS handshakes in progress at once; a connection beyond them is closed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000))
+      ->group(grpc_tls_group);
+  serve_command
+      ->add_option_function<int64_t>(
+          "--grpc-tls-handshake-timeout-ms",
+          [&grpc](int64_t timeout_ms) {
+            grpc.tls_handshake_timeout = std::chrono::milliseconds(timeout_ms);
+          },
+          "Close a connection whose TLS handshake is not done within this long")
+      ->default_str(std::to_string(grpc.tls_handshake_timeout.count()))
+      ->check(CLI::Range(int64_t{10}, int64_t{600'000}))
+      ->group(grpc_tls_group);
   serve_command->add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));

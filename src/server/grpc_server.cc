@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "boost/asio/post.hpp"
 #include "src/core/absl_view.h"
+#include "src/server/grpc_tls_handshake.h"
 #include "src/server/h2_session.h"
 
 namespace tollgate::server {
@@ -72,7 +73,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(EventLoops& loops,
       options.max_header_list_bytes == 0 || options.reset_burst == 0 || options.max_settings == 0 ||
       options.control_burst == 0 || options.max_buffered_bytes_per_connection == 0 ||
       options.max_buffered_bytes == 0 || options.idle_timeout.count() <= 0 ||
-      (options.keepalive_interval.count() > 0 && options.keepalive_timeout.count() <= 0)) {
+      (options.keepalive_interval.count() > 0 && options.keepalive_timeout.count() <= 0) ||
+      (options.tls != nullptr &&
+       (options.max_tls_handshakes == 0 || options.tls_handshake_timeout.count() <= 0))) {
     return absl::InvalidArgumentError("gRPC server: a limit that must be positive is 0");
   }
   const ListenAddress address = options.address;
@@ -80,7 +83,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(EventLoops& loops,
   server->shared_ = std::make_shared<GrpcServerShared>(std::move(options), std::move(methods));
   absl::StatusOr<std::shared_ptr<Listener>> listener =
       Listener::Start(loops, address, [shared = server->shared_](net::ip::tcp::socket socket) {
-        auto session = std::make_shared<H2Session>(shared, std::move(socket));
+        if (shared->options.tls != nullptr) {
+          StartGrpcTlsHandshake(shared, std::move(socket));
+          return;
+        }
+        auto session = std::make_shared<H2Session>(
+            shared, ::tollgate::net::ConnectionStream(std::move(socket)));
         session->Start();
       });
   if (!listener.ok()) return listener.status();

@@ -10,6 +10,9 @@
 //   auto server = GrpcServer::Start(loops, {.address = {"127.0.0.1", 8081}}, std::move(methods));
 //   ... (*server)->Shutdown(std::chrono::seconds(10));
 //
+// With GrpcServerOptions::tls the port serves TLS (or mTLS): each connection's handshake
+// (src/server/grpc_tls_handshake.h) comes first, and HTTP/2 starts once it is done.
+//
 // What a call is answered when the handler is not reached (grpc-status in trailers-only
 // responses unless said otherwise):
 // - :method other than POST: HTTP 405; content-type other than application/grpc[+proto]:
@@ -46,6 +49,8 @@
 #include "src/server/listen_address.h"
 
 namespace tollgate::server {
+
+class GrpcTls;
 
 // Bounds on what one client may make the server hold or do. Each is a `tollgate serve`
 // option (--grpc-...); docs/envoy.md, "Limits", lists them with their defaults.
@@ -86,6 +91,13 @@ struct GrpcServerOptions {
   // within keepalive_timeout the connection is closed. 0 turns keepalive off.
   std::chrono::milliseconds keepalive_interval{60'000};
   std::chrono::milliseconds keepalive_timeout{20'000};
+  // TLS on the port (src/server/grpc_tls.h); nullptr: plaintext (h2c). Each connection takes
+  // the context current when it is accepted. A handshake runs before HTTP/2 starts; at most
+  // `max_tls_handshakes` run at once over the whole server (a connection beyond them is
+  // closed at once) and each must finish within `tls_handshake_timeout` (else it is closed).
+  std::shared_ptr<GrpcTls> tls;
+  uint32_t max_tls_handshakes = 256;
+  std::chrono::milliseconds tls_handshake_timeout{10'000};
 };
 
 // The answer to one call. Move-only; Finish exactly once, from any thread (it posts to the
@@ -163,12 +175,13 @@ class GrpcServer {
   std::string address() const;
   // True from the first Shutdown on (health checks answer NOT_SERVING).
   bool shutting_down() const;
-  // Connections open now.
+  // Connections open now (with TLS, those whose handshake is done).
   int connections() const;
 
   // Stops accepting; each connection gets GOAWAY (no new streams), its calls in flight are
-  // answered, then it is closed. Returns true when every connection closed within
-  // `drain_timeout`; false when some were closed by force after it. Idempotent.
+  // answered, then it is closed (a TLS handshake in progress is closed when it ends). Returns true
+  // when every connection closed within `drain_timeout`; false when some were closed by force after
+  // it. Idempotent.
   bool Shutdown(std::chrono::milliseconds drain_timeout);
 
  private:

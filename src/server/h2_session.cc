@@ -259,13 +259,14 @@ void GrpcResponder::Call::Deliver(GrpcOutcome outcome) {
             });
 }
 
-H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared, net::ip::tcp::socket socket)
+H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared,
+                     ::tollgate::net::ConnectionStream stream)
     : shared_(std::move(shared)),
       options_(shared_->options),
-      socket_(std::move(socket)),
-      loop_(static_cast<net::io_context&>(socket_.get_executor().context())),
-      tick_timer_(socket_.get_executor()),
-      deadline_timer_(socket_.get_executor()) {
+      stream_(std::move(stream)),
+      loop_(static_cast<net::io_context&>(stream_.socket().get_executor().context())),
+      tick_timer_(stream_.socket().get_executor()),
+      deadline_timer_(stream_.socket().get_executor()) {
   nghttp2_session_server_new2(&session_, shared_->callbacks, this, shared_->session_options);
   last_read_ = last_write_progress_ = control_refilled_ = Clock::now();
   control_tokens_ = options_.control_burst;
@@ -287,7 +288,7 @@ void H2Session::Start() {
     shared_->sessions[this] = weak_from_this();
   }
   boost::system::error_code ignored;
-  socket_.set_option(net::ip::tcp::no_delay(true), ignored);
+  stream_.socket().set_option(net::ip::tcp::no_delay(true), ignored);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, options_.max_header_list_bytes},
@@ -314,7 +315,7 @@ void H2Session::Read() {
   if (closed_ || reading_ || terminating_ || ReadPaused()) return;
   if (nghttp2_session_want_read(session_) == 0) return;
   reading_ = true;
-  socket_.ReadSome(net::buffer(read_buffer_),
+  stream_.ReadSome(net::buffer(read_buffer_),
                    [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
                      self->OnRead(error, bytes);
                    });
@@ -365,8 +366,9 @@ void H2Session::Flush() {
     if (out_.empty()) break;
     last_write_progress_ = Clock::now();
     // Usually all of it fits the socket's buffer: written here, no handler, no counting.
+    // (Over TLS nothing is written here: WriteRest writes it all.)
     boost::system::error_code error;
-    const size_t written = socket_.WriteNow(net::buffer(out_), error);
+    const size_t written = stream_.WriteNow(net::buffer(out_), error);
     if (error) {
       Close();
       return;
@@ -385,10 +387,10 @@ void H2Session::WriteRest(size_t written) {
   writing_ = true;
   counted_bytes_ = static_cast<int64_t>(out_.size());
   shared_->buffered_bytes.fetch_add(counted_bytes_, std::memory_order_relaxed);
-  net::async_write(socket_, net::buffer(out_),
-                   [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
-                     self->OnWritten(error, bytes);
-                   });
+  stream_.AsyncWrite(net::buffer(out_),
+                     [self = shared_from_this()](boost::system::error_code error, size_t bytes) {
+                       self->OnWritten(error, bytes);
+                     });
 }
 
 void H2Session::OnWritten(boost::system::error_code error, size_t bytes) {
@@ -441,9 +443,7 @@ void H2Session::GoAway() {
 void H2Session::Close() {
   if (closed_) return;
   closed_ = true;
-  boost::system::error_code ignored;
-  socket_.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_.Close();
   tick_timer_.cancel();
   deadline_timer_.cancel();
   found_stream_ = nullptr;

@@ -1,6 +1,7 @@
 // Copyright tollgate authors. One HTTP/2 server connection carrying gRPC unary calls: an
-// nghttp2 session fed from and drained to the socket on the connection's loop
-// (nghttp2_session_mem_recv / mem_send), with the flood limits of GrpcServerOptions.
+// nghttp2 session fed from and drained to the connection (plain, or TLS once its handshake is
+// done: src/net/connection_stream.h) on the connection's loop (nghttp2_session_mem_recv /
+// mem_send), with the flood limits of GrpcServerOptions.
 //
 // Internal to GrpcServer (src/server/grpc_server.h). Threading: an H2Session lives on its
 // socket's loop; every member function below runs there, except GrpcResponder::Call's
@@ -26,7 +27,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/steady_timer.hpp"
-#include "src/net/stream_socket.h"
+#include "src/net/connection_stream.h"
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_wire.h"
 
@@ -74,7 +75,8 @@ struct GrpcResponder::Call {
 
 class H2Session : public std::enable_shared_from_this<H2Session> {
  public:
-  H2Session(std::shared_ptr<GrpcServerShared> shared, boost::asio::ip::tcp::socket socket);
+  // `stream`: plain, or TLS with its handshake done.
+  H2Session(std::shared_ptr<GrpcServerShared> shared, ::tollgate::net::ConnectionStream stream);
   ~H2Session();
   H2Session(const H2Session&) = delete;
   H2Session& operator=(const H2Session&) = delete;
@@ -132,7 +134,7 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
 
   const std::shared_ptr<GrpcServerShared> shared_;
   const GrpcServerOptions& options_;
-  ::tollgate::net::StreamSocket socket_;
+  ::tollgate::net::ConnectionStream stream_;
   boost::asio::io_context& loop_;
   boost::asio::steady_timer tick_timer_;
   boost::asio::steady_timer deadline_timer_;

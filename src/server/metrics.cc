@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "src/core/absl_view.h"
 #include "src/core/build_info.h"
+#include "src/server/grpc_tls.h"
 
 namespace tollgate::server {
 namespace {
@@ -45,6 +46,37 @@ int SourceIndex(DecisionSource source) {
 void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
   absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ", AbslView(name),
                   " ", AbslView(type), "\n");
+}
+
+void RenderGrpcTls(std::string& out, const GrpcTlsCounters& tls) {
+  auto value = [](const std::atomic<int64_t>& counter) {
+    return counter.load(std::memory_order_relaxed);
+  };
+  Family(out, "tollgate_grpc_tls_handshakes_in_progress", "gauge",
+         "TLS handshakes on the gRPC port not yet done (at most --grpc-tls-max-handshakes).");
+  absl::StrAppend(&out, "tollgate_grpc_tls_handshakes_in_progress ",
+                  value(tls.handshakes_in_progress), "\n");
+  Family(out, "tollgate_grpc_tls_handshakes_total", "counter",
+         "TLS handshakes on the gRPC port that completed.");
+  absl::StrAppend(&out, "tollgate_grpc_tls_handshakes_total ", value(tls.handshakes_completed),
+                  "\n");
+  Family(out, "tollgate_grpc_tls_handshake_failures_total", "counter",
+         "Connections to the gRPC port closed before their TLS handshake completed: failed by "
+         "the client or the protocol, timeout, or over_cap (refused at once: too many "
+         "handshakes in progress).");
+  const std::pair<const char*, int64_t> failures[] = {{"failed", value(tls.handshakes_failed)},
+                                                      {"timeout", value(tls.handshakes_timed_out)},
+                                                      {"over_cap", value(tls.handshakes_refused)}};
+  for (const auto& [reason, count] : failures) {
+    absl::StrAppend(&out, "tollgate_grpc_tls_handshake_failures_total{reason=\"", reason, "\"} ",
+                    count, "\n");
+  }
+  Family(out, "tollgate_grpc_tls_reloads_total", "counter",
+         "Reloads of the gRPC port's certificates by result (a failed one keeps the old ones).");
+  absl::StrAppend(&out, "tollgate_grpc_tls_reloads_total{result=\"success\"} ",
+                  value(tls.reloads_succeeded), "\n");
+  absl::StrAppend(&out, "tollgate_grpc_tls_reloads_total{result=\"failure\"} ",
+                  value(tls.reloads_failed), "\n");
 }
 
 }  // namespace
@@ -211,6 +243,11 @@ void Metrics::set_memory_store(const MemoryStore* store, int64_t max_keys) {
   memory_max_keys_ = max_keys;
 }
 
+void Metrics::set_grpc_tls(const GrpcTlsCounters* counters) {
+  absl::MutexLock lock(&mu_);
+  grpc_tls_ = counters;
+}
+
 std::string Metrics::Render() const {
   std::vector<std::pair<std::string, const LimitCounters*>> limits;
   const ResilientStore* store = nullptr;
@@ -218,6 +255,7 @@ std::string Metrics::Render() const {
   std::function<std::vector<std::pair<std::string, double>>()> fallback_shares;
   const MemoryStore* memory_store = nullptr;
   int64_t memory_max_keys = 0;
+  const GrpcTlsCounters* grpc_tls = nullptr;
   {
     absl::MutexLock lock(&mu_);
     const Table* table = table_.load(std::memory_order_acquire);
@@ -227,6 +265,7 @@ std::string Metrics::Render() const {
     fallback_shares = fallback_shares_;
     memory_store = memory_store_;
     memory_max_keys = memory_max_keys_;
+    grpc_tls = grpc_tls_;
   }
   std::sort(limits.begin(), limits.end());
   if (unregistered_.errors.load(std::memory_order_relaxed) != 0 ||
@@ -422,6 +461,7 @@ std::string Metrics::Render() const {
                   reloads_succeeded_.load(std::memory_order_relaxed), "\n");
   absl::StrAppend(&out, "tollgate_config_reloads_total{result=\"failure\"} ",
                   reloads_failed_.load(std::memory_order_relaxed), "\n");
+  if (grpc_tls != nullptr) RenderGrpcTls(out, *grpc_tls);
   if (ratelimit_families_.load(std::memory_order_relaxed)) {
     std::vector<std::pair<std::string, const RatelimitCounters*>> rules;
     rules.reserve(limits.size());

@@ -29,6 +29,9 @@
 //   tollgate_memory_store_max_keys                  gauge; its cap (--memory-max-keys)
 //   tollgate_memory_store_evictions_total           counter; entries evicted at the cap
 //   tollgate_config_reloads_total{result}           counter; success | failure
+//   tollgate_grpc_tls_*                             with TLS on the gRPC port (set_grpc_tls):
+//       handshakes_in_progress (gauge), handshakes_total (completed), handshake_failures_total
+//       {reason: failed | timeout | over_cap}, reloads_total{result: success | failure}
 // and, with EnableRatelimitFamilies, envoyproxy/ratelimit's families (ratelimit_metrics.h).
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
@@ -54,6 +57,8 @@
 #include "tollgate/resilience.h"
 
 namespace tollgate::server {
+
+struct GrpcTlsCounters;  // src/server/grpc_tls.h
 
 // Which API a check came through.
 enum class CheckApi { kHttp, kEnvoy };
@@ -118,6 +123,8 @@ class Metrics {
   // The embedded in-memory store (serve without --redis) and the cap it was made with.
   // REQUIRES: `store` outlives this object.
   void set_memory_store(const MemoryStore* store, int64_t max_keys);
+  // The gRPC port's TLS counters (GrpcTls::counters()). REQUIRES: they outlive this object.
+  void set_grpc_tls(const GrpcTlsCounters* counters);
 
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
@@ -163,6 +170,7 @@ class Metrics {
       ABSL_GUARDED_BY(mu_);
   const MemoryStore* memory_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t memory_max_keys_ ABSL_GUARDED_BY(mu_) = 0;
+  const GrpcTlsCounters* grpc_tls_ ABSL_GUARDED_BY(mu_) = nullptr;
 
   struct TrackedLease {
     std::string limit;

@@ -31,6 +31,23 @@ std::vector<std::string> TestCertificates::NodeArgs(int tls_port) const {
           "--tls-cluster",      "yes"};
 }
 
+absl::Status TestCertificates::AddCertificate(const std::string& name, const std::string& authority,
+                                              const std::string& common_name,
+                                              const std::string& extensions) const {
+  const std::string& d = dir;
+  const std::string log = d + "/openssl.log";
+  WriteFile(d + "/" + name + ".ext", extensions);
+  const bool made =
+      Run({"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + common_name,
+           "-keyout", Key(name), "-out", d + "/" + name + ".csr"},
+          log) &&
+      Run({"openssl", "x509", "-req", "-in", d + "/" + name + ".csr", "-CA", Pem(authority),
+           "-CAkey", Key(authority), "-CAcreateserial", "-days", "2", "-extfile",
+           d + "/" + name + ".ext", "-out", Pem(name)},
+          log);
+  return made ? absl::OkStatus() : absl::InternalError(absl::StrCat("openssl failed; see ", log));
+}
+
 absl::StatusOr<TestCertificates> TestCertificates::Make() {
   TestCertificates out;
   out.dir = MakeTempDir("tollgate-tls");
@@ -42,14 +59,7 @@ absl::StatusOr<TestCertificates> TestCertificates::Make() {
                log);
   };
   auto signed_by_ca = [&](const std::string& name, const std::string& extensions) {
-    WriteFile(d + "/" + name + ".ext", extensions);
-    return Run({"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-                "-keyout", d + "/" + name + ".key", "-out", d + "/" + name + ".csr"},
-               log) &&
-           Run({"openssl", "x509", "-req", "-in", d + "/" + name + ".csr", "-CA", d + "/ca.pem",
-                "-CAkey", d + "/ca.key", "-CAcreateserial", "-days", "2", "-extfile",
-                d + "/" + name + ".ext", "-out", d + "/" + name + ".pem"},
-               log);
+    return out.AddCertificate(name, "ca", "localhost", extensions).ok();
   };
   if (!(authority("ca") && authority("other_ca") &&
         signed_by_ca("server", "subjectAltName=DNS:localhost\n") &&
