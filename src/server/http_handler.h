@@ -36,6 +36,9 @@ class RlsService;
 
 // Whether the service can answer checks as configured: OK, or Unavailable with the reason.
 using ReadinessCheck = std::function<absl::Status()>;
+// What a ready service wants said about how it answers (such as "no config from xDS yet:
+// answering OK with no limits"), or "" for nothing.
+using ReadinessNote = std::function<std::string()>;
 
 using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 
@@ -67,6 +70,8 @@ class HttpHandler {
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Answers GET /readyz; empty (the default) means always ready.
   void set_readiness(ReadinessCheck readiness) { readiness_ = std::move(readiness); }
+  // When it returns text, a ready GET /readyz says it: {"status":"ready","note":"..."}.
+  void set_readiness_note(ReadinessNote note) { readiness_note_ = std::move(note); }
   // Which RateLimit fields POST /v1/check sends (src/server/ratelimit_headers.h); kNone also
   // drops POST /json's X-RateLimit-* fields. Default kDraft11.
   void set_ratelimit_headers(RateLimitHeaderFormat format) { header_format_ = format; }
@@ -96,6 +101,7 @@ class HttpHandler {
   RlsService* rls_service_ = nullptr;
   Metrics* metrics_ = nullptr;
   ReadinessCheck readiness_;
+  ReadinessNote readiness_note_;
   size_t max_checks_ = 64;
   RateLimitHeaderFormat header_format_ = RateLimitHeaderFormat::kDraft11;
 };

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   handler.set_rls_service(options.rls_service);
   handler.set_metrics(options.metrics);
   handler.set_readiness(std::move(options.readiness));
+  handler.set_readiness_note(std::move(options.readiness_note));
   handler.set_max_checks_per_request(options.max_checks_per_request);
   handler.set_ratelimit_headers(options.ratelimit_headers);
   state->context->limits = options.limits;

@@ -50,6 +50,8 @@ struct HttpServerOptions {
   Metrics* metrics = nullptr;
   // Answers GET /readyz; empty means always ready.
   ReadinessCheck readiness;
+  // Said by a ready GET /readyz when it returns text (HttpHandler::set_readiness_note).
+  ReadinessNote readiness_note;
 };
 
 // Serves the HTTP API (src/server/http_handler.h) on one address, HTTP/1.1 keep-alive. Each
