@@ -256,7 +256,8 @@ int RunServe(const ServeOptions& given) {
     if (!options.start_without_config) {
       if (const int signal_number = WaitForFirstXdsConfig(*xds_client, stop_signals);
           signal_number != 0) {
-        spdlog::info("received signal {} before any config from xDS; stopped", signal_number);
+        spdlog::info("received {} before any config from xDS; stopped",
+                     signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
         return 0;
       }
     }

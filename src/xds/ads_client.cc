@@ -39,6 +39,12 @@ std::string StatusText(const grpc::Status& status) {
       status.error_message());
 }
 
+// "40ms", "9.8s": a delay as logged.
+std::string DelayText(absl::Duration delay) {
+  return absl::FormatDuration(
+      absl::Trunc(delay, delay < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Milliseconds(100)));
+}
+
 // What identifies a response's content: its version and resources, not its nonce.
 std::string Fingerprint(const DiscoveryResponse& response) {
   std::string fingerprint = response.version_info();
@@ -134,7 +140,7 @@ void XdsClient::Run() {
     const absl::Time now = absl::Now();
     if (failure != state.failure || now - state.failure_logged >= kRepeatLogInterval) {
       spdlog::warn("xds: stream to {} ended: {}; retrying in {}{}", options_.server_address,
-                   failure, absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(100))),
+                   failure, DelayText(delay),
                    state.failures_not_logged == 0
                        ? ""
                        : absl::StrCat(" (the same ", state.failures_not_logged,
@@ -215,7 +221,8 @@ grpc::Status XdsClient::RunStream(RunState& state) {
         if (metrics_ != nullptr) {
           metrics_->RecordXdsApplied(response.version_info(), clock_->NowMicros());
         }
-        spdlog::info("xds: applied version {} ({} domains)", response.version_info(), count);
+        spdlog::info("xds: applied version {} ({} domain{})", response.version_info(), count,
+                     count == 1 ? "" : "s");
         if (!applied_.HasBeenNotified()) applied_.Notify();
         state.rejected.clear();
         state.rejected_again = 0;
@@ -247,7 +254,7 @@ grpc::Status XdsClient::RunStream(RunState& state) {
         // make a loop as fast as the network: the same NACK goes after the backoff.
         const absl::Duration delay = state.Backoff(options_, state.rejected_again++);
         spdlog::debug("xds: version {} sent again unchanged; rejected again in {}",
-                      response.version_info(), absl::FormatDuration(delay));
+                      response.version_info(), DelayText(delay));
         if (!Sleep(delay)) break;
       }
     }

@@ -84,11 +84,25 @@ std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml
   server->dir_ = MakeTempDir("tollgate-serve");
   server->config_ = server->dir_ + "/limits.yaml";
   WriteFile(server->config_, config_yaml);
+  std::vector<std::string> args = {"--config", server->config_};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  return Launch(std::move(server), args, environment);
+}
+
+std::unique_ptr<ServeProcess> ServeProcess::StartWithArgs(
+    const std::vector<std::string>& args, const std::vector<std::string>& environment) {
+  auto server = std::unique_ptr<ServeProcess>(new ServeProcess);
+  server->dir_ = MakeTempDir("tollgate-serve");
+  return Launch(std::move(server), args, environment);
+}
+
+std::unique_ptr<ServeProcess> ServeProcess::Launch(std::unique_ptr<ServeProcess> server,
+                                                   const std::vector<std::string>& args,
+                                                   const std::vector<std::string>& environment) {
   server->log_ = server->dir_ + "/serve.log";
-  std::vector<std::string> argv = {
-      TOLLGATE_BINARY, "serve",  "--config",    server->config_, "--http",
-      "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads",     "2"};
-  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  std::vector<std::string> argv = {TOLLGATE_BINARY, "serve",       "--http",    "127.0.0.1:0",
+                                   "--grpc",        "127.0.0.1:0", "--threads", "2"};
+  argv.insert(argv.end(), args.begin(), args.end());
   absl::StatusOr<Subprocess> process = Subprocess::Start(argv, server->log_, environment);
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return nullptr;

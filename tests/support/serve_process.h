@@ -65,6 +65,10 @@ class ServeProcess {
   static std::unique_ptr<ServeProcess> Start(const std::string& config_yaml,
                                              const std::vector<std::string>& extra_args = {},
                                              const std::vector<std::string>& environment = {});
+  // As Start, with `args` instead of a written config file (the ports and threads are added):
+  // e.g. --xds-server without --config. config_path() is then "".
+  static std::unique_ptr<ServeProcess> StartWithArgs(
+      const std::vector<std::string>& args, const std::vector<std::string>& environment = {});
 
   int port() const { return port_; }
   // The gRPC port it logged ("listening grpc=127.0.0.1:PORT"), or 0 if it logged none.
@@ -78,6 +82,10 @@ class ServeProcess {
 
  private:
   ServeProcess() = default;
+  // Starts the binary with `args` after serve's own, in a fresh directory (dir_ set).
+  static std::unique_ptr<ServeProcess> Launch(std::unique_ptr<ServeProcess> server,
+                                              const std::vector<std::string>& args,
+                                              const std::vector<std::string>& environment);
   std::string dir_;
   std::string config_;
   std::string log_;
