@@ -109,7 +109,11 @@ descriptors:
 constexpr char kConfigResource[] = R"pb(
   name: "peer"
   domain: "peer"
-  descriptors { key: "midWild" value: "bar*b" rate_limit { unit: DAY requests_per_unit: 2 } }
+  descriptors {
+    key: "midWild"
+    value: "bar*b"
+    rate_limit { unit: DAY requests_per_unit: 2 }
+  }
   descriptors {
     key: "multiWild"
     value: "foo*bar*baz"
@@ -119,7 +123,10 @@ constexpr char kConfigResource[] = R"pb(
     key: "quota_a"
     quota_mode: true
     metadata {
-      fields { key: "name" value { string_value: "service_1" } }
+      fields {
+        key: "name"
+        value { string_value: "service_1" }
+      }
       fields {
         key: "tiers"
         value {
@@ -132,20 +139,45 @@ constexpr char kConfigResource[] = R"pb(
     }
     rate_limit { unit: DAY requests_per_unit: 1 }
   }
-  descriptors { key: "quota_b" quota_mode: true rate_limit { unit: DAY requests_per_unit: 1 } }
-  descriptors { key: "shadow" shadow_mode: true rate_limit { unit: DAY requests_per_unit: 1 } }
-  descriptors { key: "free" rate_limit { unlimited: true } }
-  descriptors { key: "general" rate_limit { unit: DAY requests_per_unit: 1 name: "general" } }
+  descriptors {
+    key: "quota_b"
+    quota_mode: true
+    rate_limit { unit: DAY requests_per_unit: 1 }
+  }
+  descriptors {
+    key: "shadow"
+    shadow_mode: true
+    rate_limit { unit: DAY requests_per_unit: 1 }
+  }
+  descriptors {
+    key: "free"
+    rate_limit { unlimited: true }
+  }
+  descriptors {
+    key: "general"
+    rate_limit { unit: DAY requests_per_unit: 1 name: "general" }
+  }
   descriptors {
     key: "vip"
-    rate_limit { unit: DAY requests_per_unit: 3 name: "vip" replaces { name: "general" } }
+    rate_limit {
+      unit: DAY
+      requests_per_unit: 3
+      name: "vip"
+      replaces { name: "general" }
+    }
   }
   descriptors {
     key: "tenant"
     value: "acme"
-    descriptors { key: "user" rate_limit { unit: DAY requests_per_unit: 2 } }
+    descriptors {
+      key: "user"
+      rate_limit { unit: DAY requests_per_unit: 2 }
+    }
   }
-  descriptors { key: "blocked" rate_limit { unit: DAY requests_per_unit: 0 } }
+  descriptors {
+    key: "blocked"
+    rate_limit { unit: DAY requests_per_unit: 0 }
+  }
 )pb";
 
 using Entries = std::vector<std::pair<std::string, std::string>>;
@@ -356,14 +388,14 @@ TEST_P(RlsPeerKeysTest, NestedDescriptorsAndBlockList) {
   EXPECT_EQ(Code({{"blocked", "b"}}), kOver);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SourcesAndTransports, RlsPeerKeysTest,
-    ::testing::Combine(::testing::Values(Source::kFile, Source::kXds),
-                       ::testing::Values(Transport::kGrpc, Transport::kJson)),
-    [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param) == Source::kFile ? "file" : "xds", "_",
-                          std::get<1>(info.param) == Transport::kGrpc ? "grpc" : "json");
-    });
+INSTANTIATE_TEST_SUITE_P(SourcesAndTransports, RlsPeerKeysTest,
+                         ::testing::Combine(::testing::Values(Source::kFile, Source::kXds),
+                                            ::testing::Values(Transport::kGrpc, Transport::kJson)),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param) == Source::kFile ? "file" : "xds", "_",
+                               std::get<1>(info.param) == Transport::kGrpc ? "grpc" : "json");
+                         });
 
 }  // namespace
 }  // namespace tollgate

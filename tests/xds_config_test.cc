@@ -47,8 +47,11 @@ constexpr auto kOver = RateLimitResponse::OVER_LIMIT;
 // Envoy Gateway's shape: one resource per domain, named after it. `limit` per minute per user.
 ratelimit::config::ratelimit::v3::RateLimitConfig Tiffin(int limit) {
   return RateLimitConfigFromText(absl::StrCat(R"pb(
-    name: "tiffin" domain: "tiffin"
-    descriptors { key: "user" rate_limit { unit: MINUTE requests_per_unit: )pb",
+                                                name: "tiffin"
+                                                domain: "tiffin"
+                                                descriptors {
+                                                  key: "user"
+                                                  rate_limit { unit: MINUTE requests_per_unit:)pb",
                                               limit, " } }"));
 }
 
@@ -147,17 +150,16 @@ TEST_F(XdsConfigTest, VersionsAppliedAckedEnforcedAndKeptThroughAnOutage) {
 
   // v2: applied and ACKed within 3 s.
   xds_->SetSnapshot(kNode, "2", {Tiffin(4)});
-  Request([](const auto& r) { return r.version_info == "2" && !r.nack; },
-          std::chrono::seconds(3));
+  Request([](const auto& r) { return r.version_info == "2" && !r.nack; }, std::chrono::seconds(3));
   EXPECT_EQ(Allowed("tiffin", "c"), 4);
 
   // v3, invalid: NACKed naming the field; v2 still enforced.
-  xds_->SetSnapshot(kNode, "3",
-                    {RateLimitConfigFromText(R"pb(name: "tiffin" domain: "tiffin"
-                                                  descriptors {
-                                                    key: "user"
-                                                    rate_limit { requests_per_unit: 1 }
-                                                  })pb")});
+  xds_->SetSnapshot(kNode, "3", {RateLimitConfigFromText(R"pb(name: "tiffin"
+                                                              domain: "tiffin"
+                                                              descriptors {
+                                                                key: "user"
+                                                                rate_limit { requests_per_unit: 1 }
+                                                              })pb")});
   const XdsRecordedRequest nack = Request([](const auto& r) { return r.nack; });
   EXPECT_EQ(nack.version_info, "2");
   EXPECT_EQ(nack.error_code, 3);
@@ -176,8 +178,8 @@ TEST_F(XdsConfigTest, VersionsAppliedAckedEnforcedAndKeptThroughAnOutage) {
   // It comes back: the client subscribes again asking for version 2.
   const int last_stream = xds_->requests().back().stream;
   ASSERT_TRUE(xds_->Restart().ok());
-  const XdsRecordedRequest again = Request(
-      [&](const auto& r) { return r.stream > last_stream && r.response_nonce.empty(); });
+  const XdsRecordedRequest again =
+      Request([&](const auto& r) { return r.stream > last_stream && r.response_nonce.empty(); });
   EXPECT_EQ(again.version_info, "2");
   EXPECT_EQ(again.node_id, kNode);
   EXPECT_TRUE(MetricsShow("tollgate_xds_connected 1\n"));

@@ -216,8 +216,7 @@ int main(int argc, char** argv) {
       ->add_option("--xds-tls-cert", xds.tls.client_cert_path,
                    "Client certificate (PEM) presented to the control plane")
       ->group(xds_group);
-  serve_command
-      ->add_option("--xds-tls-key", xds.tls.client_key_path, "Key of --xds-tls-cert (PEM)")
+  serve_command->add_option("--xds-tls-key", xds.tls.client_key_path, "Key of --xds-tls-cert (PEM)")
       ->group(xds_group);
   serve_command
       ->add_option("--xds-tls-ca", xds.tls.server_ca_path,
@@ -240,8 +239,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
       ->group(xds_group);
-  serve_command
-      ->add_option("--xds-backoff-max-ms", xds.backoff_max_ms, "Longest such delay")
+  serve_command->add_option("--xds-backoff-max-ms", xds.backoff_max_ms, "Longest such delay")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
       ->group(xds_group);

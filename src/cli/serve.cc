@@ -168,7 +168,8 @@ int RunServe(const ServeOptions& given) {
   }
 
   if (options.config_paths.empty() && options.xds.server_address.empty()) {
-    spdlog::error("serve needs a config: --config FILE (repeatable), --xds-server HOST:PORT, or both");
+    spdlog::error(
+        "serve needs a config: --config FILE (repeatable), --xds-server HOST:PORT, or both");
     return 2;
   }
 
@@ -323,10 +324,10 @@ int RunServe(const ServeOptions& given) {
     return 1;
   }
   spdlog::info("tollgate {} (commit {})", kBuildVersion, kBuildCommit);
-  spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
-               options.config_paths.empty() ? "no --config file"
-                                            : absl::StrJoin(options.config_paths, ", "),
-               store->store->Name());
+  spdlog::info(
+      "{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
+      options.config_paths.empty() ? "no --config file" : absl::StrJoin(options.config_paths, ", "),
+      store->store->Name());
   if (xds_client != nullptr) {
     spdlog::info("xds: Envoy domains from {}{}", options.xds.server_address,
                  xds_client->has_config()

@@ -19,8 +19,8 @@ constexpr absl::Duration kStillWaitingInterval = absl::Minutes(1);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<xds::XdsClient>> StartXdsConfig(const ServeOptions& options,
-                                                                server::CheckService& service,
-                                                                server::Metrics& metrics) {
+                                                               server::CheckService& service,
+                                                               server::Metrics& metrics) {
   return xds::XdsClient::Start(
       options.xds,
       [&service](std::vector<EnvoyDomainConfig> domains, const std::string& version) {

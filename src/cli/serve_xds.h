@@ -26,8 +26,8 @@ inline constexpr char kNoXdsConfigYet[] = "no config from xDS yet: answering OK 
 // `service` and `metrics` outlive the client. InvalidArgument or NotFound for unusable
 // options (XdsClient::Start).
 absl::StatusOr<std::unique_ptr<xds::XdsClient>> StartXdsConfig(const ServeOptions& options,
-                                                                server::CheckService& service,
-                                                                server::Metrics& metrics);
+                                                               server::CheckService& service,
+                                                               server::Metrics& metrics);
 
 // Blocks until `client` has applied its first config, logging that it waits (and every
 // minute that it still does), with no bound: as envoyproxy/ratelimit, the ports open with a

@@ -71,8 +71,7 @@ absl::StatusOr<std::shared_ptr<const CheckSnapshot>> CheckService::Build(
   return snapshot;
 }
 
-absl::Status CheckService::Swap(LoadedConfigs files,
-                                std::vector<EnvoyDomainConfig> control_plane) {
+absl::Status CheckService::Swap(LoadedConfigs files, std::vector<EnvoyDomainConfig> control_plane) {
   LoadedConfigs config = files;
   config.envoy_domains.insert(config.envoy_domains.end(), control_plane.begin(),
                               control_plane.end());

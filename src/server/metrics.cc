@@ -439,8 +439,7 @@ void Metrics::RenderXds(std::string& out) const {
          "1 while the stream to the xDS server is up, else 0.");
   absl::StrAppend(&out, "tollgate_xds_connected ",
                   xds_connected_.load(std::memory_order_relaxed) ? 1 : 0, "\n");
-  Family(out, "tollgate_xds_config_applied_total", "counter",
-         "xDS responses applied and ACKed.");
+  Family(out, "tollgate_xds_config_applied_total", "counter", "xDS responses applied and ACKed.");
   absl::StrAppend(&out, "tollgate_xds_config_applied_total ",
                   xds_applied_.load(std::memory_order_relaxed), "\n");
   Family(out, "tollgate_xds_config_rejected_total", "counter",

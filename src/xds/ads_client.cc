@@ -34,15 +34,14 @@ constexpr absl::Duration kRepeatLogInterval = absl::Minutes(5);
 
 // "UNAVAILABLE: failed to connect to all addresses"
 std::string StatusText(const grpc::Status& status) {
-  return absl::StrCat(
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())), ": ",
-      status.error_message());
+  return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
+                      ": ", status.error_message());
 }
 
 // "40ms", "9.8s": a delay as logged.
 std::string DelayText(absl::Duration delay) {
-  return absl::FormatDuration(
-      absl::Trunc(delay, delay < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Milliseconds(100)));
+  return absl::FormatDuration(absl::Trunc(
+      delay, delay < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Milliseconds(100)));
 }
 
 // What identifies a response's content: its version and resources, not its nonce.
@@ -86,19 +85,19 @@ struct XdsClient::RunState {
         static_cast<double>(options.backoff_initial_ms) * std::pow(2.0, std::min(count, 30)));
     std::uniform_real_distribution<double> jitter(1 - options.backoff_random_factor,
                                                   1 + options.backoff_random_factor);
-    const double millis = std::min(static_cast<double>(options.backoff_max_ms), base * jitter(random));
+    const double millis =
+        std::min(static_cast<double>(options.backoff_max_ms), base * jitter(random));
     return absl::Milliseconds(std::max(1.0, millis));
   }
 };
 
 absl::StatusOr<std::unique_ptr<XdsClient>> XdsClient::Start(const XdsClientOptions& options,
-                                                           ApplyDomains apply,
-                                                           server::Metrics* metrics) {
+                                                            ApplyDomains apply,
+                                                            server::Metrics* metrics) {
   absl::StatusOr<XdsConnection> connection = MakeXdsConnection(options);
   if (!connection.ok()) return connection.status();
-  std::unique_ptr<XdsClient> client(
-      new XdsClient(options, std::move(apply), metrics,
-                    std::make_unique<XdsConnection>(*std::move(connection))));
+  std::unique_ptr<XdsClient> client(new XdsClient(
+      options, std::move(apply), metrics, std::make_unique<XdsConnection>(*std::move(connection))));
   if (metrics != nullptr) metrics->SetXdsConnected(false);
   client->thread_ = std::thread([raw = client.get()] { raw->Run(); });
   return client;
@@ -211,8 +210,8 @@ grpc::Status XdsClient::RunStream(RunState& state) {
       absl::StatusOr<std::vector<EnvoyDomainConfig>> domains =
           ConvertRateLimitConfigs(response.resources());
       const size_t count = domains.ok() ? domains->size() : 0;
-      result = domains.ok() ? apply_(*std::move(domains), response.version_info())
-                            : domains.status();
+      result =
+          domains.ok() ? apply_(*std::move(domains), response.version_info()) : domains.status();
       if (result.ok()) {
         {
           absl::MutexLock lock(&mu_);

@@ -63,9 +63,8 @@ struct XdsConnection;
 // set) and its version. OK: the set serves and is ACKed. An error (e.g. a domain also given
 // by a file) is sent back as the NACK's message and nothing changes. Called on the client's
 // thread, one call at a time.
-using ApplyDomains =
-    absl::AnyInvocable<absl::Status(std::vector<EnvoyDomainConfig> domains,
-                                    const std::string& version)>;
+using ApplyDomains = absl::AnyInvocable<absl::Status(std::vector<EnvoyDomainConfig> domains,
+                                                     const std::string& version)>;
 
 // Thread-safe. Logs each change of state once ("xds: connected to X", "xds: applied version
 // V (N domains)", "xds: rejected version V: ...", "xds: stream to X ended: STATUS; retrying in

@@ -21,11 +21,11 @@
 namespace tollgate::xds {
 namespace {
 
+using ::testing::HasSubstr;
 using ::tollgate::testing::RateLimitConfigFromText;
 using ::tollgate::testing::XdsRecordedRequest;
 using ::tollgate::testing::XdsServerOptions;
 using ::tollgate::testing::XdsTestServer;
-using ::testing::HasSubstr;
 
 constexpr char kNode[] = "envoy-ratelimit";
 constexpr auto kWait = std::chrono::seconds(30);
@@ -33,13 +33,17 @@ constexpr auto kWait = std::chrono::seconds(30);
 ratelimit::config::ratelimit::v3::RateLimitConfig Valid(const std::string& domain, int limit) {
   return RateLimitConfigFromText(absl::StrCat(
       R"pb(name: ")pb", domain, R"pb(" domain: ")pb", domain,
-      R"pb(" descriptors { key: "user" rate_limit { unit: MINUTE requests_per_unit: )pb", limit,
+      R"pb(" descriptors { key: " user " rate_limit { unit: MINUTE requests_per_unit: )pb", limit,
       " } }"));
 }
 
 ratelimit::config::ratelimit::v3::RateLimitConfig Invalid() {
-  return RateLimitConfigFromText(
-      R"pb(name: "eg-rl" domain: "default" descriptors { key: "k" rate_limit { unit: 42 } })pb");
+  return RateLimitConfigFromText(R"pb(name: "eg-rl"
+                                      domain: "default"
+                                      descriptors {
+                                        key: "k"
+                                        rate_limit { unit: 42 }
+                                      })pb");
 }
 
 // What the client applied, in order.
@@ -79,7 +83,8 @@ class AdsClientTest : public ::testing::Test {
   void SetUp() override { StartServer({}); }
 
   void StartServer(XdsServerOptions options) {
-    absl::StatusOr<std::unique_ptr<XdsTestServer>> server = XdsTestServer::Start(options);
+    absl::StatusOr<std::unique_ptr<XdsTestServer>> server =
+        XdsTestServer::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -93,7 +98,7 @@ class AdsClientTest : public ::testing::Test {
     return options;
   }
 
-  void StartClient(XdsClientOptions options) {
+  void StartClient(const XdsClientOptions& options) {
     absl::StatusOr<std::unique_ptr<XdsClient>> client =
         XdsClient::Start(options, applied_.Function(), &metrics_);
     ASSERT_TRUE(client.ok()) << client.status();
@@ -130,8 +135,8 @@ TEST_F(AdsClientTest, SubscribesThenAcksWithTheResponsesVersionAndNonce) {
   EXPECT_EQ(requests[0].version_info, "");
   EXPECT_EQ(requests[0].response_nonce, "");
   EXPECT_FALSE(requests[0].nack);
-  EXPECT_THAT(requests[0].metadata, ::testing::Contains(std::pair<std::string, std::string>(
-                                        "x-tenant", "blue")));
+  EXPECT_THAT(requests[0].metadata,
+              ::testing::Contains(std::pair<std::string, std::string>("x-tenant", "blue")));
   EXPECT_THAT(requests[0].metadata, ::testing::Contains(std::pair<std::string, std::string>(
                                         "authorization", "Bearer t")));
   // The ACK: the response's version and nonce.
@@ -232,7 +237,8 @@ TEST_F(AdsClientTest, ReconnectsAskingForTheVersionApplied) {
   EXPECT_EQ(again.node_id, kNode);
   EXPECT_EQ(applied_.versions(), std::vector<std::string>{"1"});  // nothing new to send
   EXPECT_THAT(metrics_.Render(), HasSubstr("tollgate_xds_connected 1\n"));
-  EXPECT_THAT(metrics_.Render(), ::testing::Not(HasSubstr("tollgate_xds_stream_restarts_total 0\n")));
+  EXPECT_THAT(metrics_.Render(),
+              ::testing::Not(HasSubstr("tollgate_xds_stream_restarts_total 0\n")));
 
   server_->SetSnapshot(kNode, "2", {Valid("tiffin", 6)});
   Request([](const auto& r) { return r.version_info == "2"; });

@@ -36,12 +36,12 @@ void Describe(const std::vector<EnvoyDescriptor>& descriptors, const std::string
                     " metadata=", d.metadata_json);
     if (d.rate_limit.has_value()) {
       const EnvoyRateLimit& r = *d.rate_limit;
-      absl::StrAppend(&out, " limit{unlimited=", r.unlimited, " unit=", AbslView(EnvoyUnitName(r.unit)),
-                      " rpu=", r.requests_per_unit, " x", r.unit_multiplier, " name=", r.name,
-                      " replaces=", absl::StrJoin(r.replaces, "|"),
-                      " algorithm=", static_cast<int>(r.algorithm),
-                      " failure=", static_cast<int>(r.on_store_failure),
-                      " timeout=", r.timeout_micros, "}");
+      absl::StrAppend(
+          &out, " limit{unlimited=", r.unlimited, " unit=", AbslView(EnvoyUnitName(r.unit)),
+          " rpu=", r.requests_per_unit, " x", r.unit_multiplier, " name=", r.name,
+          " replaces=", absl::StrJoin(r.replaces, "|"),
+          " algorithm=", static_cast<int>(r.algorithm),
+          " failure=", static_cast<int>(r.on_store_failure), " timeout=", r.timeout_micros, "}");
     }
     out += "\n";
     Describe(d.descriptors, indent + "  ", out);
@@ -74,34 +74,67 @@ std::string Error(const std::string& proto_text) {
 TEST(RateLimitConfigTest, BasicConfigAsTheFile) {
   // The peer's test/config/basic_config.yaml.
   ExpectSameAsYaml(R"pb(
-    name: "basic" domain: "test-domain"
-    descriptors {
-      key: "key1" value: "value1"
-      descriptors { key: "subkey1" rate_limit { unit: SECOND requests_per_unit: 5 } }
-      descriptors {
-        key: "subkey1" value: "subvalue1" rate_limit { unit: SECOND requests_per_unit: 10 }
-      }
-    }
-    descriptors { key: "key2" rate_limit { unit: MINUTE requests_per_unit: 20 } }
-    descriptors { key: "key2" value: "value2" rate_limit { unit: MINUTE requests_per_unit: 30 } }
-    descriptors { key: "key2" value: "value3" }
-    descriptors { key: "key3" rate_limit { unit: HOUR requests_per_unit: 1 } }
-    descriptors {
-      key: "key4" rate_limit { name: "key4_rate_limit" unit: DAY requests_per_unit: 1 }
-    }
-    descriptors {
-      key: "key5" value: "value5" rate_limit { unit: DAY requests_per_unit: 15 }
-      descriptors {
-        key: "subkey5" value: "subvalue5" rate_limit { unit: DAY requests_per_unit: 25 }
-      }
-    }
-    descriptors { key: "key6" rate_limit { unlimited: true } }
-    descriptors {
-      key: "key7" detailed_metric: true rate_limit { unit: MINUTE requests_per_unit: 70 }
-    }
-    descriptors { key: "week" rate_limit { unit: WEEK requests_per_unit: 7 } }
-    descriptors { key: "block" rate_limit { unit: SECOND requests_per_unit: 0 } }
-  )pb",
+                     name: "basic"
+                     domain: "test-domain"
+                     descriptors {
+                       key: "key1"
+                       value: "value1"
+                       descriptors {
+                         key: "subkey1"
+                         rate_limit { unit: SECOND requests_per_unit: 5 }
+                       }
+                       descriptors {
+                         key: "subkey1"
+                         value: "subvalue1"
+                         rate_limit { unit: SECOND requests_per_unit: 10 }
+                       }
+                     }
+                     descriptors {
+                       key: "key2"
+                       rate_limit { unit: MINUTE requests_per_unit: 20 }
+                     }
+                     descriptors {
+                       key: "key2"
+                       value: "value2"
+                       rate_limit { unit: MINUTE requests_per_unit: 30 }
+                     }
+                     descriptors { key: "key2" value: "value3" }
+                     descriptors {
+                       key: "key3"
+                       rate_limit { unit: HOUR requests_per_unit: 1 }
+                     }
+                     descriptors {
+                       key: "key4"
+                       rate_limit { name: "key4_rate_limit" unit: DAY requests_per_unit: 1 }
+                     }
+                     descriptors {
+                       key: "key5"
+                       value: "value5"
+                       rate_limit { unit: DAY requests_per_unit: 15 }
+                       descriptors {
+                         key: "subkey5"
+                         value: "subvalue5"
+                         rate_limit { unit: DAY requests_per_unit: 25 }
+                       }
+                     }
+                     descriptors {
+                       key: "key6"
+                       rate_limit { unlimited: true }
+                     }
+                     descriptors {
+                       key: "key7"
+                       detailed_metric: true
+                       rate_limit { unit: MINUTE requests_per_unit: 70 }
+                     }
+                     descriptors {
+                       key: "week"
+                       rate_limit { unit: WEEK requests_per_unit: 7 }
+                     }
+                     descriptors {
+                       key: "block"
+                       rate_limit { unit: SECOND requests_per_unit: 0 }
+                     }
+                   )pb",
                    R"(domain: test-domain
 name: basic
 descriptors:
@@ -146,30 +179,52 @@ descriptors:
 TEST(RateLimitConfigTest, ShadowQuotaReplacesAndWildcardsAsTheFile) {
   // The peer's shadowmode_config.yaml and wildcard.yaml, with quota_mode and replaces.
   ExpectSameAsYaml(R"pb(
-    domain: "test-domain"
-    descriptors {
-      key: "key1" value: "value1"
-      descriptors {
-        key: "subkey1" value: "subvalue1" shadow_mode: true
-        rate_limit { unit: SECOND requests_per_unit: 10 }
-      }
-    }
-    descriptors { key: "key2" shadow_mode: true rate_limit { unit: MINUTE requests_per_unit: 20 } }
-    descriptors { key: "quota" quota_mode: true rate_limit { unit: DAY requests_per_unit: 3 } }
-    descriptors { key: "wild" value: "foo*" rate_limit { unit: MINUTE requests_per_unit: 20 } }
-    descriptors { key: "midWild" value: "bar*b" rate_limit { unit: MINUTE requests_per_unit: 20 } }
-    descriptors {
-      key: "general" rate_limit { name: "general" unit: MINUTE requests_per_unit: 100 }
-    }
-    descriptors {
-      key: "vip"
-      rate_limit {
-        name: "vip" unit: MINUTE requests_per_unit: 1000
-        replaces { name: "general" }
-        replaces { name: "other" }
-      }
-    }
-  )pb",
+                     domain: "test-domain"
+                     descriptors {
+                       key: "key1"
+                       value: "value1"
+                       descriptors {
+                         key: "subkey1"
+                         value: "subvalue1"
+                         shadow_mode: true
+                         rate_limit { unit: SECOND requests_per_unit: 10 }
+                       }
+                     }
+                     descriptors {
+                       key: "key2"
+                       shadow_mode: true
+                       rate_limit { unit: MINUTE requests_per_unit: 20 }
+                     }
+                     descriptors {
+                       key: "quota"
+                       quota_mode: true
+                       rate_limit { unit: DAY requests_per_unit: 3 }
+                     }
+                     descriptors {
+                       key: "wild"
+                       value: "foo*"
+                       rate_limit { unit: MINUTE requests_per_unit: 20 }
+                     }
+                     descriptors {
+                       key: "midWild"
+                       value: "bar*b"
+                       rate_limit { unit: MINUTE requests_per_unit: 20 }
+                     }
+                     descriptors {
+                       key: "general"
+                       rate_limit { name: "general" unit: MINUTE requests_per_unit: 100 }
+                     }
+                     descriptors {
+                       key: "vip"
+                       rate_limit {
+                         name: "vip"
+                         unit: MINUTE
+                         requests_per_unit: 1000
+                         replaces { name: "general" }
+                         replaces { name: "other" }
+                       }
+                     }
+                   )pb",
                    R"(domain: test-domain
 descriptors:
   - key: key1
@@ -214,13 +269,35 @@ TEST(RateLimitConfigTest, MetadataAsTheFile) {
           metadata {
             fields {
               key: "service_with_quota"
-              value { struct_value { fields { key: "name" value { string_value: "service_2" } } } }
+              value {
+                struct_value {
+                  fields {
+                    key: "name"
+                    value { string_value: "service_2" }
+                  }
+                }
+              }
             }
-            fields { key: "count" value { number_value: 12 } }
-            fields { key: "ratio" value { number_value: 0.25 } }
-            fields { key: "text" value { string_value: "12" } }
-            fields { key: "flag" value { bool_value: true } }
-            fields { key: "none" value { null_value: NULL_VALUE } }
+            fields {
+              key: "count"
+              value { number_value: 12 }
+            }
+            fields {
+              key: "ratio"
+              value { number_value: 0.25 }
+            }
+            fields {
+              key: "text"
+              value { string_value: "12" }
+            }
+            fields {
+              key: "flag"
+              value { bool_value: true }
+            }
+            fields {
+              key: "none"
+              value { null_value: NULL_VALUE }
+            }
             fields {
               key: "tiers"
               value {
@@ -250,59 +327,83 @@ descriptors:
 
 TEST(RateLimitConfigTest, PeersInvalidConfigsNameTheResourceAndField) {
   // bad_limit_unit.yaml: UNKNOWN, or a number the enum does not have.
-  EXPECT_EQ(Error(R"pb(name: "eg-rl" domain: "default"
-                      descriptors { key: "k" rate_limit { requests_per_unit: 5 } })pb"),
+  EXPECT_EQ(Error(R"pb(name: "eg-rl"
+                       domain: "default"
+                       descriptors {
+                         key: "k"
+                         rate_limit { requests_per_unit: 5 }
+                       })pb"),
             "resource 'eg-rl' (domain 'default'): descriptors[0].rate_limit.unit: expected one "
             "of second, minute, hour, day, week, month, year, got 'UNKNOWN'");
-  EXPECT_THAT(Error(R"pb(name: "r" domain: "d"
-                         descriptors { key: "k" rate_limit { unit: 42 requests_per_unit: 5 } })pb"),
+  EXPECT_THAT(Error(R"pb(name: "r"
+                         domain: "d"
+                         descriptors {
+                           key: "k"
+                           rate_limit { unit: 42 requests_per_unit: 5 }
+                         })pb"),
               HasSubstr("descriptors[0].rate_limit.unit: expected one of second, minute, hour, "
                         "day, week, month, year, got '42'"));
   // unlimited_with_unit.yaml.
-  EXPECT_EQ(Error(R"pb(name: "r" domain: "d"
-                      descriptors {
-                        key: "foo" rate_limit { unlimited: true unit: DAY requests_per_unit: 25 }
-                      })pb"),
+  EXPECT_EQ(Error(R"pb(name: "r"
+                       domain: "d"
+                       descriptors {
+                         key: "foo"
+                         rate_limit { unlimited: true unit: DAY requests_per_unit: 25 }
+                       })pb"),
             "resource 'r' (domain 'd'): descriptors[0].rate_limit.unit: must not be set when "
             "unlimited is true\n"
             "resource 'r' (domain 'd'): descriptors[0].rate_limit.requests_per_unit: must not be "
             "set when unlimited is true");
   // empty_key.yaml.
-  EXPECT_EQ(Error(R"pb(name: "r" domain: "d" descriptors { value: "value1" })pb"),
+  EXPECT_EQ(Error(R"pb(name: "r"
+                       domain: "d"
+                       descriptors { value: "value1" })pb"),
             "resource 'r' (domain 'd'): descriptors[0].key: must not be empty");
   // duplicate_key.yaml.
-  EXPECT_EQ(Error(R"pb(name: "r" domain: "d"
-                      descriptors { key: "key1" value: "value1" }
-                      descriptors { key: "key1" value: "value1" })pb"),
+  EXPECT_EQ(Error(R"pb(name: "r"
+                       domain: "d"
+                       descriptors { key: "key1" value: "value1" }
+                       descriptors { key: "key1" value: "value1" })pb"),
             "resource 'r' (domain 'd'): descriptors[1]: duplicate descriptor key 'key1' value "
             "'value1' in the same list");
   // replaces_self.yaml and replaces_empty.yaml.
-  EXPECT_EQ(Error(R"pb(name: "r" domain: "d"
-                      descriptors {
-                        key: "key1" value: "value1"
-                        descriptors {
-                          key: "subkey1"
-                          rate_limit {
-                            name: "self" replaces { name: "self" } unit: SECOND
-                            requests_per_unit: 5
-                          }
-                        }
-                      })pb"),
+  EXPECT_EQ(Error(R"pb(name: "r"
+                       domain: "d"
+                       descriptors {
+                         key: "key1"
+                         value: "value1"
+                         descriptors {
+                           key: "subkey1"
+                           rate_limit {
+                             name: "self"
+                             replaces { name: "self" }
+                             unit: SECOND
+                             requests_per_unit: 5
+                           }
+                         }
+                       })pb"),
             "resource 'r' (domain 'd'): descriptors[0].descriptors[0].rate_limit.replaces[0]."
             "name: a rule cannot replace itself");
-  EXPECT_EQ(Error(R"pb(name: "r" domain: "d"
-                      descriptors {
-                        key: "subkey1"
-                        rate_limit { name: "self" replaces {} unit: SECOND requests_per_unit: 5 }
-                      })pb"),
+  EXPECT_EQ(Error(R"pb(name: "r"
+                       domain: "d"
+                       descriptors {
+                         key: "subkey1"
+                         rate_limit {
+                           name: "self"
+                           replaces {}
+                           unit: SECOND
+                           requests_per_unit: 5
+                         }
+                       })pb"),
             "resource 'r' (domain 'd'): descriptors[0].rate_limit.replaces[0].name: must not be "
             "empty");
   // empty_domain.yaml.
   EXPECT_EQ(Error(R"pb(name: "r")pb"), "resource 'r' (domain ''): domain: must not be empty");
   // A wildcard that can never match names the earlier one by its field.
-  EXPECT_EQ(Error(R"pb(name: "r" domain: "d"
-                      descriptors { key: "p" value: "foo*" }
-                      descriptors { key: "p" value: "foo*bar" })pb"),
+  EXPECT_EQ(Error(R"pb(name: "r"
+                       domain: "d"
+                       descriptors { key: "p" value: "foo*" }
+                       descriptors { key: "p" value: "foo*bar" })pb"),
             "resource 'r' (domain 'd'): descriptors[1].value: wildcard 'foo*bar' can never "
             "match: 'foo*' (descriptors[0]) comes first and matches every value it would");
 }
@@ -329,8 +430,8 @@ google::protobuf::RepeatedPtrField<google::protobuf::Any> Pack(
 }
 
 TEST(RateLimitConfigTest, ResponseConvertsEveryResourceOrNamesEachBadOne) {
-  absl::StatusOr<std::vector<EnvoyDomainConfig>> ok = ConvertRateLimitConfigs(
-      Pack({FromText(R"pb(name: "a" domain: "one")pb"), FromText(R"pb(name: "b" domain: "two")pb")}));
+  absl::StatusOr<std::vector<EnvoyDomainConfig>> ok = ConvertRateLimitConfigs(Pack(
+      {FromText(R"pb(name: "a" domain: "one")pb"), FromText(R"pb(name: "b" domain: "two")pb")}));
   ASSERT_TRUE(ok.ok()) << ok.status();
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[1].domain, "two");
@@ -338,7 +439,9 @@ TEST(RateLimitConfigTest, ResponseConvertsEveryResourceOrNamesEachBadOne) {
 
   google::protobuf::RepeatedPtrField<google::protobuf::Any> bad =
       Pack({FromText(R"pb(name: "a" domain: "one")pb"), FromText(R"pb(name: "b" domain: "one")pb"),
-            FromText(R"pb(name: "c" domain: "three" descriptors {})pb")});
+            FromText(R"pb(name: "c"
+                          domain: "three"
+                          descriptors {})pb")});
   bad.Add()->set_type_url("type.googleapis.com/envoy.config.cluster.v3.Cluster");
   google::protobuf::Any* garbage = bad.Add();
   garbage->set_type_url(kRateLimitConfigTypeUrl);

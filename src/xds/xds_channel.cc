@@ -79,7 +79,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseNodeMetada
   std::vector<std::pair<std::string, std::string>> pairs;
   if (text.empty()) return pairs;
   for (absl::string_view entry : absl::StrSplit(text, ',')) {
-    std::pair<absl::string_view, absl::string_view> pair = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> pair =
+        absl::StrSplit(entry, absl::MaxSplits('=', 1));
     if (pair.first.empty() || entry.find('=') == absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--xds-node-metadata: expected KEY=VALUE entries separated by ',', got '", entry, "'"));
@@ -98,8 +99,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseXdsHeaders
       const std::string key =
           absl::AsciiStrToLower(absl::StripAsciiWhitespace(entry.substr(0, colon)));
       if (colon == absl::string_view::npos || key.empty() ||
-          !std::all_of(key.begin(), key.end(), IsHeaderKeyByte) ||
-          absl::StartsWith(key, "grpc-")) {
+          !std::all_of(key.begin(), key.end(), IsHeaderKeyByte) || absl::StartsWith(key, "grpc-")) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--xds-header: expected KEY:VALUE (KEY of a-z, 0-9, '-', '_', '.', not grpc-...), "
             "got '",
@@ -123,9 +123,9 @@ absl::StatusOr<XdsConnection> MakeXdsConnection(const XdsClientOptions& options)
   }
   if (options.node_id.empty()) return absl::InvalidArgumentError("--xds-node-id: empty");
   if (options.backoff_initial_ms < 1 || options.backoff_initial_ms > options.backoff_max_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--xds-backoff-initial-ms: expected from 1 to --xds-backoff-max-ms (",
-        options.backoff_max_ms, "), got ", options.backoff_initial_ms));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--xds-backoff-initial-ms: expected from 1 to --xds-backoff-max-ms (",
+                     options.backoff_max_ms, "), got ", options.backoff_initial_ms));
   }
   if (!(options.backoff_random_factor >= 0 && options.backoff_random_factor <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -158,9 +158,9 @@ absl::StatusOr<XdsConnection> MakeXdsConnection(const XdsClientOptions& options)
   // The channel reconnects on its own schedule, and a stream opened while it waits fails at
   // once: keep its waits shorter than the client's shortest backoff, so that each new stream
   // finds a fresh connection attempt and the client's backoff alone paces the retries.
-  const int reconnect_ms = static_cast<int>(std::max<int64_t>(
-      100, static_cast<int64_t>(static_cast<double>(options.backoff_initial_ms) *
-                                (1 - options.backoff_random_factor) / 2)));
+  const int reconnect_ms = static_cast<int>(
+      std::max<int64_t>(100, static_cast<int64_t>(static_cast<double>(options.backoff_initial_ms) *
+                                                  (1 - options.backoff_random_factor) / 2)));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(reconnect_ms, 1000));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, reconnect_ms);
   args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, absl::StrCat("tollgate/", kBuildVersion));

@@ -6,11 +6,11 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "envoy/config/core/v3/base.pb.h"
 #include "grpcpp/channel.h"
 #include "src/xds/xds_options.h"

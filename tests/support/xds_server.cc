@@ -109,7 +109,8 @@ grpc::Status XdsTestServer::State::Serve(
     std::vector<DiscoveryResponse> out;
     {
       std::unique_lock<std::mutex> lock(mu);
-      changed.wait(lock, [&] { return stopping || !inbox.empty() || reader_done || generation != seen; });
+      changed.wait(lock,
+                   [&] { return stopping || !inbox.empty() || reader_done || generation != seen; });
       if (stopping) {
         stopped = true;
         break;
@@ -195,7 +196,8 @@ absl::Status XdsTestServer::Listen() {
         options_.client_ca_path.empty()
             ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
             : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    if (!options_.client_ca_path.empty()) ssl.pem_root_certs = ReadFileText(options_.client_ca_path);
+    if (!options_.client_ca_path.empty())
+      ssl.pem_root_certs = ReadFileText(options_.client_ca_path);
     ssl.pem_key_cert_pairs.push_back(
         {ReadFileText(options_.key_path), ReadFileText(options_.cert_path)});
     credentials = grpc::SslServerCredentials(ssl);
@@ -242,8 +244,9 @@ void XdsTestServer::SetSnapshot(
   SetRawSnapshot(node_id, version, {{kRateLimitConfigType, std::move(resources)}});
 }
 
-void XdsTestServer::SetRawSnapshot(const std::string& node_id, const std::string& version,
-                                   std::map<std::string, std::vector<google::protobuf::Any>> resources) {
+void XdsTestServer::SetRawSnapshot(
+    const std::string& node_id, const std::string& version,
+    std::map<std::string, std::vector<google::protobuf::Any>> resources) {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->snapshots[node_id] = {version, std::move(resources)};
   ++state_->generation;

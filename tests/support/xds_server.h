@@ -37,7 +37,7 @@ inline constexpr char kRateLimitConfigType[] =
 
 // One request as the server received it.
 struct XdsRecordedRequest {
-  int stream = 0;  // 1 for the first stream the server accepted, and so on
+  int stream = 0;       // 1 for the first stream the server accepted, and so on
   std::string node_id;  // the stream's node (sent on its first request)
   std::string type_url;
   std::string version_info;
