@@ -29,8 +29,11 @@ namespace {
 constexpr int kInvalidArgument = 3;
 // A NACK's message is cut after this many bytes (it names every error of every resource).
 constexpr size_t kMaxNackMessageBytes = 16 * 1024;
-// A failure (or rejection) repeated unchanged is logged again after this long at the earliest.
+// A failure repeated unchanged is logged again after this long at the earliest.
 constexpr absl::Duration kRepeatLogInterval = absl::Minutes(5);
+// A stream open this long is healthy even without a response (the control plane had nothing
+// new): its end is news, and the backoff starts over.
+constexpr absl::Duration kHealthyStream = absl::Seconds(30);
 
 // "UNAVAILABLE: failed to connect to all addresses"
 std::string StatusText(const grpc::Status& status) {
@@ -64,12 +67,19 @@ void LogLines(spdlog::level::level_enum level, absl::string_view prefix,
 }  // namespace
 
 struct XdsClient::RunState {
-  // Consecutive streams that ended without a response.
+  // Whether the stream that just ended was healthy: it got a response, or stayed open for
+  // kHealthyStream.
+  bool healthy = false;
+  // Consecutive streams that ended unhealthy: the backoff's count.
   int failures = 0;
-  // The last failure logged, when, and how many alike were not logged since.
+  // The last failure logged, when, and how many alike were not logged since. A failure after
+  // a healthy stream is always logged; an unhealthy stream's (a retry's) when it differs from
+  // the last one logged, or kRepeatLogInterval after it.
   std::string failure;
   absl::Time failure_logged = absl::InfinitePast();
   int failures_not_logged = 0;
+  // Whether the next connection is logged: the first one, and each after a logged failure.
+  bool log_connection = true;
   // The response last rejected (Fingerprint), why, how many times in a row it came back.
   std::string rejected;
   std::string rejection;
@@ -134,6 +144,10 @@ void XdsClient::Run() {
     if (metrics_ != nullptr) metrics_->SetXdsConnected(false);
     if (stopping_.HasBeenNotified()) break;
     if (metrics_ != nullptr) metrics_->RecordXdsStreamRestart();
+    if (state.healthy) {
+      state.failures = 0;
+      state.failure.clear();
+    }
     const absl::Duration delay = state.Backoff(options_, state.failures++);
     const std::string failure = StatusText(status);
     const absl::Time now = absl::Now();
@@ -147,6 +161,7 @@ void XdsClient::Run() {
       state.failure = failure;
       state.failure_logged = now;
       state.failures_not_logged = 0;
+      state.log_connection = true;
     } else {
       ++state.failures_not_logged;
       spdlog::debug("xds: stream to {} ended again: {}", options_.server_address, failure);
@@ -172,23 +187,23 @@ grpc::Status XdsClient::RunStream(RunState& state) {
   *request.mutable_node() = connection_->node;
   request.set_type_url(kRateLimitConfigTypeUrl);
   request.set_version_info(applied_version());
-  bool connected = false;
-  auto set_connected = [&] {
-    if (connected) return;
-    connected = true;
-    if (metrics_ != nullptr) metrics_->SetXdsConnected(true);
-    spdlog::info("xds: connected to {} as node '{}'", options_.server_address,
-                 connection_->node.id());
-    state.failure.clear();  // the next failure is news
-    state.failures_not_logged = 0;
-  };
+  state.healthy = false;
+  // Written means connected: gRPC holds a call's messages until it has a connection, and
+  // fails them when it finds none.
   bool open = stream->Write(request);
-  if (open && connection_->channel->GetState(false) == GRPC_CHANNEL_READY) set_connected();
+  const absl::Time opened = absl::Now();
+  if (open) {
+    if (metrics_ != nullptr) metrics_->SetXdsConnected(true);
+    if (state.log_connection) {
+      spdlog::info("xds: connected to {} as node '{}'", options_.server_address,
+                   connection_->node.id());
+      state.log_connection = false;
+    }
+  }
 
   DiscoveryResponse response;
   while (open && stream->Read(&response)) {
-    set_connected();
-    state.failures = 0;
+    state.healthy = true;
     if (response.type_url() != kRateLimitConfigTypeUrl) {
       // Not subscribed to: Envoy ignores such a response too. An ACK would name that type
       // and subscribe to it; its version and nonce are not this type's.
@@ -259,6 +274,7 @@ grpc::Status XdsClient::RunStream(RunState& state) {
     }
     open = stream->Write(answer);
   }
+  if (absl::Now() - opened >= kHealthyStream) state.healthy = true;
   grpc::Status status = stream->Finish();
   {
     absl::MutexLock lock(&mu_);

@@ -39,14 +39,18 @@ struct XdsClientOptions {
   // The node's metadata, "k1=v1,k2=v2", sent as string values (CONFIG_GRPC_XDS_NODE_METADATA).
   std::string node_metadata;
   XdsTlsOptions tls;
-  // Metadata sent with the stream, each "key:value", or several as "k1:v1,k2:v2"
-  // (CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS). Keys are lowercased (gRPC requires it).
+  // Metadata sent with the stream, each "key:value", or several as "k1:v1,k2:v2" (so
+  // CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS goes in as one entry). Keys are lowercased
+  // (gRPC requires it).
   std::vector<std::string> additional_headers;
   // Delay before opening a stream again after one ended: the first is about backoff_initial_ms,
   // each next one twice the previous, at most backoff_max_ms, each multiplied by a random
   // factor in [1 - backoff_random_factor, 1 + backoff_random_factor]; back to the first once a
-  // stream got a response (XDS_CLIENT_BACKOFF_INITIAL_INTERVAL, _MAX_INTERVAL,
-  // _RANDOM_FACTOR). The same schedule spaces the NACKs of a response rejected again unchanged.
+  // stream was healthy (got a response, or stayed open 30 s) (XDS_CLIENT_BACKOFF_INITIAL_INTERVAL,
+  // _MAX_INTERVAL and _RANDOM_FACTOR, given in milliseconds here; XDS_CLIENT_BACKOFF_JITTER=false
+  // is backoff_random_factor 0). The same schedule spaces the NACKs of a response rejected again
+  // unchanged. CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL has no counterpart: gRPC's
+  // channel reconnects on the schedule above.
   int64_t backoff_initial_ms = 10'000;
   int64_t backoff_max_ms = 60'000;
   double backoff_random_factor = 0.5;
