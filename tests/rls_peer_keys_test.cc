@@ -182,15 +182,21 @@ constexpr char kConfigResource[] = R"pb(
 
 using Entries = std::vector<std::pair<std::string, std::string>>;
 
+// Appends one descriptor of `entries` to `request`.
+void AddDescriptor(RateLimitRequest& request, const Entries& entries) {
+  auto* descriptor = request.add_descriptors();
+  for (const auto& [key, value] : entries) {
+    auto* entry = descriptor->add_entries();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+}
+
 // One descriptor per pair.
 RateLimitRequest Request(const Entries& descriptors) {
   RateLimitRequest request;
   request.set_domain("peer");
-  for (const auto& [key, value] : descriptors) {
-    auto* entry = request.add_descriptors()->add_entries();
-    entry->set_key(key);
-    entry->set_value(value);
-  }
+  for (const auto& pair : descriptors) AddDescriptor(request, {pair});
   return request;
 }
 
@@ -198,12 +204,7 @@ RateLimitRequest Request(const Entries& descriptors) {
 RateLimitRequest NestedRequest(const Entries& entries) {
   RateLimitRequest request;
   request.set_domain("peer");
-  auto* descriptor = request.add_descriptors();
-  for (const auto& [key, value] : entries) {
-    auto* entry = descriptor->add_entries();
-    entry->set_key(key);
-    entry->set_value(value);
-  }
+  AddDescriptor(request, entries);
   return request;
 }
 
