@@ -172,6 +172,9 @@ int RunServe(const ServeOptions& given) {
         "serve needs a config: --config FILE (repeatable), --xds-server HOST:PORT, or both");
     return 2;
   }
+  if (options.start_without_config && options.xds.server_address.empty()) {
+    spdlog::warn("--start-without-config applies to --xds-server only; ignored");
+  }
 
   absl::StatusOr<std::string> redis_url = ResolveRedisUrl(options);
   if (!redis_url.ok()) {

@@ -29,7 +29,6 @@
 #ifndef TOLLGATE_SRC_XDS_ADS_CLIENT_H_
 #define TOLLGATE_SRC_XDS_ADS_CLIENT_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
