@@ -1,17 +1,14 @@
-# gRPC: the .proto files under proto/ (Envoy's rate-limit service API, written for tollgate
-# with Envoy's package, names and field numbers; grpc.health.v1) compiled by protoc and
-# grpc_cpp_plugin into the build tree, as the static library `tollgate_grpc`. The service
-# library links it, so src/server/rls_service.cc can include the generated headers as
-# "envoy/service/ratelimit/v3/rls.grpc.pb.h".
-# The tollgate binary needs only the messages (protobuf); gRPC C++ (libgrpc++-dev,
-# protobuf-compiler-grpc) is needed for the tests' and benchmarks' stubs, so a build with
-# both off (`make run`) works without it and has no tollgate_grpc.
+# gRPC: the .proto files under proto/ (Envoy's rate-limit service API, the Aggregated Discovery
+# Service and the RateLimitConfig resource, written for tollgate with Envoy's package, names and
+# field numbers; grpc.health.v1) compiled by protoc and grpc_cpp_plugin into the build tree:
+#   tollgate_proto  the messages (protobuf). The service library links them: its gRPC server is
+#                   ours (src/server/grpc_server.h, on libnghttp2).
+#   tollgate_grpc   the grpc++ stubs. The xDS client (src/xds/) streams its config with gRPC
+#                   C++'s client, so the tollgate binary links it; tests and benchmarks use it
+#                   for their clients and servers.
+# gRPC C++ (libgrpc++-dev, protobuf-compiler-grpc) is therefore required by every build.
 find_package(Protobuf REQUIRED)
-if(TOLLGATE_BUILD_TESTS OR TOLLGATE_BUILD_BENCH)
-  find_package(gRPC CONFIG REQUIRED)
-else()
-  find_package(gRPC CONFIG QUIET)
-endif()
+find_package(gRPC CONFIG REQUIRED)
 
 set(TOLLGATE_PROTO_DIR ${CMAKE_CURRENT_SOURCE_DIR}/proto)
 set(TOLLGATE_PROTO_OUT ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
@@ -24,27 +21,17 @@ foreach(proto ${TOLLGATE_PROTOS})
   file(RELATIVE_PATH relative ${TOLLGATE_PROTO_DIR} ${proto})
   string(REGEX REPLACE "\\.proto$" "" stem ${relative})
   set(messages ${TOLLGATE_PROTO_OUT}/${stem}.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.pb.h)
-  if(gRPC_FOUND)
-    set(stubs ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
-    add_custom_command(OUTPUT ${messages} ${stubs}
-      COMMAND protobuf::protoc
-              --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
-              --cpp_out=${TOLLGATE_PROTO_OUT} --grpc_out=${TOLLGATE_PROTO_OUT}
-              --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
-              ${proto}
-      DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc gRPC::grpc_cpp_plugin
-      COMMENT "protoc ${relative}"
-      VERBATIM)
-    list(APPEND TOLLGATE_GRPC_SOURCES ${stubs})
-  else()
-    add_custom_command(OUTPUT ${messages}
-      COMMAND protobuf::protoc
-              --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
-              --cpp_out=${TOLLGATE_PROTO_OUT} ${proto}
-      DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc
-      COMMENT "protoc ${relative}"
-      VERBATIM)
-  endif()
+  set(stubs ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.cc ${TOLLGATE_PROTO_OUT}/${stem}.grpc.pb.h)
+  add_custom_command(OUTPUT ${messages} ${stubs}
+    COMMAND protobuf::protoc
+            --proto_path=${TOLLGATE_PROTO_DIR} --proto_path=${Protobuf_INCLUDE_DIRS}
+            --cpp_out=${TOLLGATE_PROTO_OUT} --grpc_out=${TOLLGATE_PROTO_OUT}
+            --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
+            ${proto}
+    DEPENDS ${proto} ${TOLLGATE_PROTOS} protobuf::protoc gRPC::grpc_cpp_plugin
+    COMMENT "protoc ${relative}"
+    VERBATIM)
+  list(APPEND TOLLGATE_GRPC_SOURCES ${stubs})
   list(APPEND TOLLGATE_PROTO_SOURCES ${messages})
 endforeach()
 
@@ -56,12 +43,10 @@ target_compile_options(tollgate_proto PRIVATE -w)
 target_include_directories(tollgate_proto SYSTEM PUBLIC ${TOLLGATE_PROTO_OUT})
 target_link_libraries(tollgate_proto PUBLIC protobuf::libprotobuf)
 
-# The grpc++ stubs, for the tests' clients and the benchmarks (grpc_load, the gRPC C++
-# floor server); never linked into the tollgate binary.
-if(gRPC_FOUND)
-  add_library(tollgate_grpc STATIC ${TOLLGATE_GRPC_SOURCES})
-  target_compile_options(tollgate_grpc PRIVATE -w)
-  target_link_libraries(tollgate_grpc PUBLIC tollgate_proto gRPC::grpc++)
-endif()
+# The grpc++ stubs: the xDS client's (linked into the tollgate binary through tollgate_xds),
+# and the tests' and benchmarks' clients and servers.
+add_library(tollgate_grpc STATIC ${TOLLGATE_GRPC_SOURCES})
+target_compile_options(tollgate_grpc PRIVATE -w)
+target_link_libraries(tollgate_grpc PUBLIC tollgate_proto gRPC::grpc++)
 
 target_link_libraries(tollgate_server PUBLIC tollgate_proto)

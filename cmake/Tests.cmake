@@ -6,7 +6,7 @@ file(GLOB TOLLGATE_TEST_SUPPORT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/te
 list(FILTER TOLLGATE_TEST_SUPPORT_SOURCES EXCLUDE REGEX "/fault_proxy\\.cc$")
 add_library(tollgate_test_support STATIC ${TOLLGATE_TEST_SUPPORT_SOURCES})
 target_include_directories(tollgate_test_support PUBLIC ${CMAKE_SOURCE_DIR})
-target_link_libraries(tollgate_test_support PUBLIC tollgate_server tollgate_grpc
+target_link_libraries(tollgate_test_support PUBLIC tollgate_server tollgate_xds tollgate_grpc
   tollgate_fault_proxy GTest::gtest GTest::gmock
   absl::strings absl::time)
 target_compile_definitions(tollgate_test_support PUBLIC
@@ -14,7 +14,7 @@ target_compile_definitions(tollgate_test_support PUBLIC
   TOLLGATE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
 # Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
-foreach(dir core algorithm store/memory store/redis store/sync resilience config server cli)
+foreach(dir core algorithm store/memory store/redis store/sync resilience config server xds cli)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
   if(tests)
     string(REPLACE "/" "_" name ${dir})

@@ -171,6 +171,44 @@ void ReadGrpcTls(Reader& env, ServeOptions& options) {
   }
 }
 
+// CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client (src/xds/xds_options.h names each variable).
+void ReadXds(Reader& env, ServeOptions& options) {
+  xds::XdsClientOptions& xds = options.xds;
+  xds.server_address = env.String("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000");
+  xds.node_id = env.String("CONFIG_GRPC_XDS_NODE_ID", "default");
+  xds.node_metadata = env.String("CONFIG_GRPC_XDS_NODE_METADATA", "");
+  if (std::optional<std::string> headers = env.Get("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")) {
+    if (!ParseGoMap(*headers)) {
+      env.Error("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "expected key:value[,key:value...]");
+    } else {
+      xds.additional_headers.push_back(*headers);
+    }
+  }
+  xds.tls.enabled = env.Bool("CONFIG_GRPC_XDS_SERVER_USE_TLS", false);
+  xds.tls.client_cert_path = env.String("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "");
+  xds.tls.client_key_path = env.String("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "");
+  xds.tls.server_ca_path = env.String("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "");
+  xds.tls.server_name = env.String("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "");
+  if (xds.tls.client_cert_path.empty() != xds.tls.client_key_path.empty()) {
+    env.Error(xds.tls.client_cert_path.empty() ? "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"
+                                               : "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+              "a client certificate needs its key, and a key its certificate");
+  }
+  xds.backoff_initial_ms = env.DurationMs("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", 10'000);
+  xds.backoff_max_ms = env.DurationMs("XDS_CLIENT_BACKOFF_MAX_INTERVAL", 60'000);
+  xds.backoff_random_factor = env.Float("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", 0.5, 0, 1);
+  if (!env.Bool("XDS_CLIENT_BACKOFF_JITTER", true)) xds.backoff_random_factor = 0;
+  if (xds.backoff_initial_ms < 1) env.Error("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "must be > 0");
+  if (xds.backoff_max_ms < xds.backoff_initial_ms) {
+    env.Error("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "must be at least the initial interval");
+  }
+  xds.max_message_bytes = static_cast<int>(
+      env.Int("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", xds.max_message_bytes, 1024, 1 << 30));
+  env.NotUsed("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+              "the xDS client reconnects on one backoff (XDS_CLIENT_BACKOFF_*)");
+  options.start_without_config = env.Bool("FORCE_START_WITHOUT_INITIAL_CONFIG", false);
+}
+
 void ReadConfigSource(Reader& env, ServeOptions& options) {
   const std::string type = env.String("CONFIG_TYPE", "FILE");
   if (type == "FILE") {
@@ -188,7 +226,7 @@ void ReadConfigSource(Reader& env, ServeOptions& options) {
     options.config_ignore_dotfiles = env.Bool("RUNTIME_IGNOREDOTFILES", false);
     env.Bool("RUNTIME_WATCH_ROOT", true);  // checked; both ways are watched alike
   } else if (type == "GRPC_XDS_SOTW") {
-    // Read with the xDS client's settings.
+    ReadXds(env, options);
   } else {
     env.Error("CONFIG_TYPE", "expected FILE or GRPC_XDS_SOTW");
   }

@@ -109,6 +109,80 @@ TEST(RatelimitEnvironmentTest, LogLevelsAsLogrusNamesThem) {
   }
 }
 
+// Exactly what Envoy Gateway's rate-limit Deployment sets (its resource.go), Redis and
+// Prometheus included.
+Variables EnvoyGatewayEnvironment() {
+  return {{"RUNTIME_ROOT", "/data"},
+          {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+          {"RUNTIME_IGNOREDOTFILES", "true"},
+          {"RUNTIME_WATCH_ROOT", "false"},
+          {"LOG_LEVEL", "info"},
+          {"USE_STATSD", "false"},
+          {"CONFIG_TYPE", "GRPC_XDS_SOTW"},
+          {"CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"},
+          {"CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"},
+          {"GRPC_SERVER_USE_TLS", "true"},
+          {"GRPC_SERVER_TLS_CERT", "/certs/tls.crt"},
+          {"GRPC_SERVER_TLS_KEY", "/certs/tls.key"},
+          {"GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt"},
+          {"CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"},
+          {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt"},
+          {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key"},
+          {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt"},
+          {"FORCE_START_WITHOUT_INITIAL_CONFIG", "true"},
+          {"REDIS_SOCKET_TYPE", "tcp"},
+          {"REDIS_URL", "redis.redis-system.svc.cluster.local:6379"},
+          {"USE_PROMETHEUS", "true"},
+          {"PROMETHEUS_ADDR", ":19001"},
+          {"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"}};
+}
+
+TEST(RatelimitEnvironmentTest, EnvoyGatewaysDeployment) {
+  absl::StatusOr<RatelimitEnvironment> env = Read(EnvoyGatewayEnvironment());
+  ASSERT_TRUE(env.ok()) << env.status();
+  const ServeOptions& options = env->options;
+  EXPECT_THAT(options.config_dirs, IsEmpty());  // RUNTIME_* are the file mode's
+  EXPECT_EQ(options.xds.server_address, "envoy-gateway:18001");
+  EXPECT_EQ(options.xds.node_id, "envoy-ratelimit");
+  EXPECT_TRUE(options.xds.tls.enabled);
+  EXPECT_EQ(options.xds.tls.client_cert_path, "/certs/tls.crt");
+  EXPECT_EQ(options.xds.tls.client_key_path, "/certs/tls.key");
+  EXPECT_EQ(options.xds.tls.server_ca_path, "/certs/ca.crt");
+  EXPECT_EQ(options.xds.backoff_initial_ms, 10'000);
+  EXPECT_EQ(options.xds.backoff_max_ms, 60'000);
+  EXPECT_TRUE(options.start_without_config);
+  EXPECT_EQ(options.grpc_tls.client_ca_path, "/certs/ca.crt");
+  EXPECT_EQ(options.http_address, "0.0.0.0:8080");
+  EXPECT_EQ(options.grpc_address, "0.0.0.0:8081");
+  EXPECT_EQ(options.metrics_address, "0.0.0.0:19001");
+  EXPECT_EQ(options.redis_url, "redis://redis.redis-system.svc.cluster.local:6379");
+  EXPECT_EQ(env->log_level, "info");
+  // Only the mapper file is named: tollgate uses every other variable it sets.
+  EXPECT_THAT(env->notices, ElementsAre(HasSubstr("PROMETHEUS_MAPPER_YAML is not used")));
+}
+
+TEST(RatelimitEnvironmentTest, XdsBackoffAndHeaders) {
+  Variables variables = EnvoyGatewayEnvironment();
+  variables["XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"] = "500ms";
+  variables["XDS_CLIENT_BACKOFF_MAX_INTERVAL"] = "2s";
+  variables["XDS_CLIENT_BACKOFF_JITTER"] = "false";
+  variables["CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"] = "x-tenant:a,x-zone:b";
+  variables["CONFIG_GRPC_XDS_NODE_METADATA"] = "cluster=east";
+  absl::StatusOr<RatelimitEnvironment> env = Read(variables);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->options.xds.backoff_initial_ms, 500);
+  EXPECT_EQ(env->options.xds.backoff_max_ms, 2'000);
+  EXPECT_EQ(env->options.xds.backoff_random_factor, 0);
+  EXPECT_THAT(env->options.xds.additional_headers, ElementsAre("x-tenant:a,x-zone:b"));
+  EXPECT_EQ(env->options.xds.node_metadata, "cluster=east");
+  variables["XDS_CLIENT_BACKOFF_MAX_INTERVAL"] = "100ms";
+  variables["CONFIG_GRPC_XDS_CLIENT_TLS_KEY"] = "";
+  absl::StatusOr<RatelimitEnvironment> bad = Read(variables);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("XDS_CLIENT_BACKOFF_MAX_INTERVAL:"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("CONFIG_GRPC_XDS_CLIENT_TLS_KEY:"));
+}
+
 TEST(RatelimitEnvironmentTest, GrpcTlsUnderBothNamesOfTheClientCa) {
   // As Envoy Gateway sets it: GRPC_SERVER_TLS_CA_CERT, which the peer itself does not read.
   absl::StatusOr<RatelimitEnvironment> gateway =

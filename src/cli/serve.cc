@@ -25,6 +25,7 @@
 #include "spdlog/spdlog.h"
 #include "src/cli/load_configs.h"
 #include "src/cli/serve_environment.h"
+#include "src/cli/serve_xds.h"
 #include "src/config/descriptor_matcher.h"
 #include "src/core/build_info.h"
 #include "src/server/check_service.h"
@@ -185,6 +186,16 @@ int RunServe(const ServeOptions& given) {
     return 2;
   }
 
+  if (options.config_paths.empty() && options.config_dirs.empty() &&
+      options.xds.server_address.empty()) {
+    spdlog::error(
+        "serve needs a config: --config FILE, --config-dir DIR or --xds-server HOST:PORT");
+    return 2;
+  }
+  if (options.start_without_config && options.xds.server_address.empty()) {
+    spdlog::warn("--start-without-config applies to --xds-server only; ignored");
+  }
+
   absl::StatusOr<std::string> redis_url = ResolveRedisUrl(options);
   if (!redis_url.ok()) {
     spdlog::error("{}", std::string(redis_url.status().message()));
@@ -297,6 +308,27 @@ int RunServe(const ServeOptions& given) {
   }
   std::shared_ptr<server::CheckService> check_service = *std::move(made_service);
 
+  // Config over xDS (serve_xds.h): the control plane's domains beside the files'. Without
+  // --start-without-config the ports open once its first config is applied.
+  std::unique_ptr<xds::XdsClient> xds_client;
+  if (!options.xds.server_address.empty()) {
+    absl::StatusOr<std::unique_ptr<xds::XdsClient>> started =
+        StartXdsConfig(options, *check_service, metrics);
+    if (!started.ok()) {
+      spdlog::error("{}", std::string(started.status().message()));
+      return started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    xds_client = *std::move(started);
+    if (!options.start_without_config) {
+      if (const int signal_number = WaitForFirstXdsConfig(*xds_client, stop_signals);
+          signal_number != 0) {
+        spdlog::info("received {} before any config from xDS; stopped",
+                     signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+        return 0;
+      }
+    }
+  }
+
   // Envoy's rate-limit service, on the same store (the same counters as HTTP).
   server::RlsServiceOptions rls_options;
   rls_options.metrics = &metrics;
@@ -351,15 +383,24 @@ int RunServe(const ServeOptions& given) {
   // GET /healthcheck, as envoyproxy/ratelimit answers it (Envoy Gateway's probes): 500 once
   // a stop signal came, and with the options that ask for it, without Redis.
   std::atomic<bool> draining{false};
-  http_options.health_check = [&draining, probe, &options]() -> absl::Status {
+  http_options.health_check = [&draining, probe, &options,
+                               xds = xds_client.get()]() -> absl::Status {
     if (draining.load(std::memory_order_acquire)) {
       return absl::UnavailableError("draining: a stop signal came");
+    }
+    if (options.health_requires_config && xds != nullptr && !xds->has_config()) {
+      return absl::UnavailableError("no config from xDS yet");
     }
     if (options.health_requires_redis && probe != nullptr && !probe->StoreReachable()) {
       return absl::UnavailableError("redis is unreachable (this instance's probe fails)");
     }
     return absl::OkStatus();
   };
+  if (xds_client != nullptr) {
+    http_options.readiness_note = [client = xds_client.get()] {
+      return client->has_config() ? std::string() : std::string(kNoXdsConfigYet);
+    };
+  }
   absl::StatusOr<std::unique_ptr<server::HttpServer>> http =
       server::HttpServer::Start(std::move(http_options), check_service);
   if (!http.ok()) {
@@ -391,7 +432,14 @@ int RunServe(const ServeOptions& given) {
   }
   spdlog::info("tollgate {} (commit {})", kBuildVersion, kBuildCommit);
   spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
-               absl::StrJoin(*config_files, ", "), store->store->Name());
+               config_files->empty() ? "no config file" : absl::StrJoin(*config_files, ", "),
+               store->store->Name());
+  if (xds_client != nullptr) {
+    spdlog::info("xds: Envoy domains from {}{}", options.xds.server_address,
+                 xds_client->has_config()
+                     ? absl::StrCat(", version ", xds_client->applied_version())
+                     : absl::StrCat(" (", kNoXdsConfigYet, ")"));
+  }
   if (options.redis_url.empty()) {
     spdlog::info("memory store: at most {} keys", options.memory_max_keys);
   }
@@ -429,6 +477,7 @@ int RunServe(const ServeOptions& given) {
   stop_polling.Notify();
   poller.join();
   draining.store(true, std::memory_order_release);
+  if (xds_client != nullptr) xds_client->Stop();  // no config change while draining
   spdlog::info("received {}, finishing requests in flight",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   // Health checks see NOT_SERVING on connections still open, while both servers drain.

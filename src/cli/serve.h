@@ -12,6 +12,7 @@
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_tls.h"
 #include "src/server/ratelimit_headers.h"
+#include "src/xds/xds_options.h"
 #include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_connections.h"
@@ -115,6 +116,17 @@ struct ServeOptions {
   int64_t redis_startup_wait_ms = 0;
   int64_t redis_startup_retry_initial_ms = 1'000;
   int64_t redis_startup_retry_max_ms = 30'000;
+
+  // Config over xDS (--xds-...; docs/xds.md; src/cli/serve_xds.h): on when
+  // xds.server_address is set (envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW with
+  // CONFIG_GRPC_XDS_SERVER_URL; each field of XdsClientOptions names its variable). The
+  // control plane's domains serve beside the config_paths files' (which are then optional);
+  // a domain in both is refused (the update is NACKed, or the file reload fails).
+  xds::XdsClientOptions xds;
+  // With xDS: serve at once, every Envoy request answered OK with no limits (and /readyz
+  // saying so) until the first config is applied (FORCE_START_WITHOUT_INITIAL_CONFIG).
+  // false: the ports open only once the first config is applied, however long that takes.
+  bool start_without_config = false;
 };
 
 // The store and what keeps it running.
@@ -149,14 +161,16 @@ struct ServeStore {
 absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
                                      std::vector<boost::asio::io_context*> loops = {});
 
-// Loads the configs, builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,
+// Loads the configs (and with options.xds, waits for the control plane's first config unless
+// start_without_config), builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,
 // then finishes the requests in flight. On SIGHUP, and when a config file changes (looked
 // at every second), reloads every config file: a valid whole replaces the running config
 // without dropping requests (counters carry on in the store); an invalid one is logged and
 // the old config keeps serving. The gRPC port's TLS files are reloaded the same way (on
 // SIGHUP, and when their contents change), for new connections. Returns the process exit
 // code: 0 after a clean shutdown, 1 for an invalid config or TLS file, an unreachable Redis
-// or an address that cannot be bound, 2 for unusable options.
+// or an address that cannot be bound, 2 for unusable options (among them: no config at all:
+// neither config_paths, config_dirs nor xds.server_address).
 int RunServe(const ServeOptions& options);
 
 }  // namespace tollgate::cli

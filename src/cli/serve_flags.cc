@@ -20,7 +20,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
   // No ExistingFile check: a missing file is an invalid config (exit 1), reported by the loader.
   serve_command->add_option("--config", serve.config_paths,
                             "Config file (YAML): tollgate's `limits:` or Envoy's `domain:` format; "
-                            "repeatable (or --config-dir, or --xds-server)");
+                            "repeatable (optional with --config-dir or --xds-server)");
   serve_command->add_option(
       "--redis", serve.redis_url,
       "Redis URL: redis://HOST:PORT, redis-cluster://HOST:PORT,..., "
@@ -177,6 +177,68 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
       ->group(grpc_group);
+  // Config over xDS (docs/xds.md): Envoy domains from a control plane such as Envoy Gateway.
+  xds::XdsClientOptions& xds = serve.xds;
+  const std::string xds_group = "Config over xDS";
+  serve_command
+      ->add_option("--xds-server", xds.server_address,
+                   "Control plane HOST:PORT to stream RateLimitConfig resources from (ADS, state "
+                   "of the world); its domains serve beside the --config files'")
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-node-id", xds.node_id,
+                   "Node id the control plane keys its snapshot by (Envoy Gateway: "
+                   "envoy-ratelimit)")
+      ->capture_default_str()
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-node-metadata", xds.node_metadata,
+                   "Node metadata, KEY=VALUE[,KEY=VALUE...]")
+      ->group(xds_group);
+  serve_command->add_flag("--xds-tls", xds.tls.enabled, "TLS to the control plane")
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-tls-cert", xds.tls.client_cert_path,
+                   "Client certificate (PEM) presented to the control plane")
+      ->group(xds_group);
+  serve_command->add_option("--xds-tls-key", xds.tls.client_key_path, "Key of --xds-tls-cert (PEM)")
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-tls-ca", xds.tls.server_ca_path,
+                   "Authorities the control plane's certificate must chain to (PEM; default: "
+                   "the system's)")
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-tls-server-name", xds.tls.server_name,
+                   "Name the control plane's certificate must hold (default: the host of "
+                   "--xds-server)")
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-header", xds.additional_headers,
+                   "Metadata sent with the stream, KEY:VALUE (or KEY:VALUE,KEY:VALUE); "
+                   "repeatable")
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-backoff-initial-ms", xds.backoff_initial_ms,
+                   "Delay before opening the stream again after it ended (doubling, jittered)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
+      ->group(xds_group);
+  serve_command->add_option("--xds-backoff-max-ms", xds.backoff_max_ms, "Longest such delay")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
+      ->group(xds_group);
+  serve_command
+      ->add_option("--xds-max-message-bytes", xds.max_message_bytes,
+                   "Largest response accepted from the control plane")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 1 << 30))
+      ->group(xds_group);
+  serve_command
+      ->add_flag("--start-without-config", serve.start_without_config,
+                 "With --xds-server: serve at once, answering every Envoy request OK with no "
+                 "limits until the first config arrives (default: open the ports only then)")
+      ->group(xds_group);
   // TLS on the gRPC port (docs/envoy.md, "TLS and mTLS").
   const std::string grpc_tls_group = "gRPC TLS";
   serve_command
@@ -309,7 +371,8 @@ absl::Status FinishServeFlags(ServeFlags& flags) {
                               : flags.default_algorithm == "sliding_window"
                                   ? Algorithm::kSlidingWindow
                                   : Algorithm::kFixedWindow;
-  if (options.config_paths.empty() && options.config_dirs.empty()) {
+  if (options.config_paths.empty() && options.config_dirs.empty() &&
+      options.xds.server_address.empty()) {
     return absl::InvalidArgumentError(
         "serve needs a config: --config FILE or --config-dir DIR (or, in envoyproxy/ratelimit's "
         "environment, RUNTIME_ROOT or CONFIG_TYPE=GRPC_XDS_SOTW)");

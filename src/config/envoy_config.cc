@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "src/config/config_file.h"
+#include "src/config/envoy_config_tree.h"
 #include "src/config/names.h"
 #include "src/config/problems.h"
 #include "src/config/yaml_node.h"
@@ -72,12 +73,14 @@ struct ConfigError {
   throw ConfigError{node.Mark(), absl::StrCat(field, ": ", what)};
 }
 
-// The errors of one file. A check Fail()s; the part of the file it belongs to is abandoned
-// (Try catches the error and records it) and the parse goes on with the next independent
-// part, so that one run reports every error of the file.
+// The errors of one file (or one tree built in memory). A check Fail()s; the part of the
+// file it belongs to is abandoned (Try catches the error and records it) and the parse goes
+// on with the next independent part, so that one run reports every error of the file.
+// Without `positions` (a tree built in memory has none) errors name the field only.
 class Errors {
  public:
-  explicit Errors(absl::string_view file_name) : problems_(file_name) {}
+  Errors(absl::string_view file_name, bool positions)
+      : problems_(file_name), positions_(positions) {}
 
   // Runs `check`; returns false when it Fail()ed, recording the error.
   template <typename Check>
@@ -91,12 +94,17 @@ class Errors {
     }
   }
 
-  void Add(const ConfigError& error) { problems_.Add(error.mark, "", error.message).IgnoreError(); }
+  void Add(const ConfigError& error) {
+    problems_.Add(positions_ ? error.mark : YAML::Mark::null_mark(), "", error.message)
+        .IgnoreError();
+  }
   size_t size() const { return problems_.size(); }
   absl::Status ToStatus() const { return problems_.ToStatus(); }
+  bool positions() const { return positions_; }
 
  private:
   config::Problems problems_;
+  const bool positions_;
 };
 
 std::string Describe(const YAML::Node& node) { return config::DescribeNode(node); }
@@ -440,6 +448,8 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
     Fail(node, field, absl::StrCat("expected a list of descriptors, got ", Describe(node)));
   }
   std::vector<EnvoyDescriptor> descriptors;
+  // Where each of `descriptors` was written ("line 3", or its field without positions).
+  std::vector<std::string> written_at;
   // As envoyproxy/ratelimit: within one list, a (key, value) pair appears once.
   absl::flat_hash_set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < node.size(); ++i) {
@@ -447,7 +457,7 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
     const YAML::Node item = node[i];
     if (!errors.Try([&] { CheckMap(item, item_field, kDescriptorKeys, errors); })) continue;
     EnvoyDescriptor descriptor;
-    descriptor.line = item.Mark().line + 1;
+    if (errors.positions()) descriptor.line = item.Mark().line + 1;
     const bool key_known = errors.Try([&] {
       const YAML::Node key = item["key"];
       if (!key) Fail(item, item_field + ".key", "missing");
@@ -471,12 +481,13 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
         if (descriptor.value.find('*') == std::string::npos) return;
         // As envoyproxy/ratelimit, the first wildcard of a key that matches (in file order)
         // wins; one that an earlier one always beats could never match, so it is refused.
-        for (const EnvoyDescriptor& earlier : descriptors) {
+        for (size_t j = 0; j < descriptors.size(); ++j) {
+          const EnvoyDescriptor& earlier = descriptors[j];
           if (earlier.key == descriptor.key && earlier.value.find('*') != std::string::npos &&
               Covers(earlier.value, descriptor.value)) {
             Fail(item["value"], item_field + ".value",
                  absl::StrCat("wildcard '", descriptor.value, "' can never match: '", earlier.value,
-                              "' (line ", earlier.line,
+                              "' (", written_at[j],
                               ") comes first and matches every value it would"));
           }
         }
@@ -529,6 +540,7 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
         descriptor.descriptors = ParseDescriptors(nested, item_field + ".descriptors", errors);
       });
     }
+    written_at.push_back(errors.positions() ? absl::StrCat("line ", descriptor.line) : item_field);
     descriptors.push_back(std::move(descriptor));
   }
   return descriptors;
@@ -537,6 +549,45 @@ std::vector<EnvoyDescriptor> ParseDescriptors(const YAML::Node& node, const std:
 std::string Located(absl::string_view file_name, const YAML::Mark& mark, absl::string_view what) {
   if (mark.is_null()) return absl::StrCat(file_name, ": ", what);
   return absl::StrCat(file_name, ":", mark.line + 1, ":", mark.column + 1, ": ", what);
+}
+
+// The one parser of a domain's config, for files and for trees built in memory alike.
+absl::StatusOr<EnvoyDomainConfig> ParseRoot(const YAML::Node& root, std::string_view file_name,
+                                            bool positions) {
+  Errors errors(AbslView(file_name), positions);
+  try {
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(Located(
+          AbslView(file_name), positions ? root.Mark() : YAML::Mark::null_mark(),
+          absl::StrCat("expected a map with domain and descriptors, got ", Describe(root))));
+    }
+    CheckMap(root, "(top level)", kRootKeys, errors);
+    const bool top_level_has_errors = errors.size() > 0;
+    EnvoyDomainConfig config;
+    config.file_name = std::string(file_name);
+    errors.Try([&] {
+      const YAML::Node domain = root["domain"];
+      // A misspelt `domain:` already has its error (with "did you mean"); a second one
+      // saying it is missing would only repeat it.
+      if (!domain && top_level_has_errors) return;
+      if (!domain) Fail(root, "domain", "missing");
+      config.domain = Scalar(domain, "domain");
+      if (config.domain.empty()) Fail(domain, "domain", "must not be empty");
+    });
+    if (YAML::Node descriptors = root["descriptors"]) {
+      errors.Try(
+          [&] { config.descriptors = ParseDescriptors(descriptors, "descriptors", errors); });
+    }
+    if (absl::Status status = errors.ToStatus(); !status.ok()) return status;
+    return config;
+  } catch (const ConfigError& error) {
+    errors.Add(error);
+  } catch (const YAML::Exception& error) {
+    errors.Add({error.mark, error.msg});
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(file_name), ": ", error.what()));
+  }
+  return errors.ToStatus();
 }
 
 }  // namespace
@@ -585,43 +636,23 @@ std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text) {
 
 absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfig(std::string_view yaml_text,
                                                    std::string_view file_name) {
-  Errors errors(AbslView(file_name));
+  YAML::Node root;
   try {
-    const YAML::Node root = YAML::Load(std::string(yaml_text));
-    if (!root.IsMap()) {
-      return absl::InvalidArgumentError(Located(
-          AbslView(file_name), root.Mark(),
-          absl::StrCat("expected a map with domain and descriptors, got ", Describe(root))));
-    }
-    CheckMap(root, "(top level)", kRootKeys, errors);
-    const bool top_level_has_errors = errors.size() > 0;
-    EnvoyDomainConfig config;
-    config.file_name = std::string(file_name);
-    errors.Try([&] {
-      const YAML::Node domain = root["domain"];
-      // A misspelt `domain:` already has its error (with "did you mean"); a second one
-      // saying it is missing would only repeat it.
-      if (!domain && top_level_has_errors) return;
-      if (!domain) Fail(root, "domain", "missing");
-      config.domain = Scalar(domain, "domain");
-      if (config.domain.empty()) Fail(domain, "domain", "must not be empty");
-    });
-    if (YAML::Node descriptors = root["descriptors"]) {
-      errors.Try(
-          [&] { config.descriptors = ParseDescriptors(descriptors, "descriptors", errors); });
-    }
-    if (absl::Status status = errors.ToStatus(); !status.ok()) return status;
-    return config;
-  } catch (const ConfigError& error) {
-    errors.Add(error);
+    root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::ParserException& error) {
-    errors.Add({error.mark, absl::StrCat("invalid YAML: ", error.msg)});
+    return absl::InvalidArgumentError(
+        Located(AbslView(file_name), error.mark, absl::StrCat("invalid YAML: ", error.msg)));
   } catch (const YAML::Exception& error) {
-    errors.Add({error.mark, error.msg});
+    return absl::InvalidArgumentError(Located(AbslView(file_name), error.mark, error.msg));
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat(AbslView(file_name), ": ", error.what()));
   }
-  return errors.ToStatus();
+  return ParseRoot(root, file_name, /*positions=*/true);
+}
+
+absl::StatusOr<EnvoyDomainConfig> ParseEnvoyConfigTree(const YAML::Node& root,
+                                                       std::string_view source_name) {
+  return ParseRoot(root, source_name, /*positions=*/false);
 }
 
 absl::StatusOr<EnvoyDomainConfig> LoadEnvoyConfigFile(const std::string& path) {

@@ -91,13 +91,14 @@ struct EnvoyDescriptor {
   // them (null, booleans, numbers), quoted ones are strings.
   std::string metadata_json;
   std::vector<EnvoyDescriptor> descriptors;
-  // Where it was written, for messages.
+  // The line it was written on, for messages; 0 when it came from no file (xDS).
   int line = 0;
 };
 
-// One file: one domain.
+// One file (or one xDS resource): one domain.
 struct EnvoyDomainConfig {
   std::string domain;
+  // Where it came from, for messages: the file's path, or "xDS resource 'NAME'".
   std::string file_name;
   std::vector<EnvoyDescriptor> descriptors;
 };

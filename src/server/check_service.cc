@@ -72,27 +72,34 @@ absl::StatusOr<std::shared_ptr<const CheckSnapshot>> CheckService::Build(
   return snapshot;
 }
 
-absl::Status CheckService::Reload(LoadedConfigs config) {
-  absl::MutexLock lock(&reload_mu_);
+absl::Status CheckService::Swap(LoadedConfigs files, std::vector<EnvoyDomainConfig> control_plane) {
+  LoadedConfigs config = files;
+  config.envoy_domains.insert(config.envoy_domains.end(), control_plane.begin(),
+                              control_plane.end());
   absl::StatusOr<std::shared_ptr<const CheckSnapshot>> next = Build(std::move(config));
   if (!next.ok()) return next.status();
   if (options_.metrics != nullptr) options_.metrics->RegisterLimits((*next)->limiter->limits());
   snapshot_.store(*std::move(next), std::memory_order_release);
+  files_ = std::move(files);
+  control_plane_domains_ = std::move(control_plane);
   return absl::OkStatus();
+}
+
+absl::Status CheckService::Reload(LoadedConfigs config) {
+  absl::MutexLock lock(&reload_mu_);
+  return Swap(std::move(config), control_plane_domains_);
 }
 
 absl::Status CheckService::ReloadDomains(std::vector<EnvoyDomainConfig> domains) {
   absl::MutexLock lock(&reload_mu_);
-  const std::shared_ptr<const CheckSnapshot> now = snapshot();
-  LoadedConfigs config;
-  config.limits.assign(now->limiter->limits().begin(),
-                       now->limiter->limits().begin() + static_cast<ptrdiff_t>(now->http_limits));
-  config.envoy_domains = std::move(domains);
-  absl::StatusOr<std::shared_ptr<const CheckSnapshot>> next = Build(std::move(config));
-  if (!next.ok()) return next.status();
-  if (options_.metrics != nullptr) options_.metrics->RegisterLimits((*next)->limiter->limits());
-  snapshot_.store(*std::move(next), std::memory_order_release);
-  return absl::OkStatus();
+  LoadedConfigs files = files_;
+  files.envoy_domains = std::move(domains);
+  return Swap(std::move(files), control_plane_domains_);
+}
+
+absl::Status CheckService::ReloadControlPlaneDomains(std::vector<EnvoyDomainConfig> domains) {
+  absl::MutexLock lock(&reload_mu_);
+  return Swap(files_, std::move(domains));
 }
 
 }  // namespace tollgate::server

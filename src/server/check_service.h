@@ -20,8 +20,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/config/descriptor_matcher.h"
 #include "src/config/loaded_configs.h"
 #include "src/server/rls_plan.h"
@@ -79,14 +82,22 @@ class CheckService {
   CheckService& operator=(const CheckService&) = delete;
   ~CheckService();
 
-  // Validates all of `config` (limits, Envoy domains, one Limiter over both) and only then
-  // swaps it in: requests that start after this returns see the new snapshot, those in
-  // flight finish on theirs. Counters live in the stores, so a limit whose name and numbers
-  // are unchanged carries on. On error nothing changes and the error is returned.
+  // The running config has two parts: what files give (`config`: limits and Envoy domains)
+  // and the Envoy domains a control plane gives over xDS. Each reload replaces one part and
+  // keeps the other. A reload validates the whole (limits, every domain, one Limiter over
+  // both; a domain in both parts is refused, naming the file and the resource) and only then
+  // swaps it in: requests that start after it returns see the new snapshot, those in flight
+  // finish on theirs. Counters live in the stores, so a limit whose name and numbers are
+  // unchanged carries on. On error nothing changes and the error is returned.
+
+  // Replaces the files' part.
   absl::Status Reload(LoadedConfigs config);
 
-  // Replaces the Envoy domains only, keeping tollgate's limits (RlsService::UpdateDomains).
+  // Replaces the files' Envoy domains only, keeping their limits (RlsService::UpdateDomains).
   absl::Status ReloadDomains(std::vector<EnvoyDomainConfig> domains);
+
+  // Replaces the control plane's domains (src/xds/ads_client.h) as one set.
+  absl::Status ReloadControlPlaneDomains(std::vector<EnvoyDomainConfig> domains);
 
   // The running snapshot: one atomic load. Never null.
   std::shared_ptr<const CheckSnapshot> snapshot() const {
@@ -102,12 +113,17 @@ class CheckService {
  private:
   CheckService(CheckServiceOptions options, std::shared_ptr<Store> store);
   absl::StatusOr<std::shared_ptr<const CheckSnapshot>> Build(LoadedConfigs config) const;
+  // Builds the snapshot of both parts and, when it is valid, swaps it in and keeps them.
+  absl::Status Swap(LoadedConfigs files, std::vector<EnvoyDomainConfig> control_plane)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
 
   const CheckServiceOptions options_;
   const std::shared_ptr<Store> store_;
   Clock* const clock_;
   OverrideLimits overrides_;
-  absl::Mutex reload_mu_;  // one reload at a time (ReloadDomains reads, then swaps)
+  absl::Mutex reload_mu_;  // one reload at a time (each reads a part, then swaps)
+  LoadedConfigs files_ ABSL_GUARDED_BY(reload_mu_);
+  std::vector<EnvoyDomainConfig> control_plane_domains_ ABSL_GUARDED_BY(reload_mu_);
   std::atomic<std::shared_ptr<const CheckSnapshot>> snapshot_;
 };
 

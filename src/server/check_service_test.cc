@@ -97,5 +97,49 @@ TEST(CheckServiceTest, AnInvalidReloadKeepsTheOldSnapshot) {
   EXPECT_EQ((*service)->snapshot()->fail_closed_limit, "");
 }
 
+EnvoyDomainConfig Domain(const std::string& domain, const std::string& source) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(
+      "domain: " + domain +
+          "\ndescriptors: [{key: k, rate_limit: {unit: day, requests_per_unit: 1}}]\n",
+      source);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.value_or(EnvoyDomainConfig{});
+}
+
+TEST(CheckServiceTest, TheControlPlanesDomainsAndTheFilesReloadApart) {
+  auto service = CheckService::Create(CheckServiceOptions(), Config(2));
+  ASSERT_TRUE(service.ok()) << service.status();
+  ASSERT_TRUE((*service)->ReloadControlPlaneDomains({Domain("shop", "xDS resource 'shop'")}).ok());
+  auto serves = [&](const std::string& domain) {
+    return (*service)->snapshot()->matcher->HasDomain(domain);
+  };
+  EXPECT_TRUE(serves("svc"));
+  EXPECT_TRUE(serves("shop"));
+  EXPECT_NE((*service)->snapshot()->FindHttpLimit("api"), nullptr);
+
+  // Reloading the files keeps the control plane's domains, and the reverse.
+  ASSERT_TRUE((*service)->Reload(Config(3)).ok());
+  EXPECT_TRUE(serves("shop"));
+  ASSERT_TRUE((*service)->ReloadDomains({}).ok());
+  EXPECT_TRUE(serves("shop"));
+  EXPECT_FALSE(serves("svc"));
+  ASSERT_TRUE((*service)->Reload(Config(3)).ok());
+  ASSERT_TRUE((*service)->ReloadControlPlaneDomains({Domain("cart", "xDS resource 'cart'")}).ok());
+  EXPECT_FALSE(serves("shop"));  // state of the world: the set replaces the previous one
+  EXPECT_TRUE(serves("cart"));
+  EXPECT_TRUE(serves("svc"));
+
+  // A domain in both parts is refused, naming the file and the resource; nothing changes.
+  std::shared_ptr<const CheckSnapshot> before = (*service)->snapshot();
+  absl::Status both = (*service)->ReloadControlPlaneDomains({Domain("svc", "xDS resource 'svc'")});
+  EXPECT_EQ(both.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(both.message(), "domain 'svc' is in both svc.yaml and xDS resource 'svc'");
+  LoadedConfigs with_cart = Config(3);
+  with_cart.envoy_domains.push_back(Domain("cart", "cart.yaml"));
+  EXPECT_EQ((*service)->Reload(std::move(with_cart)).message(),
+            "domain 'cart' is in both cart.yaml and xDS resource 'cart'");
+  EXPECT_EQ((*service)->snapshot(), before);
+}
+
 }  // namespace
 }  // namespace tollgate::server

@@ -146,8 +146,12 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
     if (request.method() != http::verb::get) return method_not_allowed("GET");
     absl::Status ready = readiness_ ? readiness_() : absl::OkStatus();
     if (ready.ok()) {
-      return std::move(done)(JsonResponse(http::status::ok, R"({"status":"ready"})",
-                                          request.version(), request.keep_alive()));
+      const std::string note = readiness_note_ ? readiness_note_() : std::string();
+      std::string body = note.empty()
+                             ? std::string(R"({"status":"ready"})")
+                             : DumpJson(nlohmann::json{{"status", "ready"}, {"note", note}});
+      return std::move(done)(
+          JsonResponse(http::status::ok, std::move(body), request.version(), request.keep_alive()));
     }
     nlohmann::json body = {{"status", "not_ready"}, {"reason", std::string(ready.message())}};
     return std::move(done)(JsonResponse(http::status::service_unavailable, DumpJson(body),

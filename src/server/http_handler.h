@@ -36,6 +36,9 @@ class RlsService;
 
 // Whether the service can answer checks as configured: OK, or Unavailable with the reason.
 using ReadinessCheck = std::function<absl::Status()>;
+// What a ready service wants said about how it answers (such as "no config from xDS yet:
+// answering OK with no limits"), or "" for nothing.
+using ReadinessNote = std::function<std::string()>;
 
 using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 
@@ -73,6 +76,8 @@ class HttpHandler {
   // Serve only GET `path`, with the metrics (a listener of its own for Prometheus); every
   // other path is 404. Empty (the default): every route. REQUIRES: set_metrics.
   void set_metrics_only(std::string path) { metrics_only_path_ = std::move(path); }
+  // When it returns text, a ready GET /readyz says it: {"status":"ready","note":"..."}.
+  void set_readiness_note(ReadinessNote note) { readiness_note_ = std::move(note); }
   // Which RateLimit fields POST /v1/check sends (src/server/ratelimit_headers.h); kNone also
   // drops POST /json's X-RateLimit-* fields. Default kDraft11.
   void set_ratelimit_headers(RateLimitHeaderFormat format) { header_format_ = format; }
@@ -107,6 +112,7 @@ class HttpHandler {
   ReadinessCheck readiness_;
   ReadinessCheck health_;
   std::string metrics_only_path_;
+  ReadinessNote readiness_note_;
   size_t max_checks_ = 64;
   RateLimitHeaderFormat header_format_ = RateLimitHeaderFormat::kDraft11;
 };

@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     }
     handler.set_metrics_only(std::move(options.metrics_only_path));
   }
+  handler.set_readiness_note(std::move(options.readiness_note));
   handler.set_max_checks_per_request(options.max_checks_per_request);
   handler.set_ratelimit_headers(options.ratelimit_headers);
   state->context->limits = options.limits;

@@ -55,6 +55,8 @@ struct HttpServerOptions {
   // Serve only GET of this path, with `metrics` (HttpHandler::set_metrics_only); empty:
   // every route.
   std::string metrics_only_path;
+  // Said by a ready GET /readyz when it returns text (HttpHandler::set_readiness_note).
+  ReadinessNote readiness_note;
 };
 
 // Serves the HTTP API (src/server/http_handler.h) on one address, HTTP/1.1 keep-alive. Each

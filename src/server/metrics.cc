@@ -221,6 +221,31 @@ void Metrics::RecordRatelimitCallError() {
   ratelimit_call_errors_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::SetXdsConnected(bool connected) {
+  xds_connected_.store(connected, std::memory_order_relaxed);
+  xds_started_.store(true, std::memory_order_relaxed);
+}
+
+void Metrics::RecordXdsApplied(std::string_view version, int64_t unix_micros) {
+  {
+    absl::MutexLock lock(&mu_);
+    xds_version_ = std::string(version);
+    xds_applied_unix_micros_ = unix_micros;
+  }
+  xds_applied_.fetch_add(1, std::memory_order_relaxed);
+  xds_started_.store(true, std::memory_order_relaxed);
+}
+
+void Metrics::RecordXdsRejected() {
+  xds_rejected_.fetch_add(1, std::memory_order_relaxed);
+  xds_started_.store(true, std::memory_order_relaxed);
+}
+
+void Metrics::RecordXdsStreamRestart() {
+  xds_restarts_.fetch_add(1, std::memory_order_relaxed);
+  xds_started_.store(true, std::memory_order_relaxed);
+}
+
 void Metrics::set_resilient_store(const ResilientStore* store) {
   absl::MutexLock lock(&mu_);
   resilient_store_ = store;
@@ -473,7 +498,36 @@ std::string Metrics::Render() const {
                                    reloads_failed_.load(std::memory_order_relaxed),
                                    ratelimit_call_errors_.load(std::memory_order_relaxed));
   }
+  if (xds_started_.load(std::memory_order_relaxed)) RenderXds(out);
   return out;
+}
+
+void Metrics::RenderXds(std::string& out) const {
+  Family(out, "tollgate_xds_connected", "gauge",
+         "1 while the stream to the xDS server is up, else 0.");
+  absl::StrAppend(&out, "tollgate_xds_connected ",
+                  xds_connected_.load(std::memory_order_relaxed) ? 1 : 0, "\n");
+  Family(out, "tollgate_xds_config_applied_total", "counter", "xDS responses applied and ACKed.");
+  absl::StrAppend(&out, "tollgate_xds_config_applied_total ",
+                  xds_applied_.load(std::memory_order_relaxed), "\n");
+  Family(out, "tollgate_xds_config_rejected_total", "counter",
+         "xDS responses rejected and NACKed (the running config stays).");
+  absl::StrAppend(&out, "tollgate_xds_config_rejected_total ",
+                  xds_rejected_.load(std::memory_order_relaxed), "\n");
+  Family(out, "tollgate_xds_stream_restarts_total", "counter",
+         "xDS streams that ended and were opened again.");
+  absl::StrAppend(&out, "tollgate_xds_stream_restarts_total ",
+                  xds_restarts_.load(std::memory_order_relaxed), "\n");
+  absl::MutexLock lock(&mu_);
+  if (xds_applied_unix_micros_ == 0) return;
+  Family(out, "tollgate_xds_config_version_info", "gauge",
+         "Always 1; the version of the xDS config last applied.");
+  absl::StrAppend(&out, "tollgate_xds_config_version_info{version=\"",
+                  EscapeLabelValue(xds_version_), "\"} 1\n");
+  Family(out, "tollgate_xds_last_applied_timestamp_seconds", "gauge",
+         "When the xDS config last applied was applied, in seconds since the Unix epoch.");
+  absl::StrAppend(&out, "tollgate_xds_last_applied_timestamp_seconds ",
+                  xds_applied_unix_micros_ / 1'000'000, "\n");
 }
 
 }  // namespace tollgate::server

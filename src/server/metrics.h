@@ -33,6 +33,14 @@
 //       handshakes_in_progress (gauge), handshakes_total (completed), handshake_failures_total
 //       {reason: failed | timeout | over_cap}, reloads_total{result: success | failure}
 // and, with EnableRatelimitFamilies, envoyproxy/ratelimit's families (ratelimit_metrics.h).
+// With an xDS client (serve --xds-server; src/xds/ads_client.h), once it has started:
+//   tollgate_xds_connected                          gauge; 1 while its stream is up, else 0
+//   tollgate_xds_config_applied_total               counter; responses applied (ACKed)
+//   tollgate_xds_config_rejected_total              counter; responses rejected (NACKed)
+//   tollgate_xds_stream_restarts_total              counter; streams that ended and were
+//       opened again
+//   tollgate_xds_config_version_info{version}       gauge; 1, after the first config applied
+//   tollgate_xds_last_applied_timestamp_seconds     gauge; when it was applied (Unix time)
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
 
@@ -112,6 +120,12 @@ class Metrics {
   void RecordRatelimitHits(std::string_view limit, int64_t hits, const Decision& decision,
                            bool shadow);
   void RecordRatelimitCallError();
+  // The xDS client's state (src/xds/ads_client.h); its families are rendered once one of
+  // these has been called.
+  void SetXdsConnected(bool connected);
+  void RecordXdsApplied(std::string_view version, int64_t unix_micros);
+  void RecordXdsRejected();
+  void RecordXdsStreamRestart();
 
   // Read at each Render. nullptr / empty leave the family out. REQUIRES: `store` outlives
   // this object.
@@ -150,6 +164,8 @@ class Metrics {
   };
 
   LimitCounters& CountersFor(std::string_view limit);
+  // The tollgate_xds_* families.
+  void RenderXds(std::string& out) const;
 
   std::atomic<const Table*> table_;
   LimitCounters unregistered_;
@@ -160,6 +176,11 @@ class Metrics {
   std::atomic<double> near_limit_ratio_{0.8};
   std::atomic<int64_t> ratelimit_call_errors_{0};
   std::atomic<int64_t> initial_loads_{0};
+  std::atomic<bool> xds_started_{false};
+  std::atomic<bool> xds_connected_{false};
+  std::atomic<int64_t> xds_applied_{0};
+  std::atomic<int64_t> xds_rejected_{0};
+  std::atomic<int64_t> xds_restarts_{0};
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<LimitCounters>> counters_ ABSL_GUARDED_BY(mu_);
@@ -171,6 +192,9 @@ class Metrics {
   const MemoryStore* memory_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t memory_max_keys_ ABSL_GUARDED_BY(mu_) = 0;
   const GrpcTlsCounters* grpc_tls_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The xDS config last applied, and when (0: none yet).
+  std::string xds_version_ ABSL_GUARDED_BY(mu_);
+  int64_t xds_applied_unix_micros_ ABSL_GUARDED_BY(mu_) = 0;
 
   struct TrackedLease {
     std::string limit;

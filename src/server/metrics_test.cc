@@ -132,6 +132,31 @@ TEST(MetricsTest, RendersValidPrometheusText) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr("tollgate_circuit_breaker_state")));
 }
 
+TEST(MetricsTest, XdsFamiliesOnceTheClientStarted) {
+  Metrics metrics;
+  EXPECT_THAT(metrics.Render(), ::testing::Not(HasSubstr("tollgate_xds_")));
+  metrics.SetXdsConnected(false);
+  std::string text = metrics.Render();
+  EXPECT_EQ(Sample(text, "tollgate_xds_connected"), 0);
+  EXPECT_EQ(Sample(text, "tollgate_xds_config_applied_total"), 0);
+  // No version before one is applied.
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("tollgate_xds_config_version_info")));
+
+  metrics.SetXdsConnected(true);
+  metrics.RecordXdsApplied("v\"7", 1'700'000'000'250'000);
+  metrics.RecordXdsRejected();
+  metrics.RecordXdsRejected();
+  metrics.RecordXdsStreamRestart();
+  text = metrics.Render();
+  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_EQ(Sample(text, "tollgate_xds_connected"), 1);
+  EXPECT_EQ(Sample(text, "tollgate_xds_config_applied_total"), 1);
+  EXPECT_EQ(Sample(text, "tollgate_xds_config_rejected_total"), 2);
+  EXPECT_EQ(Sample(text, "tollgate_xds_stream_restarts_total"), 1);
+  EXPECT_EQ(Sample(text, R"(tollgate_xds_config_version_info{version="v\"7"})"), 1);
+  EXPECT_EQ(Sample(text, "tollgate_xds_last_applied_timestamp_seconds"), 1'700'000'000);
+}
+
 TEST(MetricsTest, TheValidatorCatchesBrokenText) {
   EXPECT_THAT(FormatProblems("# HELP a x\n# TYPE a counter\na{l=\"x\"y\"} 1\n"),
               ::testing::Not(::testing::IsEmpty()));
@@ -315,6 +340,16 @@ TEST_F(HandlerOpsTest, ReadyzFollowsTheReadinessCheck) {
   EXPECT_THAT(down.body(), HasSubstr(R"("reason":"store down and limit 'x' fails closed")"));
   ready = absl::OkStatus();
   EXPECT_EQ(Send(handler, http::verb::get, "/readyz").result(), http::status::ok);
+  // A note is said by a ready answer only.
+  std::string note = "no config from xDS yet: answering OK with no limits";
+  handler.set_readiness_note([&] { return note; });
+  HttpResponse noted = Send(handler, http::verb::get, "/readyz");
+  EXPECT_EQ(noted.result(), http::status::ok);
+  EXPECT_EQ(noted.body(),
+            R"({"note":"no config from xDS yet: answering OK with no limits","status":"ready"})"
+            "\n");
+  note.clear();
+  EXPECT_EQ(Send(handler, http::verb::get, "/readyz").body(), "{\"status\":\"ready\"}\n");
 }
 
 TEST_F(HandlerOpsTest, HealthcheckAnswersAsThePeerDoes) {

@@ -77,18 +77,34 @@ bool HttpTestClient::ClosedByServer() {
   return error == net::error::eof || error == net::error::connection_reset;
 }
 
+namespace {
+
+// `tollgate serve` on ephemeral loopback ports with two I/O threads, then `args`.
+std::vector<std::string> ServeArgv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {TOLLGATE_BINARY, "serve",       "--http",    "127.0.0.1:0",
+                                   "--grpc",        "127.0.0.1:0", "--threads", "2"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+}  // namespace
+
 std::unique_ptr<ServeProcess> ServeProcess::Start(const std::string& config_yaml,
                                                   const std::vector<std::string>& extra_args,
                                                   const std::vector<std::string>& environment) {
   const std::string dir = MakeTempDir("tollgate-serve");
   const std::string config = dir + "/limits.yaml";
   WriteFile(config, config_yaml);
-  std::vector<std::string> argv = {TOLLGATE_BINARY, "serve",  "--config",    config,      "--http",
-                                   "127.0.0.1:0",   "--grpc", "127.0.0.1:0", "--threads", "2"};
-  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  std::unique_ptr<ServeProcess> server = StartCommand(argv, environment, dir);
+  std::vector<std::string> args = {"--config", config};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::unique_ptr<ServeProcess> server = StartCommand(ServeArgv(args), environment, dir);
   if (server != nullptr) server->config_ = config;
   return server;
+}
+
+std::unique_ptr<ServeProcess> ServeProcess::StartWithArgs(
+    const std::vector<std::string>& args, const std::vector<std::string>& environment) {
+  return StartCommand(ServeArgv(args), environment);
 }
 
 std::unique_ptr<ServeProcess> ServeProcess::StartCommand(

@@ -65,6 +65,10 @@ class ServeProcess {
   static std::unique_ptr<ServeProcess> Start(const std::string& config_yaml,
                                              const std::vector<std::string>& extra_args = {},
                                              const std::vector<std::string>& environment = {});
+  // As Start, with `args` instead of a written config file (the ports and threads are added):
+  // e.g. --xds-server without --config. config_path() is then "".
+  static std::unique_ptr<ServeProcess> StartWithArgs(
+      const std::vector<std::string>& args, const std::vector<std::string>& environment = {});
 
   // Starts `argv` (a tollgate serve, under any name and with any arguments) with
   // `environment` added, its log in `dir` (a fresh temporary directory when empty), and
