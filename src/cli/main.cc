@@ -193,6 +193,34 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
       ->group(grpc_group);
+  // Tracing (docs/operations.md, "Tracing"): a span per ShouldRateLimit, over OTLP/HTTP.
+  tollgate::server::TracingOptions& tracing = serve.tracing;
+  std::string tracing_endpoint;
+  const std::string tracing_group = "Tracing";
+  serve_command
+      ->add_option("--tracing-endpoint", tracing_endpoint,
+                   "Turns tracing on: the OpenTelemetry collector's OTLP/HTTP base URL, "
+                   "http://HOST:PORT (spans go to its /v1/traces)")
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-sampling-rate", tracing.sampling_rate,
+                   "Fraction of calls without a traceparent that are traced (a traceparent's "
+                   "sampled flag decides for the others)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-service-name", tracing.service_name, "Spans' service.name")
+      ->capture_default_str()
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-service-namespace", tracing.service_namespace,
+                   "Spans' service.namespace")
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-service-instance-id", tracing.service_instance_id,
+                   "Spans' service.instance.id (default: a random UUID at start)")
+      ->group(tracing_group);
   serve_command->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -250,6 +278,10 @@ int main(int argc, char** argv) {
     // Checked by IsMember above.
     serve.ratelimit_headers = tollgate::server::ParseRateLimitHeaderFormat(ratelimit_headers)
                                   .value_or(tollgate::server::RateLimitHeaderFormat::kDraft11);
+    if (!tracing_endpoint.empty()) {
+      tracing.enabled = true;
+      tracing.endpoint = tracing_endpoint;
+    }
     spdlog::set_level(spdlog::level::from_str(log_level));
     for (const std::string& warning :
          tollgate::cli::MisspelledEnvironmentVariables(*serve_command)) {

@@ -29,6 +29,12 @@
 //   tollgate_memory_store_max_keys                  gauge; its cap (--memory-max-keys)
 //   tollgate_memory_store_evictions_total           counter; entries evicted at the cap
 //   tollgate_config_reloads_total{result}           counter; success | failure
+//   tollgate_tracing_spans_exported_total           counter; spans a collector accepted
+//   tollgate_tracing_spans_dropped_total{reason}    counter; queue_full | export_failed
+//   tollgate_tracing_exports_total{result}          counter; export requests: success |
+//       rejected (answered other than 2xx) | timeout | unreachable
+//   tollgate_tracing_queued_spans                   gauge; spans waiting for export
+//   (the tracing families only when tracing is on)
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
 
@@ -46,6 +52,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "src/server/otlp_exporter.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
@@ -104,6 +111,8 @@ class Metrics {
   // The embedded in-memory store (serve without --redis) and the cap it was made with.
   // REQUIRES: `store` outlives this object.
   void set_memory_store(const MemoryStore* store, int64_t max_keys);
+  // The trace exporter's totals (src/server/otlp_exporter.h).
+  void set_tracing_stats(std::function<TracingStats()> tracing_stats);
 
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
@@ -144,6 +153,7 @@ class Metrics {
       ABSL_GUARDED_BY(mu_);
   const MemoryStore* memory_store_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t memory_max_keys_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<TracingStats()> tracing_stats_ ABSL_GUARDED_BY(mu_);
 
   struct TrackedLease {
     std::string limit;

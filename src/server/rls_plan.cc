@@ -556,6 +556,16 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
   }
 }
 
+RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros) {
+  const Answer answer = Decide(plan, now_micros);
+  RlsOutcome outcome;
+  outcome.overall_code = answer.overall_code;
+  for (const StatusAnswer& status : answer.statuses) {
+    outcome.over_limit_descriptors += status.code == RateLimitResponse::OVER_LIMIT ? 1 : 0;
+  }
+  return outcome;
+}
+
 bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
                                   std::string* out) {
   if (plan.dynamic_metadata.has_value()) return false;
