@@ -132,6 +132,31 @@ TEST(MetricsTest, RendersValidPrometheusText) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr("tollgate_circuit_breaker_state")));
 }
 
+TEST(MetricsTest, TracingFamiliesOnlyWhenTracing) {
+  Metrics metrics;
+  EXPECT_THAT(metrics.Render(), ::testing::Not(HasSubstr("tollgate_tracing")));
+  metrics.set_tracing_stats([] {
+    return TracingStats{.spans_exported = 10,
+                        .spans_dropped_queue_full = 2,
+                        .spans_dropped_export_failed = 3,
+                        .exports_succeeded = 4,
+                        .exports_rejected = 5,
+                        .exports_timed_out = 6,
+                        .exports_unreachable = 7,
+                        .queued_spans = 8};
+  });
+  const std::string text = metrics.Render();
+  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_EQ(Sample(text, "tollgate_tracing_spans_exported_total"), 10);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_spans_dropped_total{reason="queue_full"})"), 2);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_spans_dropped_total{reason="export_failed"})"), 3);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="success"})"), 4);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="rejected"})"), 5);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="timeout"})"), 6);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="unreachable"})"), 7);
+  EXPECT_EQ(Sample(text, "tollgate_tracing_queued_spans"), 8);
+}
+
 TEST(MetricsTest, TheValidatorCatchesBrokenText) {
   EXPECT_THAT(FormatProblems("# HELP a x\n# TYPE a counter\na{l=\"x\"y\"} 1\n"),
               ::testing::Not(::testing::IsEmpty()));
