@@ -24,6 +24,7 @@
 #include "src/server/trace_context.h"
 #include "tests/support/otlp_receiver.h"
 #include "tests/support/process.h"
+#include "tests/support/rls_requests.h"
 #include "tests/support/serve_process.h"
 
 namespace tollgate {
@@ -54,19 +55,13 @@ descriptors:
 constexpr auto kWait = std::chrono::seconds(60);
 constexpr char kGrpcSpanName[] = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-RateLimitRequest Request(const std::vector<std::vector<std::pair<std::string, std::string>>>&
-                             descriptors) {
-  RateLimitRequest request;
-  request.set_domain("tiffin");
-  for (const auto& entries : descriptors) {
-    auto* descriptor = request.add_descriptors();
-    for (const auto& [key, value] : entries) {
-      auto* entry = descriptor->add_entries();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-  }
-  return request;
+RateLimitRequest Request(const std::vector<testing::DescriptorEntries>& descriptors) {
+  return testing::MakeRateLimitRequest("tiffin", descriptors);
+}
+
+// An id's bytes as lower-case hex.
+std::string Hex(const std::string& bytes) {
+  return server::HexId({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
 }
 
 // The server's resident memory (VmRSS), in kB; 0 when unreadable.
@@ -106,7 +101,8 @@ class TracingTest : public ::testing::Test {
     return stub.ShouldRateLimit(&context, request, response);
   }
 
-  RateLimitResponse::Code Ask(const RateLimitRequest& request, const std::string& traceparent = "") {
+  RateLimitResponse::Code Ask(const RateLimitRequest& request,
+                              const std::string& traceparent = "") {
     RateLimitResponse response;
     const grpc::Status status = Call(*stub_, request, &response, traceparent);
     EXPECT_TRUE(status.ok()) << status.error_message() << "\n" << server_->log();
@@ -153,7 +149,7 @@ class TracingTest : public ::testing::Test {
   // Waits (bounded) until the server's log holds `text`.
   bool WaitForLog(std::string_view text) const {
     const auto until = std::chrono::steady_clock::now() + kWait;
-    while (!absl::StrContains(server_->log(), text)) {
+    while (!absl::StrContains(server_->log(), absl::string_view(text.data(), text.size()))) {
       if (std::chrono::steady_clock::now() >= until) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -251,9 +247,9 @@ TEST_F(TracingTest, ASampledTraceparentParentsTheSpanAndTheRateDecidesTheRest) {
   EXPECT_EQ(Ask(Request({{{"user", "a"}}})), RateLimitResponse::OK);
   EXPECT_EQ(Ask(Request({{{"user", "b"}}}), "00-" + trace_id + "-" + parent_id + "-00"),
             RateLimitResponse::OK);
-  EXPECT_EQ(Ask(Request({{{"user", "c"}}}),
-                "00-00000000000000000000000000000000-" + parent_id + "-01"),
-            RateLimitResponse::OK);
+  EXPECT_EQ(
+      Ask(Request({{{"user", "c"}}}), "00-00000000000000000000000000000000-" + parent_id + "-01"),
+      RateLimitResponse::OK);
   EXPECT_EQ(Ask(Request({{{"user", "d"}}}), "00-" + trace_id + "-" + parent_id + "-01"),
             RateLimitResponse::OK);
   EXPECT_EQ(server_->Stop(), 0);  // exports what is queued first
@@ -261,15 +257,9 @@ TEST_F(TracingTest, ASampledTraceparentParentsTheSpanAndTheRateDecidesTheRest) {
   const std::vector<ReceivedSpan> spans = receiver->spans();
   ASSERT_EQ(spans.size(), 1u) << server_->log();
   const Span& span = spans[0].span;
-  EXPECT_EQ(server::HexId({reinterpret_cast<const uint8_t*>(span.trace_id().data()),
-                           span.trace_id().size()}),
-            trace_id);
-  EXPECT_EQ(server::HexId({reinterpret_cast<const uint8_t*>(span.parent_span_id().data()),
-                           span.parent_span_id().size()}),
-            parent_id);
-  EXPECT_NE(server::HexId({reinterpret_cast<const uint8_t*>(span.span_id().data()),
-                           span.span_id().size()}),
-            parent_id);
+  EXPECT_EQ(Hex(span.trace_id()), trace_id);
+  EXPECT_EQ(Hex(span.parent_span_id()), parent_id);
+  EXPECT_NE(Hex(span.span_id()), parent_id);
   EXPECT_EQ(span.flags() & 0x3ff, 0x301u);  // sampled, and the parent is known to be remote
 }
 

@@ -209,8 +209,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(tracing_group);
-  serve_command
-      ->add_option("--tracing-service-name", tracing.service_name, "Spans' service.name")
+  serve_command->add_option("--tracing-service-name", tracing.service_name, "Spans' service.name")
       ->capture_default_str()
       ->group(tracing_group);
   serve_command

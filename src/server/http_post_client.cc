@@ -31,8 +31,8 @@ constexpr size_t kMaxAnswerBodyBytes = 64 * 1024;
 
 absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
   auto invalid = [url](std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid URL \"", AbslView(url), "\": ",
-                                                   AbslView(why)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid URL \"", AbslView(url), "\": ", AbslView(why)));
   };
   constexpr std::string_view kScheme = "http://";
   if (!absl::StartsWithIgnoreCase(AbslView(url), AbslView(kScheme))) {
@@ -111,9 +111,8 @@ struct HttpPostClient::Io {
     auto exchange = [&] {
       http::async_write(socket, request, [&](error_code error, size_t) {
         if (error) return finish(error);
-        http::async_read(socket, buffer, parser, [&](error_code read_error, size_t) {
-          finish(read_error);
-        });
+        http::async_read(socket, buffer, parser,
+                         [&](error_code read_error, size_t) { finish(read_error); });
       });
     };
     if (socket.is_open()) {
@@ -123,11 +122,12 @@ struct HttpPostClient::Io {
       resolver.async_resolve(url.host, std::to_string(url.port),
                              [&](error_code error, const tcp::resolver::results_type& results) {
                                if (error) return finish(error);
-                               net::async_connect(socket, results,
-                                                  [&](error_code connect_error, const tcp::endpoint&) {
-                                                    if (connect_error) return finish(connect_error);
-                                                    exchange();
-                                                  });
+                               net::async_connect(
+                                   socket, results,
+                                   [&](error_code connect_error, const tcp::endpoint&) {
+                                     if (connect_error) return finish(connect_error);
+                                     exchange();
+                                   });
                              });
     }
     io.run();  // until the exchange and the timer are both done

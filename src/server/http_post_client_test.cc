@@ -85,18 +85,18 @@ TEST(HttpPostClientTest, PostsAndReconnectsWhenTheServerClosedTheConnection) {
 }
 
 TEST(HttpPostClientTest, ARefusedOrSilentServerFailsByTheDeadline) {
-  HttpPostClient refused(*ParseHttpUrl("http://127.0.0.1:" +
-                                       std::to_string(testing::FreePort()) + "/v1/traces"));
-  EXPECT_EQ(refused.Post(EmptyExport(), "application/x-protobuf", In(std::chrono::seconds(30)))
-                .result,
-            Result::kUnreachable);
+  HttpPostClient refused(
+      *ParseHttpUrl("http://127.0.0.1:" + std::to_string(testing::FreePort()) + "/v1/traces"));
+  EXPECT_EQ(
+      refused.Post(EmptyExport(), "application/x-protobuf", In(std::chrono::seconds(30))).result,
+      Result::kUnreachable);
 
   std::unique_ptr<OtlpReceiver> receiver = OtlpReceiver::Start();
   ASSERT_NE(receiver, nullptr);
   receiver->set_mode(OtlpReceiver::Mode::kBlackHole);
   HttpPostClient silent(*ParseHttpUrl(receiver->endpoint() + "/v1/traces"));
-  const HttpPostOutcome outcome = silent.Post(EmptyExport(), "application/x-protobuf",
-                                              In(std::chrono::milliseconds(200)));
+  const HttpPostOutcome outcome =
+      silent.Post(EmptyExport(), "application/x-protobuf", In(std::chrono::milliseconds(200)));
   EXPECT_EQ(outcome.result, Result::kTimeout) << outcome.detail;
   EXPECT_EQ(receiver->requests(), 1);
   // Aborted: this Post and the next end at once, whatever their deadline.

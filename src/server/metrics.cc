@@ -219,8 +219,7 @@ void RenderTracing(std::string& out, const TracingStats& stats) {
                                                      {"timeout", stats.exports_timed_out},
                                                      {"unreachable", stats.exports_unreachable}};
   for (const auto& [result, count] : results) {
-    absl::StrAppend(&out, "tollgate_tracing_exports_total{result=\"", result, "\"} ", count,
-                    "\n");
+    absl::StrAppend(&out, "tollgate_tracing_exports_total{result=\"", result, "\"} ", count, "\n");
   }
   Family(out, "tollgate_tracing_queued_spans", "gauge",
          "Spans waiting for export (bounded by the queue's size).");

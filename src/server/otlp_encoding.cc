@@ -43,7 +43,8 @@ void EncodeSpan(const SpanRecord& record, trace::Span* span) {
                   (has_parent && record.remote_parent ? kFlagIsRemote : 0));
   span->set_name(std::string(record.name));
   span->set_kind(static_cast<trace::Span::SpanKind>(record.kind));
-  span->set_start_time_unix_nano(static_cast<uint64_t>(std::max<int64_t>(record.start_unix_nanos, 0)));
+  span->set_start_time_unix_nano(
+      static_cast<uint64_t>(std::max<int64_t>(record.start_unix_nanos, 0)));
   span->set_end_time_unix_nano(static_cast<uint64_t>(std::max<int64_t>(record.end_unix_nanos, 0)));
   for (const SpanAttribute& attribute : record.attributes) {
     common::KeyValue* key_value = span->add_attributes();

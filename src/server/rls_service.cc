@@ -318,7 +318,8 @@ void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratel
     if (x_ratelimit_headers) reply.headers = XRateLimitHeaders(*response);
     std::move(done)(std::move(reply));
   };
-  service.ShouldRateLimit(request, std::move(answer), {.api = RlsCallSource::Api::kJson, .traceparent = {}});
+  service.ShouldRateLimit(request, std::move(answer),
+                          {.api = RlsCallSource::Api::kJson, .traceparent = {}});
 }
 
 }  // namespace tollgate::server

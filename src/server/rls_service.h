@@ -144,8 +144,8 @@ struct RlsJsonReply {
 };
 
 // Answers `json_body` through `service` (a call of RlsCallSource::Api::kJson), with the
-// X-RateLimit-* fields when `x_ratelimit_headers`; `done` runs exactly once, possibly before this returns or on a store
-// thread.
+// X-RateLimit-* fields when `x_ratelimit_headers`; `done` runs exactly once, possibly before this
+// returns or on a store thread.
 void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratelimit_headers,
                    absl::AnyInvocable<void(RlsJsonReply) &&> done);
 

@@ -9,8 +9,7 @@
 
 namespace tollgate::server {
 
-RlsSpan::RlsSpan(Tracer* tracer, const RlsCallSource& source,
-                 const RateLimitRequestView& request) {
+RlsSpan::RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitRequestView& request) {
   if (tracer == nullptr || source.api == RlsCallSource::Api::kUntraced) return;
   grpc_ = source.api == RlsCallSource::Api::kGrpc;
   std::optional<SpanRecord> started =
@@ -51,8 +50,7 @@ void RlsSpan::StoreFailed(const absl::Status& error) {
 void RlsSpan::Answered(const RlsPlan& plan, int64_t now_micros) {
   if (span_ == nullptr) return;
   const RlsOutcome outcome = DecideOutcome(plan, now_micros);
-  span_->AddString("ratelimit.overall_code",
-                   RateLimitResponse::Code_Name(outcome.overall_code));
+  span_->AddString("ratelimit.overall_code", RateLimitResponse::Code_Name(outcome.overall_code));
   span_->AddInt("ratelimit.over_limit_descriptors", outcome.over_limit_descriptors);
   if (grpc_) span_->AddInt("rpc.grpc.status_code", 0);
   tracer_->End(std::move(*span_));

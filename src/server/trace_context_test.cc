@@ -35,8 +35,8 @@ TEST(TraceContextTest, AValidTraceparentIsRead) {
 
 TEST(TraceContextTest, ALaterVersionIsReadAsVersion00WithWhatFollowsIgnored) {
   EXPECT_TRUE(ParseTraceParent(Header("01", kTraceId, kSpanId, "01")).has_value());
-  EXPECT_TRUE(ParseTraceParent(Header("cc", kTraceId, kSpanId, "01") + "-what-comes-next")
-                  .has_value());
+  EXPECT_TRUE(
+      ParseTraceParent(Header("cc", kTraceId, kSpanId, "01") + "-what-comes-next").has_value());
   // A later version must still separate what follows with '-'.
   EXPECT_FALSE(ParseTraceParent(Header("cc", kTraceId, kSpanId, "01") + "x").has_value());
 }
@@ -45,19 +45,19 @@ TEST(TraceContextTest, InvalidTraceparentsAreIgnored) {
   const std::string valid = Header("00", kTraceId, kSpanId, "01");
   const std::string invalid[] = {
       "",
-      valid.substr(0, 54),                              // short
-      valid + "-",                                      // version 00 is exactly 55 long
-      valid + "0",                                      //
-      Header("ff", kTraceId, kSpanId, "01"),            // version ff is invalid
-      Header("0g", kTraceId, kSpanId, "01"),            // not hex
-      Header("0A", kTraceId, kSpanId, "01"),            // upper case
+      valid.substr(0, 54),                    // short
+      valid + "-",                            // version 00 is exactly 55 long
+      valid + "0",                            //
+      Header("ff", kTraceId, kSpanId, "01"),  // version ff is invalid
+      Header("0g", kTraceId, kSpanId, "01"),  // not hex
+      Header("0A", kTraceId, kSpanId, "01"),  // upper case
       Header("00", "4BF92F3577B34DA6A3CE929D0E0E4736", kSpanId, "01"),
       Header("00", kTraceId, "00F067AA0BA902B7", "01"),
       Header("00", kTraceId, kSpanId, "0x"),
-      Header("00", std::string(32, '0'), kSpanId, "01"),  // all-zero trace id
+      Header("00", std::string(32, '0'), kSpanId, "01"),   // all-zero trace id
       Header("00", kTraceId, std::string(16, '0'), "01"),  // all-zero parent id
       Header("00", std::string(kTraceId) + "0", std::string(kSpanId).substr(1), "01"),
-      "00_" + valid.substr(3),                          // separators
+      "00_" + valid.substr(3),  // separators
       valid.substr(0, 35) + "_" + valid.substr(36),
       valid.substr(0, 52) + "_" + valid.substr(53),
   };

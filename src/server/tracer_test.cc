@@ -60,7 +60,8 @@ TEST(TracerTest, AParentDecidesAndTheRateDecidesWithoutOne) {
   const std::string unsampled = std::string("00-") + kTraceId + "-" + kSpanId + "-00";
   const std::string invalid = std::string("00-") + kTraceId + "-" + kSpanId + "-0";
 
-  absl::StatusOr<std::unique_ptr<Tracer>> never = Tracer::Start(Options("http://127.0.0.1:9", 0), &clock);
+  absl::StatusOr<std::unique_ptr<Tracer>> never =
+      Tracer::Start(Options("http://127.0.0.1:9", 0), &clock);
   ASSERT_TRUE(never.ok()) << never.status();
   EXPECT_FALSE((*never)->StartSpan(kName, "").has_value());
   EXPECT_FALSE((*never)->StartSpan(kName, invalid).has_value());
@@ -74,7 +75,8 @@ TEST(TracerTest, AParentDecidesAndTheRateDecidesWithoutOne) {
   EXPECT_EQ(child->kind, SpanKind::kServer);
   EXPECT_EQ(child->start_unix_nanos, clock.NowMicros() * 1000);
 
-  absl::StatusOr<std::unique_ptr<Tracer>> always = Tracer::Start(Options("http://127.0.0.1:9", 1), &clock);
+  absl::StatusOr<std::unique_ptr<Tracer>> always =
+      Tracer::Start(Options("http://127.0.0.1:9", 1), &clock);
   ASSERT_TRUE(always.ok()) << always.status();
   EXPECT_FALSE((*always)->StartSpan(kName, unsampled).has_value());
   std::optional<SpanRecord> root = (*always)->StartSpan(kName, invalid);
@@ -88,7 +90,8 @@ TEST(TracerTest, EndedSpansReachTheCollectorWithTheResource) {
   std::unique_ptr<OtlpReceiver> receiver = OtlpReceiver::Start();
   ASSERT_NE(receiver, nullptr);
   SimulatedClock clock;
-  absl::StatusOr<std::unique_ptr<Tracer>> tracer = Tracer::Start(Options(receiver->endpoint()), &clock);
+  absl::StatusOr<std::unique_ptr<Tracer>> tracer =
+      Tracer::Start(Options(receiver->endpoint()), &clock);
   ASSERT_TRUE(tracer.ok()) << tracer.status();
   EXPECT_EQ((*tracer)->url(), receiver->endpoint() + "/v1/traces");
   std::optional<SpanRecord> span = (*tracer)->StartSpan(kName, "");

@@ -27,9 +27,9 @@ OtlpResource MakeResource(const TracingOptions& options) {
   if (!options.service_namespace.empty()) {
     resource.attributes.emplace_back("service.namespace", options.service_namespace);
   }
-  resource.attributes.emplace_back(
-      "service.instance.id",
-      options.service_instance_id.empty() ? RandomUuid() : options.service_instance_id);
+  resource.attributes.emplace_back("service.instance.id", options.service_instance_id.empty()
+                                                              ? RandomUuid()
+                                                              : options.service_instance_id);
   resource.attributes.emplace_back("service.version", kBuildVersion);
   resource.attributes.emplace_back("telemetry.sdk.name", "tollgate");
   resource.attributes.emplace_back("telemetry.sdk.language", "cpp");
@@ -47,8 +47,7 @@ std::string OtlpTracesUrl(const TracingOptions& options) {
   return url + "v1/traces";
 }
 
-absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Start(const TracingOptions& options,
-                                                      Clock* clock) {
+absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Start(const TracingOptions& options, Clock* clock) {
   if (!(options.sampling_rate >= 0 && options.sampling_rate <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("tracing: sampling rate ", options.sampling_rate, " is not within 0..1"));

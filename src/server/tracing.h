@@ -70,7 +70,7 @@ class Tracer {
   // exporter bounds OtlpExporter::Start refuses. REQUIRES: options.enabled; `clock` (nullptr:
   // SystemClock()) outlives the tracer.
   static absl::StatusOr<std::unique_ptr<Tracer>> Start(const TracingOptions& options,
-                                                        Clock* clock = nullptr);
+                                                       Clock* clock = nullptr);
 
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;

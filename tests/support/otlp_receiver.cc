@@ -30,7 +30,8 @@ std::string AttributeText(const KeyValues& attributes, std::string_view key) {
   for (const auto& attribute : attributes) {
     if (attribute.key() != key) continue;
     if (attribute.value().has_int_value()) return std::to_string(attribute.value().int_value());
-    if (attribute.value().has_bool_value()) return attribute.value().bool_value() ? "true" : "false";
+    if (attribute.value().has_bool_value())
+      return attribute.value().bool_value() ? "true" : "false";
     return attribute.value().string_value();
   }
   return "";

@@ -28,10 +28,9 @@ struct ReceivedSpan {
 };
 
 // The string (or int, as decimal text) value of attribute `key` in `attributes`; "" when absent.
-std::string AttributeText(
-    const google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>&
-        attributes,
-    std::string_view key);
+std::string AttributeText(const google::protobuf::RepeatedPtrField<
+                              opentelemetry::proto::common::v1::KeyValue>& attributes,
+                          std::string_view key);
 // The string values of array attribute `key`; empty when absent.
 std::vector<std::string> AttributeStrings(
     const google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>&
