@@ -235,7 +235,6 @@ int RunServe(const ServeOptions& given) {
     }
     tracer = *std::move(started);
     metrics.set_tracing_stats([raw = tracer.get()] { return raw->stats(); });
-    spdlog::info("tracing: exporting to {}, sampling {}", tracer->url(), tracer->sampling_rate());
   }
   // One check service for HTTP and Envoy's API: one snapshot, one Limiter over both stores.
   absl::StatusOr<std::unique_ptr<server::CheckService>> made_service =
@@ -311,6 +310,9 @@ int RunServe(const ServeOptions& given) {
                absl::StrJoin(options.config_paths, ", "), store->store->Name());
   if (options.redis_url.empty()) {
     spdlog::info("memory store: at most {} keys", options.memory_max_keys);
+  }
+  if (tracer != nullptr) {
+    spdlog::info("tracing: exporting to {}, sampling {}", tracer->url(), tracer->sampling_rate());
   }
   // Tests and scripts read these lines to learn the ports (with HOST:0).
   spdlog::info("listening grpc={}", (*grpc)->address());

@@ -70,8 +70,7 @@ void OtlpExporter::Run() {
   std::vector<SpanRecord> batch;
   const auto batch_size = static_cast<size_t>(options_.max_batch_spans);
   while (true) {
-    SteadyClock::time_point deadline =
-        SteadyClock::now() + std::chrono::milliseconds(options_.export_timeout_ms);
+    SteadyClock::time_point stop_deadline = SteadyClock::time_point::max();  // when stopping
     {
       absl::MutexLock lock(&mu_);
       auto batch_ready = [this, batch_size]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -89,14 +88,17 @@ void OtlpExporter::Run() {
           queue_.clear();
           break;
         }
-        deadline = std::min(deadline, stop_deadline_);
+        stop_deadline = stop_deadline_;
       }
       const size_t take = std::min(batch_size, queue_.size());
       std::move(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(take),
                 std::back_inserter(batch));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(take));
     }
-    if (!batch.empty()) ExportBatch(batch, deadline);
+    if (batch.empty()) continue;
+    const SteadyClock::time_point timeout =
+        SteadyClock::now() + std::chrono::milliseconds(options_.export_timeout_ms);
+    ExportBatch(batch, std::min(timeout, stop_deadline));
     batch.clear();
   }
   exited_.Notify();
