@@ -339,7 +339,8 @@ TEST_F(RlsGrpcTest, HealthByBothNamesAndAnUnknownName) {
 }
 
 TEST_F(RlsGrpcTest, RandomBytesAreInvalidArgument) {
-  const std::string garbage("\xff\xff\xff\xff\x0f\x12\x99random", 14);
+  // 14 bytes: the literal's 13 and a NUL.
+  const std::string garbage = std::string("\xff\xff\xff\xff\x0f\x12\x99random") + '\0';
   EXPECT_EQ(RawCall(server::kShouldRateLimitPath, garbage).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   // The server goes on answering.
@@ -389,7 +390,7 @@ TEST_F(RlsGrpcTest, ManyCallsInFlightOnOneChannel) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     stub_->async()->ShouldRateLimit(
-        contexts.back().get(), &requests[i], &responses[i], [&, i](grpc::Status status) {
+        contexts.back().get(), &requests[i], &responses[i], [&, i](const grpc::Status& status) {
           absl::MutexLock lock(&mu);
           ++answered;
           if (status.ok() && responses[i].overall_code() == RateLimitResponse::OK) {

@@ -37,7 +37,7 @@ absl::Status Ask(RlsService& service, const RateLimitRequest& request,
   absl::Status status;
   service.ShouldRateLimit(
       request,
-      [&](absl::StatusOr<RateLimitResponse> response) {
+      [&](const absl::StatusOr<RateLimitResponse>& response) {
         status = response.status();
         answered.Notify();
       },
