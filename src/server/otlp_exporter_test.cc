@@ -36,6 +36,13 @@ OtlpExporterOptions Options(std::string url, int max_batch_spans, int64_t flush_
   return options;
 }
 
+// A collector that reads exports and never answers them.
+std::unique_ptr<OtlpReceiver> SilentCollector() {
+  std::unique_ptr<OtlpReceiver> receiver = OtlpReceiver::Start();
+  if (receiver != nullptr) receiver->set_mode(OtlpReceiver::Mode::kBlackHole);
+  return receiver;
+}
+
 // Waits (bounded) until `done(stats)` holds; the last stats.
 template <typename Done>
 TracingStats WaitForStats(const OtlpExporter& exporter, Done done) {
@@ -77,9 +84,8 @@ TEST(OtlpExporterTest, ADeadCollectorsBatchesAreDroppedAndCounted) {
 }
 
 TEST(OtlpExporterTest, WhileACollectorIsSilentTheQueueStaysBoundedAndTheTimeoutEndsTheExport) {
-  std::unique_ptr<OtlpReceiver> receiver = OtlpReceiver::Start();
+  std::unique_ptr<OtlpReceiver> receiver = SilentCollector();
   ASSERT_NE(receiver, nullptr);
-  receiver->set_mode(OtlpReceiver::Mode::kBlackHole);
   OtlpExporterOptions options = Options(receiver->endpoint() + "/v1/traces", 4, 10);
   options.max_queue_spans = 8;
   options.export_timeout_ms = 2000;
@@ -117,9 +123,8 @@ TEST(OtlpExporterTest, ShutdownExportsWhatIsQueued) {
 // A collector that never answers holds Shutdown only up to its bound (the export in progress,
 // whose own timeout is an hour, is cut short), and the spans not exported are counted.
 TEST(OtlpExporterTest, ShutdownIsBoundedWhenTheCollectorIsSilent) {
-  std::unique_ptr<OtlpReceiver> receiver = OtlpReceiver::Start();
+  std::unique_ptr<OtlpReceiver> receiver = SilentCollector();
   ASSERT_NE(receiver, nullptr);
-  receiver->set_mode(OtlpReceiver::Mode::kBlackHole);
   OtlpExporterOptions options = Options(receiver->endpoint() + "/v1/traces", 2, 10);
   options.export_timeout_ms = 3'600'000;
   options.shutdown_timeout_ms = 100;
