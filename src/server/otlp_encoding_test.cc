@@ -37,6 +37,10 @@ TEST(OtlpEncodingTest, SpansAndTheirResourceRoundTrip) {
   child.AddInt("rpc.grpc.status_code", 0);
   child.AddBool("flag", true);
   child.AddStrings("ratelimit.descriptor_keys", {"user", "path,method"});
+  child.AddLiteral("rpc.system", "grpc");
+  child.AddInt("negative", -5);
+  child.AddString("empty", "");
+  child.AddBool("no", false);
 
   SpanRecord root;
   root.trace_id = NewTraceId();
@@ -67,7 +71,7 @@ TEST(OtlpEncodingTest, SpansAndTheirResourceRoundTrip) {
   EXPECT_EQ(first.kind(), Span::SPAN_KIND_SERVER);
   EXPECT_EQ(first.start_time_unix_nano(), 1'700'000'000'000'000'000u);
   EXPECT_EQ(first.end_time_unix_nano(), 1'700'000'000'000'250'000u);
-  ASSERT_EQ(first.attributes_size(), 4);
+  ASSERT_EQ(first.attributes_size(), 8);
   EXPECT_EQ(first.attributes(0).key(), "domain");
   EXPECT_EQ(first.attributes(0).value().string_value(), "tiffin");
   EXPECT_EQ(first.attributes(1).value().int_value(), 0);
@@ -75,6 +79,12 @@ TEST(OtlpEncodingTest, SpansAndTheirResourceRoundTrip) {
   EXPECT_TRUE(first.attributes(2).value().bool_value());
   ASSERT_EQ(first.attributes(3).value().array_value().values_size(), 2);
   EXPECT_EQ(first.attributes(3).value().array_value().values(1).string_value(), "path,method");
+  EXPECT_EQ(first.attributes(4).value().string_value(), "grpc");
+  EXPECT_EQ(first.attributes(5).value().int_value(), -5);
+  // An AnyValue's member is present even when empty, false or 0.
+  EXPECT_TRUE(first.attributes(6).value().has_string_value());
+  EXPECT_TRUE(first.attributes(7).value().has_bool_value());
+  EXPECT_FALSE(first.attributes(7).value().bool_value());
   EXPECT_FALSE(first.has_status());
 
   const Span& second = resource_spans.scope_spans(0).spans(1);
@@ -82,6 +92,28 @@ TEST(OtlpEncodingTest, SpansAndTheirResourceRoundTrip) {
   EXPECT_EQ(second.flags(), 0x101u);  // sampled; no remote parent
   EXPECT_EQ(second.status().code(), Status::STATUS_CODE_ERROR);
   EXPECT_EQ(second.status().message(), "store failed");
+}
+
+// The bytes are what protobuf itself writes for the same message (same fields, same order).
+TEST(OtlpEncodingTest, TheBytesAreProtobufsOwn) {
+  SpanRecord span;
+  span.trace_id = NewTraceId();
+  span.span_id = NewSpanId();
+  span.parent_span_id = NewSpanId();
+  span.remote_parent = true;
+  span.name = "name";
+  span.start_unix_nanos = 1;
+  span.end_unix_nanos = 2;
+  span.AddString("domain", std::string(300, 'd'));
+  span.AddInt("n", 1 << 20);
+  span.AddStrings("keys", {"a", ""});
+  span.SetError("failed");
+  OtlpResource resource;
+  resource.attributes = {{"service.name", "tollgate"}};
+  const std::string bytes = EncodeExportTraceRequest(resource, {span});
+  ExportTraceServiceRequest request;
+  ASSERT_TRUE(request.ParseFromString(bytes));
+  EXPECT_EQ(request.SerializeAsString(), bytes);
 }
 
 TEST(OtlpEncodingTest, AttributesAreBounded) {

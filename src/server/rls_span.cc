@@ -21,12 +21,12 @@ RlsSpan::RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitReq
   SpanRecord& span = *span_;
   span.attributes.reserve(10);
   if (grpc_) {
-    span.AddString("rpc.system", "grpc");
-    span.AddString("rpc.service", "envoy.service.ratelimit.v3.RateLimitService");
-    span.AddString("rpc.method", "ShouldRateLimit");
+    span.AddLiteral("rpc.system", "grpc");
+    span.AddLiteral("rpc.service", "envoy.service.ratelimit.v3.RateLimitService");
+    span.AddLiteral("rpc.method", "ShouldRateLimit");
   } else {
-    span.AddString("http.request.method", "POST");
-    span.AddString("url.path", "/json");
+    span.AddLiteral("http.request.method", "POST");
+    span.AddLiteral("url.path", "/json");
   }
   span.AddString("domain", request.domain);
   std::vector<std::string> keys;
@@ -50,7 +50,8 @@ void RlsSpan::StoreFailed(const absl::Status& error) {
 void RlsSpan::Answered(const RlsPlan& plan, int64_t now_micros) {
   if (span_ == nullptr) return;
   const RlsOutcome outcome = DecideOutcome(plan, now_micros);
-  span_->AddString("ratelimit.overall_code", RateLimitResponse::Code_Name(outcome.overall_code));
+  // Code_Name's strings live as long as the program.
+  span_->AddLiteral("ratelimit.overall_code", RateLimitResponse::Code_Name(outcome.overall_code));
   span_->AddInt("ratelimit.over_limit_descriptors", outcome.over_limit_descriptors);
   if (grpc_) span_->AddInt("rpc.grpc.status_code", 0);
   tracer_->End(std::move(*span_));

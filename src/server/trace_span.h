@@ -22,7 +22,8 @@ inline constexpr size_t kMaxAttributeArrayValues = 32;
 struct SpanAttribute {
   // A name that lives as long as the program (a literal): names are not copied per span.
   std::string_view key;
-  std::variant<std::string, int64_t, bool, std::vector<std::string>> value;
+  // A string_view is a string that lives as long as the program (AddLiteral).
+  std::variant<std::string, std::string_view, int64_t, bool, std::vector<std::string>> value;
 };
 
 // OTLP's Span.SpanKind numbers.
@@ -52,6 +53,10 @@ struct SpanRecord {
 
   // Adds a string attribute, cut to kMaxAttributeValueBytes.
   void AddString(std::string_view key, std::string_view value);
+  // Adds a string attribute that lives as long as the program (a literal): not copied.
+  void AddLiteral(std::string_view key, std::string_view value) {
+    attributes.push_back({key, value});
+  }
   // Adds a string-array attribute of at most kMaxAttributeArrayValues values, each cut to
   // kMaxAttributeValueBytes.
   void AddStrings(std::string_view key, std::vector<std::string> values);
