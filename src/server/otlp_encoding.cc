@@ -119,9 +119,10 @@ size_t KeyValueSize(const SpanAttribute& attribute) {
 }
 
 void PutKeyValue(WireCursor& out, uint32_t field, const SpanAttribute& attribute) {
-  out.LengthDelimited(field, KeyValueSize(attribute));
+  const size_t value_size = AnyValueSize(attribute);
+  out.LengthDelimited(field, StringFieldSize(attribute.key) + LengthDelimitedSize(value_size));
   out.StringField(kKey, attribute.key);
-  out.LengthDelimited(kValue, AnyValueSize(attribute));
+  out.LengthDelimited(kValue, value_size);
   PutAnyValue(out, attribute);
 }
 
