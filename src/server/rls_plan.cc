@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstring>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -422,7 +421,6 @@ void ForEachHeader(const Answer& answer, Each each) {
 }
 
 using protobuf_wire::Extend;
-using protobuf_wire::kLengthDelimited;
 using protobuf_wire::LengthDelimitedSize;
 using protobuf_wire::StringFieldSize;
 using protobuf_wire::VarintFieldSize;
