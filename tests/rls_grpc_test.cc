@@ -26,6 +26,7 @@
 #include "src/server/event_loops.h"
 #include "src/server/grpc_server.h"
 #include "src/server/rls_service.h"
+#include "tests/support/rls_requests.h"
 #include "tollgate/clock.h"
 
 namespace tollgate {
@@ -52,21 +53,9 @@ descriptors:
         rate_limit: {unit: hour, requests_per_unit: 2, algorithm: sliding_window}
 )";
 
-RateLimitRequest Request(
-    const std::vector<std::vector<std::pair<std::string, std::string>>>& descriptors,
-    uint32_t hits = 0, std::string domain = "tiffin") {
-  RateLimitRequest request;
-  request.set_domain(std::move(domain));
-  request.set_hits_addend(hits);
-  for (const auto& entries : descriptors) {
-    auto* descriptor = request.add_descriptors();
-    for (const auto& [key, value] : entries) {
-      auto* entry = descriptor->add_entries();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-  }
-  return request;
+RateLimitRequest Request(const std::vector<testing::DescriptorEntries>& descriptors,
+                         uint32_t hits = 0, std::string domain = "tiffin") {
+  return testing::MakeRateLimitRequest(std::move(domain), descriptors, hits);
 }
 
 class RlsGrpcTest : public ::testing::Test {
@@ -350,7 +339,8 @@ TEST_F(RlsGrpcTest, HealthByBothNamesAndAnUnknownName) {
 }
 
 TEST_F(RlsGrpcTest, RandomBytesAreInvalidArgument) {
-  const std::string garbage("\xff\xff\xff\xff\x0f\x12\x99random", 14);
+  // 14 bytes: the literal's 13 and a NUL.
+  const std::string garbage = std::string("\xff\xff\xff\xff\x0f\x12\x99random") + '\0';
   EXPECT_EQ(RawCall(server::kShouldRateLimitPath, garbage).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   // The server goes on answering.
@@ -400,7 +390,7 @@ TEST_F(RlsGrpcTest, ManyCallsInFlightOnOneChannel) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     stub_->async()->ShouldRateLimit(
-        contexts.back().get(), &requests[i], &responses[i], [&, i](grpc::Status status) {
+        contexts.back().get(), &requests[i], &responses[i], [&, i](const grpc::Status& status) {
           absl::MutexLock lock(&mu);
           ++answered;
           if (status.ok() && responses[i].overall_code() == RateLimitResponse::OK) {

@@ -209,6 +209,41 @@ void ReadXds(Reader& env, ServeOptions& options) {
   options.start_without_config = env.Bool("FORCE_START_WITHOUT_INITIAL_CONFIG", false);
 }
 
+// TRACING_* and OpenTelemetry's endpoint variables.
+void ReadTracing(Reader& env, ServeOptions& options) {
+  server::TracingOptions& tracing = options.tracing;
+  const char* kNames[] = {"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE",
+                          "TRACING_SERVICE_INSTANCE_ID", "TRACING_SAMPLING_RATE",
+                          "TRACING_EXPORTER_PROTOCOL", "OTEL_EXPORTER_OTLP_ENDPOINT",
+                          "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"};
+  if (!env.Bool("TRACING_ENABLED", false)) {
+    for (const char* name : kNames) {
+      env.NotUsed(name, "TRACING_ENABLED is not true, so nothing is traced");
+    }
+    return;
+  }
+  tracing.enabled = true;
+  tracing.service_name = env.String("TRACING_SERVICE_NAME", "RateLimit");
+  tracing.service_namespace = env.String("TRACING_SERVICE_NAMESPACE", "");
+  tracing.service_instance_id = env.String("TRACING_SERVICE_INSTANCE_ID", "");
+  tracing.sampling_rate = env.Float("TRACING_SAMPLING_RATE", 1, 0, 1);
+  const std::string protocol = absl::AsciiStrToLower(env.String("TRACING_EXPORTER_PROTOCOL", "http"));
+  if (protocol != "http") {
+    env.Error("TRACING_EXPORTER_PROTOCOL",
+              "only http (OTLP over HTTP with protobuf) is supported; point "
+              "OTEL_EXPORTER_OTLP_ENDPOINT at the collector's OTLP/HTTP port (4318)");
+  }
+  tracing.endpoint = env.String("OTEL_EXPORTER_OTLP_ENDPOINT", tracing.endpoint);
+  tracing.traces_endpoint = env.String("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "");
+  for (const auto& [name, url] :
+       {std::pair<const char*, std::string>{"OTEL_EXPORTER_OTLP_ENDPOINT", tracing.endpoint},
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", tracing.traces_endpoint}}) {
+    if (!url.empty() && !absl::StartsWith(url, "http://")) {
+      env.Error(name, "expected an http:// URL (https is not supported for the collector)");
+    }
+  }
+}
+
 void ReadConfigSource(Reader& env, ServeOptions& options) {
   const std::string type = env.String("CONFIG_TYPE", "FILE");
   if (type == "FILE") {
@@ -448,6 +483,7 @@ absl::StatusOr<RatelimitEnvironment> ReadRatelimitEnvironment(const EnvironmentL
   ServeOptions& options = result.options;
   ReadListeners(env, options);
   ReadGrpcTls(env, options);
+  ReadTracing(env, options);
   ReadConfigSource(env, options);
   ReadStats(env, options);
   ReadLimiting(env, options);

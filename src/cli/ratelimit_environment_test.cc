@@ -161,6 +161,42 @@ TEST(RatelimitEnvironmentTest, EnvoyGatewaysDeployment) {
   EXPECT_THAT(env->notices, ElementsAre(HasSubstr("PROMETHEUS_MAPPER_YAML is not used")));
 }
 
+TEST(RatelimitEnvironmentTest, TracingAsEnvoyGatewaySetsIt) {
+  Variables variables = EnvoyGatewayEnvironment();
+  variables["TRACING_ENABLED"] = "true";
+  variables["TRACING_SERVICE_NAME"] = "envoy-ratelimit";
+  variables["TRACING_SERVICE_NAMESPACE"] = "envoy-gateway-system";
+  variables["TRACING_SERVICE_INSTANCE_ID"] = "envoy-ratelimit-7d9f-abcde";
+  variables["TRACING_SAMPLING_RATE"] = "0.5";
+  variables["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://otel-collector.monitoring:4318";
+  absl::StatusOr<RatelimitEnvironment> env = Read(variables);
+  ASSERT_TRUE(env.ok()) << env.status();
+  const server::TracingOptions& tracing = env->options.tracing;
+  EXPECT_TRUE(tracing.enabled);
+  EXPECT_EQ(tracing.service_name, "envoy-ratelimit");
+  EXPECT_EQ(tracing.service_namespace, "envoy-gateway-system");
+  EXPECT_EQ(tracing.service_instance_id, "envoy-ratelimit-7d9f-abcde");
+  EXPECT_DOUBLE_EQ(tracing.sampling_rate, 0.5);
+  EXPECT_EQ(tracing.endpoint, "http://otel-collector.monitoring:4318");
+  // The peer's defaults: service RateLimit, every call sampled.
+  absl::StatusOr<RatelimitEnvironment> plain = Read(WithRedis({{"TRACING_ENABLED", "1"}}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->options.tracing.service_name, "RateLimit");
+  EXPECT_DOUBLE_EQ(plain->options.tracing.sampling_rate, 1);
+  // Off by default, whatever else is set (named as not used).
+  absl::StatusOr<RatelimitEnvironment> off =
+      Read(WithRedis({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"}}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->options.tracing.enabled);
+  // What tollgate cannot export to.
+  absl::StatusOr<RatelimitEnvironment> grpc = Read(WithRedis({{"TRACING_ENABLED", "true"},
+                                                             {"TRACING_EXPORTER_PROTOCOL", "grpc"},
+                                                             {"TRACING_SAMPLING_RATE", "2"}}));
+  ASSERT_FALSE(grpc.ok());
+  EXPECT_THAT(grpc.status().message(), HasSubstr("TRACING_EXPORTER_PROTOCOL:"));
+  EXPECT_THAT(grpc.status().message(), HasSubstr("TRACING_SAMPLING_RATE:"));
+}
+
 TEST(RatelimitEnvironmentTest, XdsBackoffAndHeaders) {
   Variables variables = EnvoyGatewayEnvironment();
   variables["XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"] = "500ms";

@@ -36,6 +36,7 @@
 #include "src/server/metrics.h"
 #include "src/server/rls_grpc.h"
 #include "src/server/rls_service.h"
+#include "src/server/tracing.h"
 #include "tollgate/limiter.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
@@ -293,6 +294,19 @@ int RunServe(const ServeOptions& given) {
           return shares->Fractions(registry->Count());
         });
   }
+  // Tracing: spans of ShouldRateLimit, exported off the request path. Declared before the
+  // RLS service that records into it, so destroyed after it.
+  std::unique_ptr<server::Tracer> tracer;
+  if (options.tracing.enabled) {
+    absl::StatusOr<std::unique_ptr<server::Tracer>> started =
+        server::Tracer::Start(options.tracing);
+    if (!started.ok()) {
+      spdlog::error("{}", std::string(started.status().message()));
+      return 2;
+    }
+    tracer = *std::move(started);
+    metrics.set_tracing_stats([raw = tracer.get()] { return raw->stats(); });
+  }
   // One check service for HTTP and Envoy's API: one snapshot, one Limiter over both stores.
   absl::StatusOr<std::unique_ptr<server::CheckService>> made_service =
       server::CheckService::Create({.store = store->store,
@@ -339,6 +353,7 @@ int RunServe(const ServeOptions& given) {
   rls_options.descriptor_hits_are_requests = options.descriptor_hits_are_requests;
   rls_options.response_headers = options.envoy_response_headers;
   rls_options.max_descriptors = options.max_descriptors;
+  rls_options.tracer = tracer.get();
   absl::StatusOr<std::unique_ptr<server::RlsService>> rls =
       server::RlsService::Create(std::move(rls_options));
   if (!rls.ok()) {
@@ -443,6 +458,9 @@ int RunServe(const ServeOptions& given) {
   if (options.redis_url.empty()) {
     spdlog::info("memory store: at most {} keys", options.memory_max_keys);
   }
+  if (tracer != nullptr) {
+    spdlog::info("tracing: exporting to {}, sampling {}", tracer->url(), tracer->sampling_rate());
+  }
   // Tests and scripts read these lines to learn the ports (with HOST:0); shown at warn when
   // info is off (envoyproxy/ratelimit's default LOG_LEVEL), as the peer shows its own.
   const spdlog::level::level_enum listening_level =
@@ -500,6 +518,7 @@ int RunServe(const ServeOptions& given) {
   while (check_service.use_count() > 1 && std::chrono::steady_clock::now() < let_go) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (tracer != nullptr) tracer->Shutdown();  // exports what is queued, within its bound
   spdlog::info("stopped");
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "src/server/grpc_tls.h"
 #include "src/server/ratelimit_headers.h"
 #include "src/xds/xds_options.h"
+#include "src/server/tracing.h"
 #include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_connections.h"
@@ -127,6 +128,24 @@ struct ServeOptions {
   // saying so) until the first config is applied (FORCE_START_WITHOUT_INITIAL_CONFIG).
   // false: the ports open only once the first config is applied, however long that takes.
   bool start_without_config = false;
+  // Tracing: a span per ShouldRateLimit call (gRPC and POST /json), exported over OTLP/HTTP
+  // (docs/operations.md, "Tracing"). Each field, its flag, and envoyproxy/ratelimit's variable:
+  // - enabled (default false): on when --tracing-endpoint is given; TRACING_ENABLED=true.
+  // - endpoint (default http://localhost:4318, OpenTelemetry's): --tracing-endpoint; the base
+  //   URL, http:// only, "/v1/traces" appended; OTEL_EXPORTER_OTLP_ENDPOINT.
+  // - traces_endpoint (default ""): no flag; the full URL, used as is, wins over endpoint;
+  //   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT.
+  // - service_name (default "tollgate"): --tracing-service-name; TRACING_SERVICE_NAME, whose
+  //   default in envoyproxy/ratelimit is "RateLimit" (set that when mapping its environment).
+  // - service_namespace (default ""): --tracing-service-namespace; TRACING_SERVICE_NAMESPACE.
+  // - service_instance_id (default "": a random UUID at start, as envoyproxy/ratelimit):
+  //   --tracing-service-instance-id; TRACING_SERVICE_INSTANCE_ID.
+  // - sampling_rate (default 1, 0..1): --tracing-sampling-rate; TRACING_SAMPLING_RATE. Applies
+  //   to calls without a traceparent; a traceparent's sampled flag decides for the others.
+  // - the exporter's bounds (queue, batch, flush interval, timeouts): no flags; defaults in
+  //   src/server/tracing.h.
+  // TRACING_EXPORTER_PROTOCOL=grpc has no counterpart: tollgate exports over OTLP/HTTP only.
+  server::TracingOptions tracing;
 };
 
 // The store and what keeps it running.

@@ -275,6 +275,32 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
       ->default_str(std::to_string(grpc.tls_handshake_timeout.count()))
       ->check(CLI::Range(int64_t{10}, int64_t{600'000}))
       ->group(grpc_tls_group);
+  // Tracing (docs/operations.md, "Tracing"): a span per ShouldRateLimit, over OTLP/HTTP.
+  server::TracingOptions& tracing = serve.tracing;
+  const std::string tracing_group = "Tracing";
+  serve_command
+      ->add_option("--tracing-endpoint", flags.tracing_endpoint,
+                   "Turns tracing on: the OpenTelemetry collector's OTLP/HTTP base URL, "
+                   "http://HOST:PORT (spans go to its /v1/traces)")
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-sampling-rate", tracing.sampling_rate,
+                   "Fraction of calls without a traceparent that are traced (a traceparent's "
+                   "sampled flag decides for the others)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(tracing_group);
+  serve_command->add_option("--tracing-service-name", tracing.service_name, "Spans' service.name")
+      ->capture_default_str()
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-service-namespace", tracing.service_namespace,
+                   "Spans' service.namespace")
+      ->group(tracing_group);
+  serve_command
+      ->add_option("--tracing-service-instance-id", tracing.service_instance_id,
+                   "Spans' service.instance.id (default: a random UUID at start)")
+      ->group(tracing_group);
   serve_command->add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -367,6 +393,10 @@ absl::Status FinishServeFlags(ServeFlags& flags) {
   // Both checked by IsMember.
   options.ratelimit_headers = server::ParseRateLimitHeaderFormat(flags.ratelimit_headers)
                                   .value_or(server::RateLimitHeaderFormat::kDraft11);
+  if (!flags.tracing_endpoint.empty()) {
+    options.tracing.enabled = true;
+    options.tracing.endpoint = flags.tracing_endpoint;
+  }
   options.default_algorithm = flags.default_algorithm == "token_bucket" ? Algorithm::kTokenBucket
                               : flags.default_algorithm == "sliding_window"
                                   ? Algorithm::kSlidingWindow

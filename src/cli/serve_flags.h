@@ -32,6 +32,8 @@ struct ServeFlags {
   std::string env;
   std::string ratelimit_headers = "draft11";
   std::string default_algorithm = "fixed_window";
+  // --tracing-endpoint: given, it turns tracing on (options.tracing).
+  std::string tracing_endpoint;
   int64_t grpc_idle_timeout_ms = options.grpc.idle_timeout.count();
   int64_t grpc_keepalive_interval_ms = options.grpc.keepalive_interval.count();
   int64_t grpc_keepalive_timeout_ms = options.grpc.keepalive_timeout.count();

@@ -53,6 +53,10 @@ std::chrono::steady_clock::time_point GrpcResponder::deadline() const {
   return call_ == nullptr ? std::chrono::steady_clock::time_point::max() : call_->deadline;
 }
 
+std::string_view GrpcResponder::traceparent() const {
+  return call_ == nullptr ? std::string_view() : std::string_view(call_->traceparent);
+}
+
 // ---- GrpcMethods ----------------------------------------------------------------------------
 
 void GrpcMethods::AddUnary(std::string path, GrpcUnaryHandler handler) {

@@ -125,6 +125,9 @@ class GrpcResponder {
 
   // When the client's grpc-timeout ends (steady clock), or time_point::max() without one.
   std::chrono::steady_clock::time_point deadline() const;
+  // The request's W3C traceparent header (GrpcRequestHeaders::traceparent); "" when it had
+  // none, or after Finish.
+  std::string_view traceparent() const;
   // False after Finish, after a move, for a default-constructed responder.
   bool active() const { return call_ != nullptr; }
 

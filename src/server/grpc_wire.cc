@@ -56,6 +56,8 @@ std::string* FieldFor(GrpcRequestHeaders& headers, std::string_view name) {
       return name == ":path" ? &headers.path : nullptr;
     case 7:
       return name == ":method" ? &headers.method : nullptr;
+    case 11:
+      return name == "traceparent" ? &headers.traceparent : nullptr;
     case 12:
       return name == "content-type" ? &headers.content_type : nullptr;
     case 13:
@@ -192,6 +194,15 @@ void GrpcRequestHeaders::Add(std::string_view name, std::string_view value) {
   // an empty :method or content-type anyway.
   std::string* field = FieldFor(*this, name);
   if (field == nullptr) return;
+  if (field == &traceparent) {
+    if (traceparent_seen) {
+      traceparent.clear();
+    } else {
+      traceparent.assign(value.data(), value.size());
+    }
+    traceparent_seen = true;
+    return;
+  }
   bool seen = !field->empty();
   Set(*field, value, seen, duplicate);
 }
@@ -205,6 +216,8 @@ void GrpcRequestHeaders::Clear() {
   grpc_timeout.clear();
   has_grpc_timeout = false;
   duplicate = false;
+  traceparent.clear();
+  traceparent_seen = false;
 }
 
 GrpcRequestCheck CheckGrpcRequestHeaders(const GrpcRequestHeaders& headers) {

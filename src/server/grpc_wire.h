@@ -91,6 +91,10 @@ struct GrpcRequestHeaders {
   bool has_grpc_timeout = false;
   // Any header seen twice among the ones above.
   bool duplicate = false;
+  // W3C Trace Context's traceparent, for the call's span (src/server/tracing.h); "" when
+  // absent or given more than once (then ignored, as Trace Context says, never refused).
+  std::string traceparent;
+  bool traceparent_seen = false;
 
   // Records one header (lower-case name, as HTTP/2 requires); others are ignored.
   void Add(std::string_view name, std::string_view value);

@@ -162,5 +162,21 @@ TEST(GrpcWireTest, DuplicateAndBadTeAreRefused) {
   EXPECT_EQ(CheckGrpcRequestHeaders(te).result, GrpcRequestCheck::Result::kBadHeaders);
 }
 
+TEST(GrpcWireTest, TraceparentIsKeptOnceAndNeverRefusesTheCall) {
+  constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  GrpcRequestHeaders headers = Headers();
+  headers.Add("traceparent", kTraceparent);
+  EXPECT_EQ(headers.traceparent, kTraceparent);
+  EXPECT_EQ(CheckGrpcRequestHeaders(headers).result, GrpcRequestCheck::Result::kOk);
+  // Given twice (or more): ignored, as W3C Trace Context says, and the call still passes.
+  headers.Add("traceparent", kTraceparent);
+  headers.Add("traceparent", kTraceparent);
+  EXPECT_EQ(headers.traceparent, "");
+  EXPECT_EQ(CheckGrpcRequestHeaders(headers).result, GrpcRequestCheck::Result::kOk);
+  headers.Clear();
+  headers.Add("traceparent", kTraceparent);
+  EXPECT_EQ(headers.traceparent, kTraceparent);
+}
+
 }  // namespace
 }  // namespace tollgate::server

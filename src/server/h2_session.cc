@@ -552,6 +552,7 @@ void H2Session::OnRequestHeaders(Stream& stream) {
   stream.call->session = weak_from_this();
   stream.call->loop = &loop_;
   stream.call->stream_id = stream.id;
+  if (!stream.headers.traceparent.empty()) stream.call->traceparent = stream.headers.traceparent;
   if (check.timeout.has_value()) {
     const Clock::time_point now = Clock::now();
     const auto timeout = std::chrono::duration_cast<Clock::duration>(*check.timeout);
@@ -560,7 +561,7 @@ void H2Session::OnRequestHeaders(Stream& stream) {
     if (stream.call->deadline < deadline_armed_) ArmDeadlines(stream.call->deadline);
   }
   // Headers on a stream the client already half-closed skip DATA: OnRequestEnd follows.
-  stream.headers.Clear();  // only the path was needed from here on
+  stream.headers.Clear();  // only the path and traceparent were needed from here on
 }
 
 void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length) {

@@ -68,6 +68,8 @@ struct GrpcResponder::Call {
   boost::asio::io_context* loop = nullptr;
   int32_t stream_id = 0;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The request's traceparent header (GrpcRequestHeaders::traceparent).
+  std::string traceparent;
 
   // Runs the answer on the loop: at once when called there, else posted.
   void Deliver(GrpcOutcome outcome);

@@ -273,6 +273,40 @@ void Metrics::set_grpc_tls(const GrpcTlsCounters* counters) {
   grpc_tls_ = counters;
 }
 
+void Metrics::set_tracing_stats(std::function<TracingStats()> tracing_stats) {
+  absl::MutexLock lock(&mu_);
+  tracing_stats_ = std::move(tracing_stats);
+}
+
+namespace {
+
+void RenderTracing(std::string& out, const TracingStats& stats) {
+  Family(out, "tollgate_tracing_spans_exported_total", "counter",
+         "Spans an OpenTelemetry collector accepted.");
+  absl::StrAppend(&out, "tollgate_tracing_spans_exported_total ", stats.spans_exported, "\n");
+  Family(out, "tollgate_tracing_spans_dropped_total", "counter",
+         "Sampled spans not exported: the export queue was full, or their export failed.");
+  absl::StrAppend(&out, "tollgate_tracing_spans_dropped_total{reason=\"queue_full\"} ",
+                  stats.spans_dropped_queue_full, "\n");
+  absl::StrAppend(&out, "tollgate_tracing_spans_dropped_total{reason=\"export_failed\"} ",
+                  stats.spans_dropped_export_failed, "\n");
+  Family(out, "tollgate_tracing_exports_total", "counter",
+         "Export requests to the collector by how they ended: success, rejected (answered "
+         "other than 2xx), timeout, unreachable (refused, reset, name not resolved).");
+  const std::pair<const char*, int64_t> results[] = {{"success", stats.exports_succeeded},
+                                                     {"rejected", stats.exports_rejected},
+                                                     {"timeout", stats.exports_timed_out},
+                                                     {"unreachable", stats.exports_unreachable}};
+  for (const auto& [result, count] : results) {
+    absl::StrAppend(&out, "tollgate_tracing_exports_total{result=\"", result, "\"} ", count, "\n");
+  }
+  Family(out, "tollgate_tracing_queued_spans", "gauge",
+         "Spans waiting for export (bounded by the queue's size).");
+  absl::StrAppend(&out, "tollgate_tracing_queued_spans ", stats.queued_spans, "\n");
+}
+
+}  // namespace
+
 std::string Metrics::Render() const {
   std::vector<std::pair<std::string, const LimitCounters*>> limits;
   const ResilientStore* store = nullptr;
@@ -281,8 +315,10 @@ std::string Metrics::Render() const {
   const MemoryStore* memory_store = nullptr;
   int64_t memory_max_keys = 0;
   const GrpcTlsCounters* grpc_tls = nullptr;
+  std::function<TracingStats()> tracing_stats;
   {
     absl::MutexLock lock(&mu_);
+    tracing_stats = tracing_stats_;
     const Table* table = table_.load(std::memory_order_acquire);
     for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
     store = resilient_store_;
@@ -499,6 +535,7 @@ std::string Metrics::Render() const {
                                    ratelimit_call_errors_.load(std::memory_order_relaxed));
   }
   if (xds_started_.load(std::memory_order_relaxed)) RenderXds(out);
+  if (tracing_stats) RenderTracing(out, tracing_stats());
   return out;
 }
 

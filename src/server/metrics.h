@@ -41,6 +41,12 @@
 //       opened again
 //   tollgate_xds_config_version_info{version}       gauge; 1, after the first config applied
 //   tollgate_xds_last_applied_timestamp_seconds     gauge; when it was applied (Unix time)
+//   tollgate_tracing_spans_exported_total           counter; spans a collector accepted
+//   tollgate_tracing_spans_dropped_total{reason}    counter; queue_full | export_failed
+//   tollgate_tracing_exports_total{result}          counter; export requests: success |
+//       rejected (answered other than 2xx) | timeout | unreachable
+//   tollgate_tracing_queued_spans                   gauge; spans waiting for export
+//   (the tracing families only when tracing is on)
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
 
@@ -59,6 +65,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "src/server/ratelimit_metrics.h"
+#include "src/server/otlp_exporter.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
@@ -139,6 +146,8 @@ class Metrics {
   void set_memory_store(const MemoryStore* store, int64_t max_keys);
   // The gRPC port's TLS counters (GrpcTls::counters()). REQUIRES: they outlive this object.
   void set_grpc_tls(const GrpcTlsCounters* counters);
+  // The trace exporter's totals (src/server/otlp_exporter.h).
+  void set_tracing_stats(std::function<TracingStats()> tracing_stats);
 
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
@@ -195,6 +204,7 @@ class Metrics {
   // The xDS config last applied, and when (0: none yet).
   std::string xds_version_ ABSL_GUARDED_BY(mu_);
   int64_t xds_applied_unix_micros_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<TracingStats()> tracing_stats_ ABSL_GUARDED_BY(mu_);
 
   struct TrackedLease {
     std::string limit;

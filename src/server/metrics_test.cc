@@ -155,6 +155,29 @@ TEST(MetricsTest, XdsFamiliesOnceTheClientStarted) {
   EXPECT_EQ(Sample(text, "tollgate_xds_stream_restarts_total"), 1);
   EXPECT_EQ(Sample(text, R"(tollgate_xds_config_version_info{version="v\"7"})"), 1);
   EXPECT_EQ(Sample(text, "tollgate_xds_last_applied_timestamp_seconds"), 1'700'000'000);
+TEST(MetricsTest, TracingFamiliesOnlyWhenTracing) {
+  Metrics metrics;
+  EXPECT_THAT(metrics.Render(), ::testing::Not(HasSubstr("tollgate_tracing")));
+  metrics.set_tracing_stats([] {
+    return TracingStats{.spans_exported = 10,
+                        .spans_dropped_queue_full = 2,
+                        .spans_dropped_export_failed = 3,
+                        .exports_succeeded = 4,
+                        .exports_rejected = 5,
+                        .exports_timed_out = 6,
+                        .exports_unreachable = 7,
+                        .queued_spans = 8};
+  });
+  const std::string text = metrics.Render();
+  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_EQ(Sample(text, "tollgate_tracing_spans_exported_total"), 10);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_spans_dropped_total{reason="queue_full"})"), 2);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_spans_dropped_total{reason="export_failed"})"), 3);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="success"})"), 4);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="rejected"})"), 5);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="timeout"})"), 6);
+  EXPECT_EQ(Sample(text, R"(tollgate_tracing_exports_total{result="unreachable"})"), 7);
+  EXPECT_EQ(Sample(text, "tollgate_tracing_queued_spans"), 8);
 }
 
 TEST(MetricsTest, TheValidatorCatchesBrokenText) {

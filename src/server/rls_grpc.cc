@@ -25,14 +25,19 @@ void ShouldRateLimit(RlsService& service, std::string_view bytes, GrpcResponder 
         absl::InvalidArgumentError("the message is not a RateLimitRequest"));
     return;
   }
+  // The call's span reads the traceparent (a view into the call) before the call is answered.
+  const RlsCallSource source{.api = RlsCallSource::Api::kGrpc,
+                             .traceparent = responder.traceparent()};
   service.ShouldRateLimitBytes(
-      request, [responder = std::move(responder)](absl::StatusOr<std::string> response) mutable {
+      request,
+      [responder = std::move(responder)](absl::StatusOr<std::string> response) mutable {
         if (!response.ok()) {
           std::move(responder).Finish(response.status());
           return;
         }
         std::move(responder).Finish(*std::move(response));
-      });
+      },
+      source);
 }
 
 void HealthCheck(const GrpcHealth& health, std::string_view bytes, GrpcResponder responder) {

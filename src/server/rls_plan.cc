@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstring>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -422,55 +421,11 @@ void ForEachHeader(const Answer& answer, Each each) {
   each(kResetHeader, view(absl::AlphaNum(status.reset_seconds)));
 }
 
-// Protocol Buffers' wire format, for AppendRateLimitResponseBytes: varints and
-// length-delimited fields of field numbers below 16 (one-byte tags).
-size_t VarintSize(uint64_t value) {
-  size_t size = 1;
-  for (; value >= 0x80; value >>= 7) ++size;
-  return size;
-}
-using protobuf_wire::kLengthDelimited;
-using protobuf_wire::kVarint;
-// A proto3 scalar: absent when 0.
-size_t VarintFieldSize(uint64_t value) { return value == 0 ? 0 : 1 + VarintSize(value); }
-size_t LengthDelimitedSize(size_t length) { return 1 + VarintSize(length) + length; }
-// A proto3 string: absent when empty.
-size_t StringFieldSize(std::string_view value) {
-  return value.empty() ? 0 : LengthDelimitedSize(value.size());
-}
-
-// Writes wire bytes from a cursor into room the caller sized exactly (Extend).
-class WireCursor {
- public:
-  explicit WireCursor(char* at) : at_(at) {}
-  void Tagged(uint32_t field, uint32_t wire_type, uint64_t value) {
-    *at_++ = static_cast<char>(protobuf_wire::Tag(field, wire_type));
-    for (; value >= 0x80; value >>= 7) *at_++ = static_cast<char>((value & 0x7f) | 0x80);
-    *at_++ = static_cast<char>(value);
-  }
-  void VarintField(uint32_t field, uint64_t value) {
-    if (value != 0) Tagged(field, kVarint, value);
-  }
-  void LengthDelimited(uint32_t field, size_t length) { Tagged(field, kLengthDelimited, length); }
-  // A proto3 string: absent when empty.
-  void StringField(uint32_t field, std::string_view value) {
-    if (value.empty()) return;
-    LengthDelimited(field, value.size());
-    std::memcpy(at_, value.data(), value.size());
-    at_ += value.size();
-  }
-  const char* at() const { return at_; }
-
- private:
-  char* at_;
-};
-
-// `size` more bytes at the end of `out`, and a cursor at the first of them.
-WireCursor Extend(std::string& out, size_t size) {
-  const size_t old = out.size();
-  out.resize(old + size);
-  return WireCursor(out.data() + old);
-}
+using protobuf_wire::Extend;
+using protobuf_wire::LengthDelimitedSize;
+using protobuf_wire::StringFieldSize;
+using protobuf_wire::VarintFieldSize;
+using protobuf_wire::WireCursor;
 
 // RateLimitResponse.DescriptorStatus, its RateLimit and Duration (rls.proto).
 void PutStatus(std::string& out, const StatusAnswer& status) {
@@ -555,6 +510,16 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
       header->set_value(std::string(value));
     });
   }
+}
+
+RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros) {
+  const Answer answer = Decide(plan, now_micros);
+  RlsOutcome outcome;
+  outcome.overall_code = answer.overall_code;
+  for (const StatusAnswer& status : answer.statuses) {
+    outcome.over_limit_descriptors += status.code == RateLimitResponse::OVER_LIMIT ? 1 : 0;
+  }
+  return outcome;
 }
 
 bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,

@@ -217,6 +217,14 @@ void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool heade
 bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
                                   std::string* out);
 
+// What the answer to `plan` (decisions set) says in sum, for its trace span: the overall code
+// and how many statuses are OVER_LIMIT (as RenderRateLimitResponse would write them).
+struct RlsOutcome {
+  RateLimitResponse::Code overall_code = RateLimitResponse::OK;
+  int over_limit_descriptors = 0;
+};
+RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros);
+
 // The dynamic_metadata of a response refused because the store is unreachable.
 inline constexpr std::string_view kReasonMetadataKey = "reason";
 inline constexpr std::string_view kLimitMetadataKey = "limit";

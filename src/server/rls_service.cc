@@ -36,8 +36,10 @@ int64_t SteadyMicros() {
 struct RlsService::Reply {
   RlsCallback message_done;
   RlsBytesCallback bytes_done;
+  RlsSpan span;
 
   void Fail(absl::Status status) && {
+    span.Failed(status);
     if (bytes_done) {
       std::move(bytes_done)(std::move(status));
     } else {
@@ -46,6 +48,7 @@ struct RlsService::Reply {
   }
 
   void Answer(const RlsPlan& plan, int64_t now_micros, bool headers) && {
+    span.Answered(plan, now_micros);
     if (bytes_done) {
       std::string bytes;
       if (!AppendRateLimitResponseBytes(plan, now_micros, headers, &bytes)) {
@@ -86,6 +89,7 @@ struct RlsService::Call {
         if (metrics->ratelimit_families()) metrics->RecordRatelimitCallError();
       }
       // Fail open for now; the resilience issue adds per-rule policies.
+      reply.span.StoreFailed(error);
       spdlog::warn("rls: store failed, answering OK for {} descriptor(s): {}", plan.counted.size(),
                    std::string(error.message()));
     } else {
@@ -142,15 +146,20 @@ absl::Status RlsService::UpdateDomains(std::vector<EnvoyDomainConfig> domains) {
   return service_->ReloadDomains(std::move(domains));
 }
 
-void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback done) {
+void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback done,
+                                 const RlsCallSource& source) {
+  const RateLimitRequestView view = RateLimitRequestView::Of(request);
   Reply reply;
   reply.message_done = std::move(done);
-  Answer(RateLimitRequestView::Of(request), std::move(reply));
+  reply.span = RlsSpan(options_.tracer, source, view);
+  Answer(view, std::move(reply));
 }
 
-void RlsService::ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done) {
+void RlsService::ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done,
+                                      const RlsCallSource& source) {
   Reply reply;
   reply.bytes_done = std::move(done);
+  reply.span = RlsSpan(options_.tracer, source, request);
   Answer(request, std::move(reply));
 }
 
@@ -294,8 +303,8 @@ void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratel
         error_reply(400, RlsJsonParseErrorMessage(json_body, std::string(parsed.message()))));
     return;
   }
-  service.ShouldRateLimit(request, [done = std::move(done), error_reply, x_ratelimit_headers](
-                                       absl::StatusOr<RateLimitResponse> response) mutable {
+  auto answer = [done = std::move(done), error_reply,
+                 x_ratelimit_headers](absl::StatusOr<RateLimitResponse> response) mutable {
     if (!response.ok()) {
       const absl::string_view message = response.status().message();
       std::move(done)(
@@ -313,7 +322,9 @@ void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratel
     }
     if (x_ratelimit_headers) reply.headers = XRateLimitHeaders(*response);
     std::move(done)(std::move(reply));
-  });
+  };
+  service.ShouldRateLimit(request, std::move(answer),
+                          {.api = RlsCallSource::Api::kJson, .traceparent = {}});
 }
 
 }  // namespace tollgate::server

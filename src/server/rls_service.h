@@ -30,6 +30,8 @@
 #include "src/server/check_service.h"
 #include "src/server/rls_plan.h"
 #include "src/server/rls_request.h"
+#include "src/server/rls_span.h"
+#include "src/server/tracing.h"
 #include "tollgate/clock.h"
 #include "tollgate/store.h"
 
@@ -74,6 +76,9 @@ struct RlsServiceOptions {
   // each call's duration are recorded, and the rules' limits registered on each config
   // change. REQUIRES: outlives the service.
   Metrics* metrics = nullptr;
+  // When set, each call whose RlsCallSource names its API gets a span if sampled
+  // (src/server/rls_span.h says what it holds). REQUIRES: outlives the service.
+  Tracer* tracer = nullptr;
 };
 
 using RlsCallback = absl::AnyInvocable<void(absl::StatusOr<RateLimitResponse>) &&>;
@@ -95,13 +100,16 @@ class RlsService {
   // possibly before this returns or on a store thread. An error status is InvalidArgument (empty
   // domain or descriptors, more than `max_descriptors` descriptors, an entry with an empty key, a
   // descriptor too long to be a key); Envoy then applies its own failure_mode_deny.
-  void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done);
+  // `source`: where the call came from, for its span.
+  void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done,
+                       const RlsCallSource& source = {});
 
   // As above for a request read from its bytes (ReadRateLimitRequest; the bytes need only
   // live until this returns), and `done` gets the response serialized, as gRPC sends it; an
   // answer without dynamic metadata is written without building the message
   // (AppendRateLimitResponseBytes).
-  void ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done);
+  void ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done,
+                            const RlsCallSource& source = {});
 
   // Blocking form, for tests and the /json endpoint.
   absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
@@ -137,9 +145,9 @@ struct RlsJsonReply {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// Answers `json_body` through `service`, with the X-RateLimit-* fields when
-// `x_ratelimit_headers`; `done` runs exactly once, possibly before this returns or on a store
-// thread.
+// Answers `json_body` through `service` (a call of RlsCallSource::Api::kJson), with the
+// X-RateLimit-* fields when `x_ratelimit_headers`; `done` runs exactly once, possibly before this
+// returns or on a store thread.
 void HandleRlsJson(RlsService& service, std::string_view json_body, bool x_ratelimit_headers,
                    absl::AnyInvocable<void(RlsJsonReply) &&> done);
 

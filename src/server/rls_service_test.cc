@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/rls_requests.h"
 #include "tollgate/clock.h"
 
 namespace tollgate::server {
@@ -52,21 +53,9 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 4, algorithm: token_bucket}
 )";
 
-RateLimitRequest Request(
-    const std::vector<std::vector<std::pair<std::string, std::string>>>& descriptors,
-    uint32_t hits = 0, std::string domain = "tiffin") {
-  RateLimitRequest request;
-  request.set_domain(domain);
-  request.set_hits_addend(hits);
-  for (const auto& entries : descriptors) {
-    auto* descriptor = request.add_descriptors();
-    for (const auto& [key, value] : entries) {
-      auto* entry = descriptor->add_entries();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-  }
-  return request;
+RateLimitRequest Request(const std::vector<testing::DescriptorEntries>& descriptors,
+                         uint32_t hits = 0, std::string domain = "tiffin") {
+  return testing::MakeRateLimitRequest(std::move(domain), descriptors, hits);
 }
 
 class RlsServiceTest : public ::testing::Test {

@@ -29,6 +29,27 @@ std::string HeaderValue(const HttpTestResponse& response, std::string_view name)
   return field == response.end() ? "" : std::string(field->value());
 }
 
+int64_t MetricValue(std::string_view exposition, std::string_view series) {
+  size_t start = 0;
+  while (start < exposition.size()) {
+    size_t end = exposition.find('\n', start);
+    if (end == std::string_view::npos) end = exposition.size();
+    const std::string_view line = exposition.substr(start, end - start);
+    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
+        line[series.size()] == ' ') {
+      return std::stoll(std::string(line.substr(series.size() + 1)));
+    }
+    start = end + 1;
+  }
+  return -1;
+}
+
+std::string ScrapeMetrics(int port) {
+  HttpTestClient client(port);
+  std::optional<HttpTestResponse> response = client.Send(http::verb::get, "/metrics");
+  return response ? response->body() : "";
+}
+
 HttpTestClient::HttpTestClient(int port) : stream_(io_) {
   stream_.expires_after(kHttpIoTimeout);
   beast::error_code error;

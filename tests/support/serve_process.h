@@ -4,6 +4,7 @@
 #define TOLLGATE_TESTS_SUPPORT_SERVE_PROCESS_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,13 @@ std::string ReadFileText(const std::string& path);
 
 // The value of header `name`, or "".
 std::string HeaderValue(const HttpTestResponse& response, std::string_view name);
+
+// The value of series `series` (a metric name with its labels as rendered, such as
+// `x_total{reason="a"}`) in a Prometheus text exposition, or -1 when absent.
+int64_t MetricValue(std::string_view exposition, std::string_view series);
+
+// GET /metrics from the server on 127.0.0.1:`port`; "" when it does not answer.
+std::string ScrapeMetrics(int port);
 
 // One HTTP/1.1 connection to 127.0.0.1:`port`; requests go one after another on it
 // (keep-alive). Not thread-safe: one per thread.
