@@ -282,7 +282,7 @@ TEST(XdsServeUsageTest, NeitherConfigNorXdsServerIsAUsageError) {
   ASSERT_TRUE(serve.ok()) << serve.status();
   EXPECT_EQ(serve->Wait(), 2);
   EXPECT_THAT(testing::ReadFileText(dir + "/log"),
-              HasSubstr("serve needs a config: --config FILE (repeatable), --xds-server"));
+              HasSubstr("serve needs a config: --config FILE, --config-dir DIR or --xds-server"));
 }
 
 }  // namespace

@@ -7,14 +7,16 @@
 //   auto store = tollgate::ResilientStore::Create(redis_store,
 //       {.instance_count = [&] { return (*registry)->Count(); }, .fallback_shares = shares});
 //
-// The ResilientStore counts the units asked (admitted and refused) of every fail_open limit
+// The ResilientStore counts the requests asked (admitted and refused) of every fail_open limit
 // with Shares::kDemand (Count); each InstanceRegistry heartbeat adds this instance's counts to
 // the fleet's totals of the current period in Redis, in the same atomic step that brings back
 // the totals of the last two complete periods (TakeCounts, Learn); while the store is
 // unreachable the fallback takes Fraction(limit, N) of each such limit, not 1/N. The rule
 // (src/algorithm/share.h):
 //
-//   g(p)     = what this instance asked / what the fleet asked, in period p (1/N if nobody did)
+//   g(p)     = (what this instance asked + 4) / (what the fleet asked + 4 N), in period p
+//              (4 requests each instance is taken to have asked beyond those counted: a
+//              period of few requests stays near 1/N)
 //   fraction = min(g) over the two periods, at least 1/(10 N), at most 1,
 //              decaying linearly to 1/N over `horizon_ms` after the last heartbeat
 //

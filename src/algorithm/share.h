@@ -192,30 +192,37 @@ inline LimitNumbers FallbackNumbers(const LimitNumbers& numbers, ShareWeights we
 
 // ---- fail_open's demand-weighted shares (Shares::kDemand) ----
 //
-// While the store answers, every instance reports each limit's units asked for (admitted and
-// refused) per period (an epoch of Redis' clock, InstanceRegistryOptions::demand_period_ms),
+// While the store answers, every instance reports each limit's requests asked for (admitted
+// and refused) per period (an epoch of Redis' clock, InstanceRegistryOptions::demand_period_ms),
 // and learns the fleet's total of the two last complete periods (src/resilience/
-// fallback_shares.cc, src/store/redis/lua/heartbeat.lua). Its fallback fraction of a limit is
+// fallback_shares.cc, src/store/redis/lua/heartbeat.lua). Its fallback fraction of a limit is,
+// with m = kFallbackDemandPrior,
 //
-//   g(p)     = own(p) / fleet(p) if fleet(p) > 0, else 1/N   (for each period p learned)
+//   g(p)     = (own(p) + m) / (fleet(p) + N m)                (for each period p learned)
 //   learned  = min(g(p) over the two periods), clamped to [1/(10 N), 1]
 //   fraction = 1/N + freshness * (learned - 1/N)             (nothing learned: 1/N)
 //
 // Bound: instances whose newest learned periods are at most one period apart share one
 // period p (both pairs hold it), and the min is at most g(p) there; the own(p) of all instances
-// sum to at most fleet(p) (each is what this instance added to that very total). So the
-// learned fractions of the fleet sum to at most 1 + N * 1/(10 N) = 1.1, with equal freshness;
-// freshness that differs by d between instances adds at most d. An instance that learned
-// nothing (freshness 0, or no period) takes 1/N, as with equal shares.
+// sum to at most fleet(p) (each is what this instance added to that very total), so their
+// g(p) sum to at most 1. So the learned fractions of the fleet sum to at most
+// 1 + N * 1/(10 N) = 1.1, with equal freshness; freshness that differs by d between instances
+// adds at most d. An instance that learned nothing (freshness 0, or no period) takes 1/N, as
+// with equal shares.
 
 // What one instance learned of one limit in one period.
 struct FallbackDemandPeriod {
-  int64_t own = 0;    // units this instance asked for (and the store counted)
-  int64_t fleet = 0;  // units every instance asked for, this one's included
+  int64_t own = 0;    // requests this instance asked for (and the store counted)
+  int64_t fleet = 0;  // requests every instance asked for, this one's included
 };
 
 // The floor of a learned fraction is 1 / (kFallbackDemandFloorDivisor * N).
 inline constexpr int64_t kFallbackDemandFloorDivisor = 10;
+// Requests every instance is taken to have asked in a period beyond those it counted: the
+// prior that keeps a period of few requests (a share learned from 2 or 3 requests an
+// instance, where chance alone leaves some instances at 0) near the equal share, and weighs
+// nothing once hundreds came.
+inline constexpr int64_t kFallbackDemandPrior = 4;
 // FallbackFractionWeights' resolution: a millionth of an equal share.
 inline constexpr int64_t kFallbackWeightScale = 1'000'000;
 
@@ -230,11 +237,13 @@ inline double FallbackDemandFraction(std::span<const FallbackDemandPeriod> perio
   freshness = std::clamp(freshness, 0.0, 1.0);
   if (periods.empty() || freshness <= 0) return equal;
   double learned = 1.0;
+  const double prior = static_cast<double>(kFallbackDemandPrior);
   for (const FallbackDemandPeriod& period : periods.first(std::min<size_t>(periods.size(), 2))) {
-    const double g = period.fleet > 0 ? static_cast<double>(std::max<int64_t>(0, period.own)) /
-                                            static_cast<double>(period.fleet)
-                                      : equal;
-    learned = std::min(learned, g);
+    // Each instance counts kFallbackDemandPrior requests more than it saw, so a period of few
+    // requests says little: with none, every instance's g is 1/N exactly.
+    const double own = static_cast<double>(std::max<int64_t>(0, period.own)) + prior;
+    const double fleet = static_cast<double>(std::max<int64_t>(0, period.fleet)) + prior * n;
+    learned = std::min(learned, own / fleet);
   }
   learned = std::clamp(learned, 1.0 / (static_cast<double>(kFallbackDemandFloorDivisor) * n), 1.0);
   // Clamped so that rounding never takes it past either end (freshness 1: exactly `learned`).

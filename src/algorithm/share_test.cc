@@ -215,24 +215,60 @@ TEST(ShareTest, FallbackNumbersShareEveryAlgorithm) {
 }
 
 TEST(ShareTest, DemandFractionFollowsTheSmallerOfTheTwoLearnedPeriods) {
+  // With N = 4 every instance counts kFallbackDemandPrior (4) requests more: g = (own + 4) /
+  // (fleet + 16).
+  static_assert(kFallbackDemandPrior == 4);
   const FallbackDemandPeriod half{.own = 50, .fleet = 100};
   const FallbackDemandPeriod third{.own = 10, .fleet = 30};
   EXPECT_DOUBLE_EQ(FallbackDemandFraction({}, 4, 1.0), 0.25);  // nothing learned: equal
   const std::vector<FallbackDemandPeriod> both = {half, third};
-  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 1.0), 10.0 / 30);
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 1.0), 14.0 / 46);
   // Forgotten: equal; half-way: half-way between the learned and the equal fraction.
   EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 0.0), 0.25);
-  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 0.5), 0.25 + 0.5 * (10.0 / 30 - 0.25));
+  EXPECT_DOUBLE_EQ(FallbackDemandFraction(both, 4, 0.5), 0.25 + 0.5 * (14.0 / 46 - 0.25));
   // A period nobody asked in says nothing: equal for it.
   const std::vector<FallbackDemandPeriod> idle = {{.own = 0, .fleet = 0}, {.own = 9, .fleet = 10}};
   EXPECT_DOUBLE_EQ(FallbackDemandFraction(idle, 4, 1.0), 0.25);
-  // An instance that saw none of the fleet's demand keeps the floor, 1 / (10 N).
-  const std::vector<FallbackDemandPeriod> none = {{.own = 0, .fleet = 80}, {.own = 0, .fleet = 90}};
+  // An instance that saw none of the fleet's many requests keeps the floor, 1 / (10 N).
+  const std::vector<FallbackDemandPeriod> none = {{.own = 0, .fleet = 800},
+                                                  {.own = 0, .fleet = 900}};
   EXPECT_DOUBLE_EQ(FallbackDemandFraction(none, 4, 1.0), 1.0 / 40);
-  // All of it: the whole limit, never more.
-  const std::vector<FallbackDemandPeriod> all = {{.own = 80, .fleet = 80},
-                                                 {.own = 95, .fleet = 90}};
-  EXPECT_DOUBLE_EQ(FallbackDemandFraction(all, 4, 1.0), 1.0);
+  // All of many: nearly the whole limit, never more.
+  const std::vector<FallbackDemandPeriod> all = {{.own = 8000, .fleet = 8000},
+                                                 {.own = 9500, .fleet = 9000}};
+  EXPECT_GT(FallbackDemandFraction(all, 4, 1.0), 0.998);
+  EXPECT_LE(FallbackDemandFraction(all, 4, 1.0), 1.0);
+}
+
+// The demo's outage (issue 45): 8 instances, one user's 20 requests a period spread evenly by
+// the balancer, so chance alone gives some instances none in a period. Without the prior
+// those fell to the floor (a tenth of an equal share) and the fleet starved; with it no
+// instance falls below 60% of an equal share, and the fleet keeps most of the limit.
+TEST(ShareTest, APeriodOfFewRequestsKeepsSharesNearEqual) {
+  const int64_t n = 8;
+  const double equal = 1.0 / n;
+  const std::vector<FallbackDemandPeriod> unlucky = {{.own = 0, .fleet = 20},
+                                                     {.own = 3, .fleet = 20}};
+  EXPECT_GT(FallbackDemandFraction(unlucky, n, 1.0), 0.6 * equal);
+  // Over every split of 20 requests a period that chance gives (a binomial draw per period),
+  // the fleet's fractions sum to at least 80% of the limit on average.
+  std::mt19937_64 random(45);
+  double sum_of_sums = 0;
+  const int rounds = 2'000;
+  for (int round = 0; round < rounds; ++round) {
+    std::array<std::array<int64_t, 2>, n> own{};
+    for (size_t p = 0; p < 2; ++p) {
+      for (int request = 0; request < 20; ++request) ++own[random() % n][p];
+    }
+    double sum = 0;
+    for (const auto& periods : own) {
+      const std::vector<FallbackDemandPeriod> learned = {{.own = periods[0], .fleet = 20},
+                                                         {.own = periods[1], .fleet = 20}};
+      sum += FallbackDemandFraction(learned, n, 1.0);
+    }
+    sum_of_sums += sum;
+  }
+  EXPECT_GT(sum_of_sums / rounds, 0.8);
 }
 
 TEST(ShareTest, AnEqualFractionGivesExactlyTheEqualShare) {

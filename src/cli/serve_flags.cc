@@ -404,8 +404,8 @@ absl::Status FinishServeFlags(ServeFlags& flags) {
   if (options.config_paths.empty() && options.config_dirs.empty() &&
       options.xds.server_address.empty()) {
     return absl::InvalidArgumentError(
-        "serve needs a config: --config FILE or --config-dir DIR (or, in envoyproxy/ratelimit's "
-        "environment, RUNTIME_ROOT or CONFIG_TYPE=GRPC_XDS_SOTW)");
+        "serve needs a config: --config FILE, --config-dir DIR or --xds-server HOST:PORT (in "
+        "envoyproxy/ratelimit's environment: RUNTIME_ROOT, or CONFIG_TYPE=GRPC_XDS_SOTW)");
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "src/algorithm/share.h"
 #include "tollgate/clock.h"
 
 namespace tollgate {
@@ -19,6 +20,13 @@ using Totals = FallbackShares::PeriodTotals;
 // The totals of period - 1 and period - 2, as a heartbeat in a new period brings them.
 std::vector<Totals> Previous(Totals previous, Totals before) {
   return {std::move(previous), std::move(before)};
+}
+
+// g of one period by the rule (src/algorithm/share.h): every instance is taken to have asked
+// kFallbackDemandPrior requests more than it counted.
+double G(double own, double fleet, int n) {
+  const double prior = algorithm::kFallbackDemandPrior;
+  return (own + prior) / (fleet + prior * n);
 }
 
 TEST(FallbackSharesTest, NothingLearnedIsTheEqualShare) {
@@ -42,25 +50,34 @@ TEST(FallbackSharesTest, LearnsItsShareOfTheFleetsDemandOverTwoPeriods) {
       Previous({.created = "a", .units = {{"api", 100}, {"search", 5}}}, {});
   shares.Learn(11, "b", {{"api", 40}}, &at_11);
   EXPECT_EQ(shares.period(), 11);
-  // Period 9 is unknown (nobody asked): 1/N for it; period 10: 0.3. The min: 0.25.
+  // Period 9 is unknown (nobody asked): 1/N for it; period 10: 30 of 100. The min: 1/N.
   EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.25);
-  // Period 12: the fleet asked 80 in period 11, 40 of them here: min(0.3, 0.5).
+  // Period 12: the fleet asked 80 in period 11, 40 of them here: min(30 of 100, 40 of 80).
   const std::vector<Totals> at_12 =
       Previous({.created = "b", .units = {{"api", 80}}}, {.created = "a", .units = {{"api", 100}}});
   shares.Learn(12, "c", {}, &at_12);
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.3);
-  // A limit the fleet asked for and this instance did not: the floor, 1 / (10 N).
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), G(30, 100, 4));
+  // A limit the fleet asked for and this instance did not: none of its own (with so few
+  // requests, above the floor of 1 / (10 N)).
   const std::vector<Totals> at_13 =
       Previous({.created = "c", .units = {{"api", 10}, {"search", 50}}},
                {.created = "b", .units = {{"api", 80}, {"search", 50}}});
   shares.Learn(13, "d", {}, &at_13);
-  EXPECT_DOUBLE_EQ(shares.Fraction("search", 4), 0.025);
-  // api: nothing asked here in period 12: the floor too.
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.025);
+  EXPECT_DOUBLE_EQ(shares.Fraction("search", 4), G(0, 50, 4));
+  // api: nothing asked here in period 12.
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), G(0, 10, 4));
   const std::vector<std::pair<std::string, double>> fractions = shares.Fractions(4);
   ASSERT_EQ(fractions.size(), 2u);
   EXPECT_EQ(fractions[0].first, "api");
   EXPECT_EQ(fractions[1].first, "search");
+  // Thousands asked elsewhere, none here: the floor.
+  const std::vector<Totals> at_14 = Previous({.created = "d", .units = {{"api", 5000}}},
+                                             {.created = "c", .units = {{"api", 10}}});
+  shares.Learn(14, "e", {}, &at_14);
+  const std::vector<Totals> at_15 = Previous({.created = "e", .units = {{"api", 4000}}},
+                                             {.created = "d", .units = {{"api", 5000}}});
+  shares.Learn(15, "f", {}, &at_15);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.025);
 }
 
 TEST(FallbackSharesTest, UnitsAddedToALostIncarnationDoNotCount) {
@@ -73,12 +90,12 @@ TEST(FallbackSharesTest, UnitsAddedToALostIncarnationDoNotCount) {
       Previous({.created = "a2", .units = {{"api", 20}}}, {.created = "x", .units = {{"api", 20}}});
   shares.Learn(11, "b", {}, &at_11);
   // 10 of 20 in period 10 (not 100 of 20); period 9's hash is another incarnation than any
-  // this instance added to: nothing of its own there, the floor.
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.05);
+  // this instance added to: nothing of its own there.
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), G(0, 20, 2));
   const std::vector<Totals> at_12 =
       Previous({.created = "b", .units = {{"api", 8}}}, {.created = "a2", .units = {{"api", 20}}});
   shares.Learn(12, "c", {}, &at_12);
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.05);  // 0 of 8 in period 11
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), G(0, 8, 2));  // 0 of 8 in period 11
 }
 
 TEST(FallbackSharesTest, LearnedSharesDecayToEqualOverTheHorizon) {
@@ -89,20 +106,21 @@ TEST(FallbackSharesTest, LearnedSharesDecayToEqualOverTheHorizon) {
       Previous({.created = "a", .units = {{"api", 50}}}, {.created = "z", .units = {{"api", 50}}});
   shares.Learn(11, "b", {{"api", 50}}, &at_11);
   // Period 9: none of the fleet's 50 here.
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.05);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), G(0, 50, 2));
   const std::vector<Totals> at_12 =
       Previous({.created = "b", .units = {{"api", 50}}}, {.created = "a", .units = {{"api", 50}}});
   shares.Learn(12, "c", {}, &at_12);
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 1.0);  // all of it, twice
+  const double all = G(50, 50, 2);  // all of it, twice
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), all);
   clock.AdvanceMillis(5'000);
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.75);  // half-way to 1/2
+  EXPECT_NEAR(shares.Fraction("api", 2), 0.5 + (all - 0.5) / 2, 1e-9);  // half-way to 1/2
   clock.AdvanceMillis(5'000);
   EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.5);
   clock.AdvanceMillis(60'000);
   EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 0.5);
   // A heartbeat in the same period refreshes what was learned.
   shares.Learn(12, "c", {}, nullptr);
-  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), 1.0);
+  EXPECT_DOUBLE_EQ(shares.Fraction("api", 2), all);
 }
 
 TEST(FallbackSharesTest, CountsAtMostMaxLimits) {

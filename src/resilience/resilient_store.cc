@@ -431,8 +431,10 @@ class Core {
   }
 
  public:
-  // Counts the units each item asks of a fail_open limit with demand-weighted shares (checks,
-  // reservations and charges; admitted or refused), for FallbackShares.
+  // Counts the requests (items, whatever their cost) asked of a fail_open limit with
+  // demand-weighted shares (checks, reservations and charges; admitted or refused), for
+  // FallbackShares: a share is learned from how many requests came, which a few large costs
+  // do not swing.
   void CountDemand(const std::vector<CheckItem>& items) {
     FallbackShares* shares = options_.fallback_shares.get();
     if (shares == nullptr) return;
@@ -440,7 +442,7 @@ class Core {
       if (UsesDemandShares(*item.limit) && item.cost > 0 &&
           (item.op == ItemOp::kCheck || item.op == ItemOp::kReserve ||
            item.op == ItemOp::kCharge)) {
-        shares->Count(item.limit->name, item.cost);
+        shares->Count(item.limit->name, 1);
       }
     }
   }
