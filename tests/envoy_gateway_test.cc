@@ -24,6 +24,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/serve_process.h"
 #include "tests/support/tls_certificates.h"
@@ -138,6 +139,9 @@ class EnvoyGatewayTest : public ::testing::Test {
         absl::StrCat("PORT=", FreePort()),
         "GRPC_HOST=127.0.0.1",
         absl::StrCat("GRPC_PORT=", FreePort()),
+        // What Envoy Gateway's users add to the container to get another algorithm than its
+        // API can name (rateLimitDeployment.container.env).
+        "TOLLGATE_DEFAULT_ALGORITHM=token_bucket",
     };
   }
 
@@ -224,6 +228,13 @@ TEST_F(EnvoyGatewayTest, ServesEnvoyGatewaysPoliciesOverXdsAndMtls) {
   EXPECT_EQ(ack_1->node_id, kNode);
   EXPECT_FALSE(ack_1->response_nonce.empty());
   EXPECT_EQ(Admitted(*envoy, "alice", 5), 3);
+  // The rule names no algorithm: the default given in the environment, a token bucket, whose
+  // key is one per user (a window's key ends in its window's index).
+  absl::StatusOr<redis::RedisReply> keys =
+      testing::RedisCommand(redis_->port(), {"KEYS", "*alice*"});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_EQ(keys->elements.size(), 1u);
+  EXPECT_TRUE(keys->elements[0].str.ends_with("}")) << keys->elements[0].str;
 
   // A client without a certificate is refused; one with a certificate keeps working.
   std::unique_ptr<RateLimitService::Stub> anonymous = Envoy(/*with_certificate=*/false);

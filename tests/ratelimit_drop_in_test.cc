@@ -162,10 +162,13 @@ TEST(RatelimitDropInTest, ARuntimeDirectoryMountedAsAConfigMapIsServedAndFollowe
   ASSERT_NE(server, nullptr);
   ASSERT_NE(server->metrics_port(), 0) << server->log();
   EXPECT_EQ(Allowed(server->port(), "a", 5), 3);
-  // Counted in Redis, not in the process, under the prefix.
-  absl::StatusOr<redis::RedisReply> keys = RedisCommand((*redis)->port(), {"KEYS", "eg:rl:*"});
+  // Counted in Redis, not in the process, under the prefix; the rule names no algorithm, so
+  // a fixed window, whose key ends in its window's index.
+  absl::StatusOr<redis::RedisReply> keys =
+      RedisCommand((*redis)->port(), {"KEYS", "eg:rl:rl.user:{user=a}*"});
   ASSERT_TRUE(keys.ok()) << keys.status();
-  EXPECT_FALSE(keys->elements.empty());
+  ASSERT_EQ(keys->elements.size(), 1u);
+  EXPECT_FALSE(keys->elements[0].str.ends_with("}")) << keys->elements[0].str;
   absl::StatusOr<redis::RedisReply> unprefixed =
       RedisCommand((*redis)->port(), {"KEYS", "tollgate:*"});
   ASSERT_TRUE(unprefixed.ok()) << unprefixed.status();
