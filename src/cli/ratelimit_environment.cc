@@ -166,8 +166,9 @@ void ReadGrpcTls(Reader& env, ServeOptions& options) {
   tls.client_ca_path = peer_ca.empty() ? gateway_ca : peer_ca;
   tls.client_san = env.String("GRPC_CLIENT_TLS_SAN", "");
   if (!tls.client_san.empty() && tls.client_ca_path.empty()) {
-    env.Error("GRPC_CLIENT_TLS_SAN", "needs GRPC_CLIENT_TLS_CACERT: a SAN is checked on a "
-                                     "client certificate, which only a CA asks for");
+    env.Error("GRPC_CLIENT_TLS_SAN",
+              "needs GRPC_CLIENT_TLS_CACERT: a SAN is checked on a "
+              "client certificate, which only a CA asks for");
   }
 }
 
@@ -212,9 +213,12 @@ void ReadXds(Reader& env, ServeOptions& options) {
 // TRACING_* and OpenTelemetry's endpoint variables.
 void ReadTracing(Reader& env, ServeOptions& options) {
   server::TracingOptions& tracing = options.tracing;
-  const char* kNames[] = {"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE",
-                          "TRACING_SERVICE_INSTANCE_ID", "TRACING_SAMPLING_RATE",
-                          "TRACING_EXPORTER_PROTOCOL", "OTEL_EXPORTER_OTLP_ENDPOINT",
+  const char* kNames[] = {"TRACING_SERVICE_NAME",
+                          "TRACING_SERVICE_NAMESPACE",
+                          "TRACING_SERVICE_INSTANCE_ID",
+                          "TRACING_SAMPLING_RATE",
+                          "TRACING_EXPORTER_PROTOCOL",
+                          "OTEL_EXPORTER_OTLP_ENDPOINT",
                           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"};
   if (!env.Bool("TRACING_ENABLED", false)) {
     for (const char* name : kNames) {
@@ -227,7 +231,8 @@ void ReadTracing(Reader& env, ServeOptions& options) {
   tracing.service_namespace = env.String("TRACING_SERVICE_NAMESPACE", "");
   tracing.service_instance_id = env.String("TRACING_SERVICE_INSTANCE_ID", "");
   tracing.sampling_rate = env.Float("TRACING_SAMPLING_RATE", 1, 0, 1);
-  const std::string protocol = absl::AsciiStrToLower(env.String("TRACING_EXPORTER_PROTOCOL", "http"));
+  const std::string protocol =
+      absl::AsciiStrToLower(env.String("TRACING_EXPORTER_PROTOCOL", "http"));
   if (protocol != "http") {
     env.Error("TRACING_EXPORTER_PROTOCOL",
               "only http (OTLP over HTTP with protobuf) is supported; point "

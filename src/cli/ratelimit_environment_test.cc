@@ -190,8 +190,8 @@ TEST(RatelimitEnvironmentTest, TracingAsEnvoyGatewaySetsIt) {
   EXPECT_FALSE(off->options.tracing.enabled);
   // What tollgate cannot export to.
   absl::StatusOr<RatelimitEnvironment> grpc = Read(WithRedis({{"TRACING_ENABLED", "true"},
-                                                             {"TRACING_EXPORTER_PROTOCOL", "grpc"},
-                                                             {"TRACING_SAMPLING_RATE", "2"}}));
+                                                              {"TRACING_EXPORTER_PROTOCOL", "grpc"},
+                                                              {"TRACING_SAMPLING_RATE", "2"}}));
   ASSERT_FALSE(grpc.ok());
   EXPECT_THAT(grpc.status().message(), HasSubstr("TRACING_EXPORTER_PROTOCOL:"));
   EXPECT_THAT(grpc.status().message(), HasSubstr("TRACING_SAMPLING_RATE:"));
@@ -247,11 +247,10 @@ TEST(RatelimitEnvironmentTest, GrpcTlsUnderBothNamesOfTheClientCa) {
   EXPECT_FALSE(off->options.grpc_tls.enabled());
   EXPECT_THAT(off->notices, ElementsAre(HasSubstr("GRPC_SERVER_TLS_CERT is not used")));
   // On without a key, or with two different CAs: errors naming the variables.
-  absl::StatusOr<RatelimitEnvironment> broken =
-      Read(WithRedis({{"GRPC_SERVER_USE_TLS", "true"},
-                      {"GRPC_SERVER_TLS_CERT", "c"},
-                      {"GRPC_CLIENT_TLS_CACERT", "a"},
-                      {"GRPC_SERVER_TLS_CA_CERT", "b"}}));
+  absl::StatusOr<RatelimitEnvironment> broken = Read(WithRedis({{"GRPC_SERVER_USE_TLS", "true"},
+                                                                {"GRPC_SERVER_TLS_CERT", "c"},
+                                                                {"GRPC_CLIENT_TLS_CACERT", "a"},
+                                                                {"GRPC_SERVER_TLS_CA_CERT", "b"}}));
   ASSERT_FALSE(broken.ok());
   EXPECT_THAT(broken.status().message(), HasSubstr("GRPC_SERVER_TLS_KEY:"));
   EXPECT_THAT(broken.status().message(), HasSubstr("GRPC_SERVER_TLS_CA_CERT:"));
