@@ -148,17 +148,29 @@ std::vector<std::string> PeerEnvironment(const std::string& root, const std::str
           "LOG_LEVEL=info"};
 }
 
+// A runtime directory mounted as a ConfigMap holding config.yaml (Config(limit)), and the
+// peer's environment pointing at it and at the Redis `redis_address` (host:port).
+struct Runtime {
+  Runtime(const std::string& redis_address, int limit)
+      : root(MakeTempDir("runtime")),
+        config_map(root),
+        environment(PeerEnvironment(root, redis_address)) {
+    config_map.Publish("config.yaml", Config(limit));
+  }
+  std::string root;
+  MountedConfigMap config_map;
+  std::vector<std::string> environment;
+};
+
+std::string Address(const RedisServer& redis) { return absl::StrCat("127.0.0.1:", redis.port()); }
+
 TEST(RatelimitDropInTest, ARuntimeDirectoryMountedAsAConfigMapIsServedAndFollowed) {
   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
   ASSERT_TRUE(redis.ok()) << redis.status();
-  const std::string root = MakeTempDir("runtime");
-  MountedConfigMap config_map(root);
-  config_map.Publish("config.yaml", Config(3));
-
-  std::vector<std::string> environment =
-      PeerEnvironment(root, absl::StrCat("127.0.0.1:", (*redis)->port()));
-  environment.push_back("CACHE_KEY_PREFIX=eg:rl:");  // as Envoy Gateway's docs set it
-  std::unique_ptr<ServeProcess> server = StartAsRatelimit(environment);
+  Runtime runtime(Address(**redis), 3);
+  MountedConfigMap& config_map = runtime.config_map;
+  runtime.environment.push_back("CACHE_KEY_PREFIX=eg:rl:");  // as Envoy Gateway's docs set it
+  std::unique_ptr<ServeProcess> server = StartAsRatelimit(runtime.environment);
   ASSERT_NE(server, nullptr);
   ASSERT_NE(server->metrics_port(), 0) << server->log();
   EXPECT_EQ(Allowed(server->port(), "a", 5), 3);
@@ -216,14 +228,10 @@ TEST(RatelimitDropInTest, StopIncrementWhenOverLimitSpendsNothingOnARefusedDescr
   ASSERT_TRUE(redis.ok()) << redis.status();
   for (const bool stop_increment : {false, true}) {
     SCOPED_TRACE(stop_increment ? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true" : "the default");
-    const std::string root = MakeTempDir("runtime");
-    MountedConfigMap config_map(root);
-    config_map.Publish("config.yaml", Config(3));
-    std::vector<std::string> environment =
-        PeerEnvironment(root, absl::StrCat("127.0.0.1:", (*redis)->port()));
-    environment.push_back(absl::StrCat("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=",
-                                       stop_increment ? "true" : "false"));
-    std::unique_ptr<ServeProcess> server = StartAsRatelimit(environment);
+    Runtime runtime(Address(**redis), 3);
+    runtime.environment.push_back(absl::StrCat("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=",
+                                               stop_increment ? "true" : "false"));
+    std::unique_ptr<ServeProcess> server = StartAsRatelimit(runtime.environment);
     ASSERT_NE(server, nullptr);
     const std::string user = stop_increment ? "stop" : "count";
     EXPECT_EQ(JsonStatus(server->port(), user, 2), 200);  // 2 of 3
@@ -253,12 +261,9 @@ TEST(RatelimitDropInTest, SentinelAndClusterInThePeersUrlForms) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.type);
-    const std::string root = MakeTempDir("runtime");
-    MountedConfigMap config_map(root);
-    config_map.Publish("config.yaml", Config(3));
-    std::vector<std::string> environment = PeerEnvironment(root, c.url);
-    environment.push_back(absl::StrCat("REDIS_TYPE=", c.type));
-    std::unique_ptr<ServeProcess> server = StartAsRatelimit(environment);
+    Runtime runtime(c.url, 3);
+    runtime.environment.push_back(absl::StrCat("REDIS_TYPE=", c.type));
+    std::unique_ptr<ServeProcess> server = StartAsRatelimit(runtime.environment);
     ASSERT_NE(server, nullptr);
     EXPECT_EQ(Allowed(server->port(), "a", 5), 3);
     EXPECT_EQ(server->Stop(), 0);
@@ -278,10 +283,8 @@ TEST(RatelimitDropInTest, SentinelAndClusterInThePeersUrlForms) {
 }
 
 TEST(RatelimitDropInTest, AValueItCannotUseStopsTheStartNamingTheVariable) {
-  const std::string root = MakeTempDir("runtime");
-  MountedConfigMap config_map(root);
-  config_map.Publish("config.yaml", Config(3));
-  std::vector<std::string> environment = PeerEnvironment(root, "127.0.0.1:1");
+  Runtime runtime("127.0.0.1:1", 3);
+  std::vector<std::string>& environment = runtime.environment;
   for (std::string& variable : environment) {
     if (variable.rfind("GRPC_PORT=", 0) == 0) variable = "GRPC_PORT=grpc";
   }
@@ -300,14 +303,10 @@ TEST(RatelimitDropInTest, AValueItCannotUseStopsTheStartNamingTheVariable) {
 TEST(RatelimitDropInTest, VariablesTollgateDoesNotUseAreNamedOnceAtStart) {
   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
   ASSERT_TRUE(redis.ok()) << redis.status();
-  const std::string root = MakeTempDir("runtime");
-  MountedConfigMap config_map(root);
-  config_map.Publish("config.yaml", Config(3));
-  std::vector<std::string> environment =
-      PeerEnvironment(root, absl::StrCat("127.0.0.1:", (*redis)->port()));
-  environment.push_back("LOCAL_CACHE_SIZE_IN_BYTES=1048576");
-  environment.push_back("REDIS_POOL_SIZE=20");
-  std::unique_ptr<ServeProcess> server = StartAsRatelimit(environment);
+  Runtime runtime(Address(**redis), 3);
+  runtime.environment.push_back("LOCAL_CACHE_SIZE_IN_BYTES=1048576");
+  runtime.environment.push_back("REDIS_POOL_SIZE=20");
+  std::unique_ptr<ServeProcess> server = StartAsRatelimit(runtime.environment);
   ASSERT_NE(server, nullptr);
   const std::string log = server->log();
   for (const std::string variable : {"LOCAL_CACHE_SIZE_IN_BYTES", "REDIS_POOL_SIZE"}) {
