@@ -105,6 +105,9 @@ void FaultProxy::Pump(int client_fd, int server_fd) {
       continue;
     }
     if (poll(fds, 2, 20) <= 0) continue;
+    // The fault may have changed while poll waited: bytes that arrived after it was set
+    // must not pass.
+    if (fault_ != Fault::kPass && fault_ != Fault::kDelay) continue;
     bool closed = false;
     for (int i = 0; i < 2; ++i) {
       if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;

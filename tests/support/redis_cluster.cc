@@ -275,8 +275,18 @@ absl::Status RedisCluster::MoveSlot(int slot, int from_port, int to_port, int ba
   return status;
 }
 
+absl::StatusOr<std::unique_ptr<RedisSentinelSet>> RedisSentinelSet::StartWithProxiedReplication(
+    const std::string& master_name) {
+  return Start(master_name, nullptr, /*proxy_replication=*/true);
+}
+
 absl::StatusOr<std::unique_ptr<RedisSentinelSet>> RedisSentinelSet::Start(
     const std::string& master_name, const TestCertificates* tls) {
+  return Start(master_name, tls, /*proxy_replication=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<RedisSentinelSet>> RedisSentinelSet::Start(
+    const std::string& master_name, const TestCertificates* tls, bool proxy_replication) {
   std::unique_ptr<RedisSentinelSet> set(new RedisSentinelSet());
   set->master_name_ = master_name;
   set->tls_ = tls;
@@ -294,7 +304,12 @@ absl::StatusOr<std::unique_ptr<RedisSentinelSet>> RedisSentinelSet::Start(
   set->servers_.push_back(*std::move(primary));
   int replica_tls_port = 0;
   std::vector<std::string> replica_args = tls_args(&replica_tls_port);
-  replica_args.insert(replica_args.end(), {"--replicaof", "127.0.0.1", absl::StrCat(primary_port)});
+  int link_port = primary_port;
+  if (proxy_replication) {
+    set->replication_link_ = std::make_unique<FaultProxy>(primary_port);
+    link_port = set->replication_link_->port();
+  }
+  replica_args.insert(replica_args.end(), {"--replicaof", "127.0.0.1", absl::StrCat(link_port)});
   absl::StatusOr<std::unique_ptr<RedisServer>> replica = RedisServer::Start(replica_args);
   if (!replica.ok()) return replica.status();
   set->servers_.push_back(*std::move(replica));

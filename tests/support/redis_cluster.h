@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/store/redis/resp.h"
+#include "tests/support/fault_proxy.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/tls_certificates.h"
@@ -84,6 +85,11 @@ class RedisSentinelSet {
   // the sentinel names the primary by its TLS port. REQUIRES: `tls` outlives the set.
   static absl::StatusOr<std::unique_ptr<RedisSentinelSet>> Start(
       const std::string& master_name = "limits", const TestCertificates* tls = nullptr);
+  // Plaintext, with the replica's replication link to the primary through a FaultProxy
+  // (replication_link()): a partition or a lag between primary and replica on demand, while
+  // the sentinel and clients reach both directly.
+  static absl::StatusOr<std::unique_ptr<RedisSentinelSet>> StartWithProxiedReplication(
+      const std::string& master_name = "limits");
   ~RedisSentinelSet();
 
   // redis-sentinel://127.0.0.1:<sentinel port>/<master name>; started with `tls`:
@@ -95,10 +101,20 @@ class RedisSentinelSet {
   int port(int index) const { return servers_[index]->port(); }
   // Waits until the sentinel knows the replica and the replica's link to the primary is up.
   absl::Status WaitReplicaKnown(std::chrono::milliseconds timeout) const;
+  // The proxy between the replica and the first primary (StartWithProxiedReplication), or
+  // nullptr.
+  FaultProxy* replication_link() const { return replication_link_.get(); }
+  // SIGKILL of the first primary.
+  void KillPrimary() { servers_[0]->Kill(); }
 
  private:
   RedisSentinelSet() = default;
+  static absl::StatusOr<std::unique_ptr<RedisSentinelSet>> Start(const std::string& master_name,
+                                                                 const TestCertificates* tls,
+                                                                 bool proxy_replication);
   std::string master_name_;
+  // Declared before the servers: the replica's link goes through it until the servers stop.
+  std::unique_ptr<FaultProxy> replication_link_;
   std::vector<std::unique_ptr<RedisServer>> servers_;  // [0] first primary, [1] replica
   int sentinel_port_ = 0;
   int sentinel_tls_port_ = 0;
