@@ -155,6 +155,8 @@ TEST(MetricsTest, XdsFamiliesOnceTheClientStarted) {
   EXPECT_EQ(Sample(text, "tollgate_xds_stream_restarts_total"), 1);
   EXPECT_EQ(Sample(text, R"(tollgate_xds_config_version_info{version="v\"7"})"), 1);
   EXPECT_EQ(Sample(text, "tollgate_xds_last_applied_timestamp_seconds"), 1'700'000'000);
+}
+
 TEST(MetricsTest, TracingFamiliesOnlyWhenTracing) {
   Metrics metrics;
   EXPECT_THAT(metrics.Render(), ::testing::Not(HasSubstr("tollgate_tracing")));
