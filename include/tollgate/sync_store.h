@@ -147,8 +147,9 @@ class SyncStore : public Store {
   // is gone, and lets go of the connections then.
   ~SyncStore() override = default;
 
-  // CheckAsync answers inline. A token bucket limit, a limit with invalid numbers, or a
-  // sync interval below 10 ms is InvalidArgument naming the limit.
+  // Checks are answered inline. A limit not in sync mode (Limit::mode), or not valid there
+  // (ValidateLimit: a token bucket, invalid numbers, a sync interval below 10 ms) is
+  // InvalidArgument naming the limit.
 
   // Runs one sync round now for every key with a delta or checked recently, whatever its
   // interval, and returns when it is done: OK, or why Redis could not be reached. Scheduled

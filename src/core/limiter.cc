@@ -1,7 +1,6 @@
 // Copyright tollgate authors.
 #include "tollgate/limiter.h"
 
-#include <cmath>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -18,38 +17,6 @@
 
 namespace tollgate {
 namespace {
-
-absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& numbers) {
-  switch (numbers.algorithm) {
-    case Algorithm::kTokenBucket:
-      if (numbers.capacity < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": capacity must be >= 1"));
-      }
-      if (!(numbers.refill_per_second > 0) || !std::isfinite(numbers.refill_per_second)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("limit ", name, ": refill_per_second must be a positive number"));
-      }
-      return absl::OkStatus();
-    case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindow:
-      if (numbers.limit < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
-      }
-      if (numbers.window_micros < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": window must be > 0"));
-      }
-      return absl::OkStatus();
-    case Algorithm::kConcurrency:
-      if (numbers.limit < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
-      }
-      if (numbers.window_micros < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": lease must be > 0"));
-      }
-      return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": unknown algorithm"));
-}
 
 // The checks every request gets before it reaches a store, with the messages users see.
 absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_t cost) {
@@ -144,33 +111,7 @@ absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options)
   auto state = std::make_unique<State>();
   state->limits = std::move(options.limits);
   for (const Limit& limit : state->limits) {
-    if (limit.name.empty()) return absl::InvalidArgumentError("a limit has an empty name");
-    if (absl::Status status = ValidateNumbers(limit.name, limit.numbers); !status.ok()) {
-      return status;
-    }
-    if (limit.on_store_failure == FailureMode::kLocal) {
-      if (!limit.local.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("limit ", limit.name, ": on_store_failure local needs local numbers"));
-      }
-      if (absl::Status status = ValidateNumbers(limit.name, *limit.local); !status.ok()) {
-        return status;
-      }
-    }
-    if (limit.numbers.algorithm == Algorithm::kConcurrency && limit.mode == Mode::kSync) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("limit ", limit.name,
-                       ": a concurrency limit cannot be in sync mode (leases need one "
-                       "atomic store step)"));
-    }
-    if (limit.on_store_failure == FailureMode::kLocal && limit.local.has_value() &&
-        (limit.local->algorithm == Algorithm::kConcurrency) !=
-            (limit.numbers.algorithm == Algorithm::kConcurrency)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("limit ", limit.name,
-                       ": local numbers of a concurrency limit must be concurrency "
-                       "too, and of a rate limit a rate"));
-    }
+    if (absl::Status status = ValidateLimit(limit); !status.ok()) return status;
     if (!state->by_name.emplace(limit.name, state->by_name.size()).second) {
       return absl::InvalidArgumentError(absl::StrCat("two limits are named ", limit.name));
     }
