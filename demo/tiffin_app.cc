@@ -408,7 +408,7 @@ Response Handle(tollgate::Limiter& limiter, const Request& request) {
   const std::string key(header->value().data(), header->value().size());
   std::vector<tollgate::CheckRequest> checks;
   for (std::string_view limit : route->limits) {
-    checks.push_back({.limit = std::string(limit), .key = key, .cost = 1});
+    checks.push_back({.limit = limit, .key = key, .cost = 1});
   }
   absl::StatusOr<tollgate::MultiDecision> result = limiter.CheckAll(checks);
   // When the decision was made (wall clock, the limiter's clock here), for tiffin-load to

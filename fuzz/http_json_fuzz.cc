@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tollgate::server::ParseCheckBody(body, 4);
   if (parsed.ok()) {
     if (parsed->requests.empty() || parsed->requests.size() > 4) std::abort();
-    for (const tollgate::CheckRequest& request : parsed->requests) {
+    for (const tollgate::server::ParsedCheck& request : parsed->requests) {
       if (request.limit.empty() || request.key.empty() || request.cost < 0) std::abort();
     }
   } else if (parsed.status().code() != absl::StatusCode::kInvalidArgument) {

@@ -94,7 +94,7 @@ class DemandFallbackTest : public testing::RedisTest {
   // Whether `limit` is allowed for `key` through instance `i`.
   bool Allowed(int i, const Limit& limit, const std::string& key) {
     absl::StatusOr<std::vector<Decision>> decisions =
-        instances_[i]->store->Check({CheckItem{&limit, key, 1}});
+        instances_[i]->store->Apply({CheckItem{&limit, key, 1}});
     EXPECT_TRUE(decisions.ok()) << decisions.status();
     return decisions.ok() && (*decisions)[0].allowed;
   }

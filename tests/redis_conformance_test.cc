@@ -28,12 +28,34 @@ absl::StatusOr<StoreUnderTest> MakeRedisStore() {
   return RedisUnderTest(*url);
 }
 
+// The suite's limits, in sync mode: what a SyncStore decides (it refuses any other).
+class AsSyncLimits final : public Store {
+ public:
+  explicit AsSyncLimits(Store& sync) : sync_(sync) {}
+
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    std::vector<Limit> limits;  // the sync store answers inline: they live long enough
+    limits.reserve(items.size());
+    for (CheckItem& item : items) {
+      limits.push_back(*item.limit);
+      limits.back().mode = Mode::kSync;
+      item.limit = &limits.back();
+    }
+    sync_.ApplyAsync(std::move(items), std::move(done));
+  }
+  std::string_view Name() const override { return sync_.Name(); }
+
+ private:
+  Store& sync_;
+};
+
 absl::StatusOr<StoreUnderTest> MakeSyncStore() {
   absl::StatusOr<std::string> url = SharedRedisUrl();
   if (!url.ok()) return url.status();
   struct Holder {
     SimulatedClock clock;
     std::unique_ptr<SyncStore> store;
+    std::unique_ptr<AsSyncLimits> as_sync;
   };
   auto holder = std::make_shared<Holder>();
   SyncStoreOptions options;
@@ -44,8 +66,9 @@ absl::StatusOr<StoreUnderTest> MakeSyncStore() {
   absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
   if (!store.ok()) return store.status();
   holder->store = *std::move(store);
+  holder->as_sync = std::make_unique<AsSyncLimits>(*holder->store);
   StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(holder, holder->store.get());
+  out.store = std::shared_ptr<Store>(holder, holder->as_sync.get());
   out.advance = [holder](int64_t micros) {
     holder->clock.AdvanceMicros(micros);
     const absl::Status synced = holder->store->SyncNow();

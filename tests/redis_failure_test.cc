@@ -5,7 +5,6 @@
 // wrapped in a ResilientStore as `tollgate serve --redis` does.
 #include <atomic>
 #include <chrono>
-#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,7 +50,7 @@ Timed CheckOne(Store& store, const Limit& limit, const std::string& key, int64_t
   const int64_t start = resilience::DeadlineScheduler::MonotonicMicros();
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, key, cost});
-  absl::StatusOr<std::vector<Decision>> decisions = store.Check(std::move(items));
+  absl::StatusOr<std::vector<Decision>> decisions = store.Apply(std::move(items));
   return {std::move(decisions), resilience::DeadlineScheduler::MonotonicMicros() - start};
 }
 
@@ -272,12 +271,10 @@ TEST_F(ResilienceTest, BudgetSpentWhileRedisWasPausedIsStillLimitedAfterResume) 
 
 absl::Status Add(Store& store, const Limit& limit, const std::string& key, int64_t cost,
                  int64_t at_micros) {
-  std::promise<absl::Status> promise;
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, key, cost, at_micros});
-  store.AddAsync(std::move(items),
-                 [&promise](absl::Status status) { promise.set_value(std::move(status)); });
-  return promise.get_future().get();
+  items.back().op = ItemOp::kAdd;
+  return store.Apply(std::move(items)).status();
 }
 
 int64_t Remaining(Store& store, const Limit& limit, const std::string& key) {

@@ -44,7 +44,7 @@ struct Chains {
       if (--running == 0) done.Notify();
       return;
     }
-    store->CheckAsync({CheckItem{limit, "hot"}},
+    store->ApplyAsync({CheckItem{limit, "hot"}},
                       [this, left](absl::StatusOr<std::vector<Decision>> decisions) {
                         ++answered;
                         if (!decisions.ok() || decisions->size() != 1) {

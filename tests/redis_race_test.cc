@@ -116,7 +116,7 @@ TEST(RedisRaceChild, DISABLED_Run) {
             items.push_back({&hammer_limits[random() % 3], absl::StrCat("user", random() % 50),
                              static_cast<int64_t>(random() % 3)});
           }
-          (void)store->Check(std::move(items));
+          (void)store->Apply(std::move(items));
         }
       });
     }
@@ -132,7 +132,7 @@ TEST(RedisRaceChild, DISABLED_Run) {
           if (mode == "naive") {
             admitted += NaiveTake(*client, "naive:{" + key + "}");
           } else {
-            absl::StatusOr<std::vector<Decision>> d = store->Check({{&bucket, key}});
+            absl::StatusOr<std::vector<Decision>> d = store->Apply({{&bucket, key}});
             EXPECT_TRUE(d.ok()) << d.status();
             admitted += d.ok() && (*d)[0].allowed;
           }
@@ -238,7 +238,7 @@ TEST_F(RedisRaceTest, OtpThreePerTenMinutesAdmitsExactlyThree) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 32; ++t) {
       threads.emplace_back([&, t] {
-        absl::StatusOr<std::vector<Decision>> d = servers[t % 4]->Check({{&otp, phone}});
+        absl::StatusOr<std::vector<Decision>> d = servers[t % 4]->Apply({{&otp, phone}});
         ASSERT_TRUE(d.ok()) << d.status();
         admitted += (*d)[0].allowed;
       });

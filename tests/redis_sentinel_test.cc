@@ -47,7 +47,7 @@ TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
   limit.on_store_failure = FailureMode::kFailClosed;
   limit.timeout_micros = 200'000;  // generous: the machine is loaded
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, "user:1"}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, "user:1"}});
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_TRUE((*d)[0].allowed);
     EXPECT_EQ((*d)[0].source, DecisionSource::kRedis);
@@ -86,7 +86,7 @@ TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
   int fallback = 0;
   int exact = 0;
   while (std::chrono::steady_clock::now() < deadline && exact < 8) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, "user:1"}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, "user:1"}});
     ASSERT_TRUE(d.ok()) << d.status();
     if ((*d)[0].source == DecisionSource::kFallback) {
       ++fallback;

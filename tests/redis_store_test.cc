@@ -722,7 +722,7 @@ TEST_F(RedisStoreTest, ConfigurablePrefix) {
   std::unique_ptr<RedisStoreImpl> store = NewStore(options);
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 5, 1);
-  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
   EXPECT_EQ(Redis({"EXISTS", "rl/api:{u}"}).integer, 1);
 }
 
@@ -730,12 +730,12 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
   const Limit bucket = TokenBucket("api", 5, 0.001);
   const Limit otp = Window("otp", Algorithm::kFixedWindow, 1, 600'000'000);
   // Spend the OTP limit alone.
-  absl::StatusOr<std::vector<Decision>> first = store_->Check({{&otp, "p"}});
+  absl::StatusOr<std::vector<Decision>> first = store_->Apply({{&otp, "p"}});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE((*first)[0].allowed);
 
   // Together: the bucket alone would pass, the window refuses, so nothing is consumed.
-  absl::StatusOr<std::vector<Decision>> both = store_->Check({{&bucket, "p"}, {&otp, "p"}});
+  absl::StatusOr<std::vector<Decision>> both = store_->Apply({{&bucket, "p"}, {&otp, "p"}});
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_TRUE((*both)[0].allowed);
   EXPECT_EQ((*both)[0].remaining, 5);  // a refusal charges nothing: what it really has
@@ -745,7 +745,7 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
 
   // Five more batches of the bucket alone all pass: none of its tokens was spent above.
   for (int i = 0; i < 5; ++i) {
-    absl::StatusOr<std::vector<Decision>> alone = store_->Check({{&bucket, "p"}});
+    absl::StatusOr<std::vector<Decision>> alone = store_->Apply({{&bucket, "p"}});
     ASSERT_TRUE(alone.ok());
     EXPECT_TRUE((*alone)[0].allowed) << i;
   }
@@ -753,12 +753,12 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
 
 TEST_F(RedisStoreTest, SameKeyTwiceInOneCallSeesItsOwnFirstUse) {
   const Limit bucket = TokenBucket("api", 1, 0.001);
-  absl::StatusOr<std::vector<Decision>> decisions = store_->Check({{&bucket, "u"}, {&bucket, "u"}});
+  absl::StatusOr<std::vector<Decision>> decisions = store_->Apply({{&bucket, "u"}, {&bucket, "u"}});
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   EXPECT_TRUE((*decisions)[0].allowed);
   EXPECT_FALSE((*decisions)[1].allowed);
   // Refused as a whole: the one token is still there.
-  absl::StatusOr<std::vector<Decision>> again = store_->Check({{&bucket, "u"}});
+  absl::StatusOr<std::vector<Decision>> again = store_->Apply({{&bucket, "u"}});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE((*again)[0].allowed);
 }
@@ -786,7 +786,7 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
   ASSERT_NE(other, nullptr);
   int allowed = 0;
   for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = (i % 2 ? *other : *store_).Check({{&bucket, "v"}});
+    absl::StatusOr<std::vector<Decision>> d = (i % 2 ? *other : *store_).Apply({{&bucket, "v"}});
     ASSERT_TRUE(d.ok());
     allowed += (*d)[0].allowed;
   }
@@ -797,7 +797,7 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
 TEST_F(RedisStoreTest, IdleKeysVanishAfterTheirRefillTime) {
   // Capacity 2 at 10/s: full again 200 ms after the last use; the key goes 1 s after that.
   const Limit bucket = TokenBucket("api", 2, 10);
-  ASSERT_TRUE(store_->Check({{&bucket, "idle"}, {&bucket, "idle"}}).ok());
+  ASSERT_TRUE(store_->Apply({{&bucket, "idle"}, {&bucket, "idle"}}).ok());
   ASSERT_EQ(Redis({"EXISTS", "tollgate:api:{idle}"}).integer, 1);
   EXPECT_LE(Redis({"PTTL", "tollgate:api:{idle}"}).integer, 1200);
   // Redis expires keys in real time: the one bounded wait of this file.
@@ -808,7 +808,7 @@ TEST_F(RedisStoreTest, IdleKeysVanishAfterTheirRefillTime) {
   }
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{idle}"}).integer, 0);
   // A missing key is a full bucket.
-  absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "idle", 2}});
+  absl::StatusOr<std::vector<Decision>> d = store_->Apply({{&bucket, "idle", 2}});
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE((*d)[0].allowed);
 }
@@ -821,7 +821,7 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
     if (i == 50 || i == 120) {
       EXPECT_EQ(Redis({"SCRIPT", "FLUSH"}).str, "OK");
     }
-    absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "u"}});
+    absl::StatusOr<std::vector<Decision>> d = store_->Apply({{&bucket, "u"}});
     ASSERT_TRUE(d.ok()) << "check " << i << ": " << d.status();
     EXPECT_TRUE((*d)[0].allowed);
     if (i == 50 || i == 51 || i == 120) {
@@ -830,7 +830,7 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
       CheckItem give_back = take;
       give_back.op = ItemOp::kRelease;
       for (const CheckItem& item : {take, give_back}) {
-        absl::StatusOr<std::vector<Decision>> lease = store_->Check({item});
+        absl::StatusOr<std::vector<Decision>> lease = store_->Apply({item});
         ASSERT_TRUE(lease.ok()) << "lease " << i << ": " << lease.status();
         EXPECT_TRUE((*lease)[0].allowed) << "lease " << i;
       }
@@ -845,12 +845,12 @@ TEST_F(RedisStoreTest, SurvivesARedisRestart) {
   std::unique_ptr<RedisStoreImpl> store = NewStore(options);
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 1000, 1000);
-  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
 
   server_->Kill();
   // While Redis is down, checks fail at once with Unavailable; none hangs.
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store->Check({{&bucket, "u"}});
+    absl::StatusOr<std::vector<Decision>> d = store->Apply({{&bucket, "u"}});
     ASSERT_FALSE(d.ok());
     EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
   }
@@ -859,7 +859,7 @@ TEST_F(RedisStoreTest, SurvivesARedisRestart) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   absl::StatusOr<std::vector<Decision>> d = absl::UnavailableError("not yet");
   while (!d.ok() && std::chrono::steady_clock::now() < deadline) {
-    d = store->Check({{&bucket, "u"}});
+    d = store->Apply({{&bucket, "u"}});
     if (!d.ok()) {
       EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -872,7 +872,7 @@ TEST_F(RedisStoreTest, SurvivesARedisRestart) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int i = 0; i < 50; ++i) {
-    absl::StatusOr<std::vector<Decision>> again = store->Check({{&bucket, "u"}});
+    absl::StatusOr<std::vector<Decision>> again = store->Apply({{&bucket, "u"}});
     ASSERT_TRUE(again.ok()) << again.status();
   }
 }
@@ -885,13 +885,13 @@ TEST_F(RedisStoreTest, AStalledRedisFailsPendingChecksInsteadOfHanging) {
   std::unique_ptr<RedisStoreImpl> store = NewStore(options);
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 1000, 1000);
-  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
 
   server_->Pause();
   std::vector<std::future<absl::StatusOr<std::vector<Decision>>>> pending;
   for (int i = 0; i < 8; ++i) {
     pending.push_back(std::async(std::launch::async, [&] {
-      return store->Check({{&bucket, "u"}});
+      return store->Apply({{&bucket, "u"}});
     }));
   }
   for (auto& future : pending) {
@@ -904,7 +904,7 @@ TEST_F(RedisStoreTest, AStalledRedisFailsPendingChecksInsteadOfHanging) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   absl::StatusOr<std::vector<Decision>> d = absl::UnavailableError("not yet");
   while (!d.ok() && std::chrono::steady_clock::now() < deadline) {
-    d = store->Check({{&bucket, "u"}});
+    d = store->Apply({{&bucket, "u"}});
     if (!d.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(d.ok()) << d.status();
@@ -926,7 +926,7 @@ TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
   absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit bucket = TokenBucket("api", 5, 1);
-  ASSERT_TRUE((*store)->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE((*store)->Apply({{&bucket, "u"}}).ok());
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{u}"}).integer, 0);  // not in db 0
   redis::ClientOptions db5_options;
   db5_options.connection.url = *redis::ParseRedisUrl(options.url);
@@ -972,12 +972,12 @@ TEST(RedisStoreAuthTest, PasswordAndAclUser) {
   options.url = "redis://:s3cret@" + address;
   absl::StatusOr<std::unique_ptr<RedisStore>> password = RedisStore::Create(options);
   ASSERT_TRUE(password.ok()) << password.status();
-  EXPECT_TRUE((*password)->Check({{&bucket, "u"}}).ok());
+  EXPECT_TRUE((*password)->Apply({{&bucket, "u"}}).ok());
 
   options.url = "redis://limiter:pw@" + address;
   absl::StatusOr<std::unique_ptr<RedisStore>> acl = RedisStore::Create(options);
   ASSERT_TRUE(acl.ok()) << acl.status();
-  absl::StatusOr<std::vector<Decision>> d = (*acl)->Check({{&bucket, "u"}});
+  absl::StatusOr<std::vector<Decision>> d = (*acl)->Apply({{&bucket, "u"}});
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE((*d)[0].allowed);
 }

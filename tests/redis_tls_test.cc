@@ -199,7 +199,7 @@ TEST_F(RedisTlsTest, RedisStoreChecksOverARedissUrl) {
   const Limit limit = testing::TokenBucket("tls", 2, 0.001);
   int allowed = 0;
   for (int i = 0; i < 4; ++i) {
-    absl::StatusOr<std::vector<Decision>> decisions = (*store)->Check({{&limit, "user:1", 1}});
+    absl::StatusOr<std::vector<Decision>> decisions = (*store)->Apply({{&limit, "user:1", 1}});
     ASSERT_TRUE(decisions.ok()) << decisions.status();
     EXPECT_EQ((*decisions)[0].source, DecisionSource::kRedis);
     allowed += (*decisions)[0].allowed ? 1 : 0;
@@ -222,7 +222,7 @@ void ExpectTwoPerKey(Store& store, int keys) {
     const std::string key = absl::StrCat("user:", i);
     int allowed = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      absl::StatusOr<std::vector<Decision>> decisions = store.Check({{&limit, key, 1}});
+      absl::StatusOr<std::vector<Decision>> decisions = store.Apply({{&limit, key, 1}});
       ASSERT_TRUE(decisions.ok()) << decisions.status();
       EXPECT_EQ((*decisions)[0].source, DecisionSource::kRedis);
       allowed += (*decisions)[0].allowed ? 1 : 0;
@@ -230,10 +230,10 @@ void ExpectTwoPerKey(Store& store, int keys) {
     EXPECT_EQ(allowed, 2) << key;
   }
   absl::StatusOr<std::vector<Decision>> batch =
-      store.Check({{&limit, "batch:a", 1}, {&limit, "batch:b", 2}, {&limit, "user:0", 1}});
+      store.Apply({{&limit, "batch:a", 1}, {&limit, "batch:b", 2}, {&limit, "user:0", 1}});
   ASSERT_TRUE(batch.ok()) << batch.status();
   EXPECT_FALSE((*batch)[2].allowed);  // user:0 is spent, so nothing is consumed
-  absl::StatusOr<std::vector<Decision>> peek = store.Check({{&limit, "batch:b", 0}});
+  absl::StatusOr<std::vector<Decision>> peek = store.Apply({{&limit, "batch:b", 0}});
   ASSERT_TRUE(peek.ok()) << peek.status();
   EXPECT_EQ((*peek)[0].remaining, 2);
 }

@@ -94,7 +94,7 @@ class SyncStoreTest : public testing::RedisTest {
                        int64_t count) {
     int64_t admitted = 0;
     for (int64_t i = 0; i < count; ++i) {
-      absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, key, 1}});
+      absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, key, 1}});
       EXPECT_TRUE(d.ok()) << d.status();
       if (d.ok() && (*d)[0].allowed) ++admitted;
     }
@@ -113,7 +113,7 @@ TEST_F(SyncStoreTest, SpendsOnlyWhatItIsGrantedBetweenSyncs) {
 
   // Before its first sync of a window, each instance may spend 100 / 2.
   EXPECT_EQ(Admit(*a, limit, "k", 80), 50);
-  absl::StatusOr<std::vector<Decision>> refused = a->Check({{&limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> refused = a->Apply({{&limit, "k", 1}});
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE((*refused)[0].allowed);
   EXPECT_EQ((*refused)[0].reason, DenyReason::kOverLimit);
@@ -190,7 +190,7 @@ TEST_F(SyncStoreTest, SlidingWindowGrantsCarryOverTheBoundary) {
   std::unique_ptr<SyncStore> a = NewStore(2);
   std::unique_ptr<SyncStore> b = NewStore(2);
   const Limit limit = Window("slide", Algorithm::kSlidingWindow, 100, 10 * kSecond);
-  ASSERT_TRUE(b->Check({{&limit, "k", 0}}).ok());  // b tracks the key too
+  ASSERT_TRUE(b->Apply({{&limit, "k", 0}}).ok());  // b tracks the key too
   EXPECT_EQ(Admit(*a, limit, "k", 50), 50);        // its first share, 100 / 2
   ASSERT_TRUE(a->SyncNow().ok());                  // 50 counted, b may still spend 50: a gets 0
   ASSERT_TRUE(b->SyncNow().ok());                  // b gets half of the 50 left
@@ -219,21 +219,21 @@ TEST_F(SyncStoreTest, RefusesTokenBucketNamingTheLimit) {
   limit.mode = Mode::kSync;
   limit.numbers.capacity = 10;
   limit.numbers.refill_per_second = 1;
-  absl::StatusOr<std::vector<Decision>> result = store->Check({{&limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> result = store->Apply({{&limit, "k", 1}});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(result.status().message(), HasSubstr("\"bucket\""));
+  EXPECT_THAT(result.status().message(), HasSubstr("'bucket'"));
   EXPECT_THAT(result.status().message(), HasSubstr("token_bucket"));
 
   Limit fast = Window("fast", Algorithm::kFixedWindow, 10, kSecond, /*sync_interval_micros=*/1000);
-  EXPECT_EQ(store->Check({{&fast, "k", 1}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Apply({{&fast, "k", 1}}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SyncStoreTest, AllOrNothingAcrossItems) {
   std::unique_ptr<SyncStore> store = NewStore(1);
   const Limit wide = Window("wide", Algorithm::kFixedWindow, 100, 60 * kSecond);
   const Limit narrow = Window("narrow", Algorithm::kFixedWindow, 1, 60 * kSecond);
-  ASSERT_TRUE(store->Check({{&narrow, "k", 1}}).ok());
-  absl::StatusOr<std::vector<Decision>> both = store->Check({{&wide, "k", 5}, {&narrow, "k", 1}});
+  ASSERT_TRUE(store->Apply({{&narrow, "k", 1}}).ok());
+  absl::StatusOr<std::vector<Decision>> both = store->Apply({{&wide, "k", 5}, {&narrow, "k", 1}});
   ASSERT_TRUE(both.ok());
   EXPECT_TRUE((*both)[0].allowed);  // would pass alone
   EXPECT_FALSE((*both)[1].allowed);
@@ -241,7 +241,7 @@ TEST_F(SyncStoreTest, AllOrNothingAcrossItems) {
   EXPECT_EQ(RedisCount(wide, "k"), 0);  // nothing consumed
   // The same key twice in one call sees its own first use.
   const Limit two = Window("two", Algorithm::kFixedWindow, 2, 60 * kSecond);
-  absl::StatusOr<std::vector<Decision>> twice = store->Check({{&two, "k", 2}, {&two, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> twice = store->Apply({{&two, "k", 2}, {&two, "k", 1}});
   ASSERT_TRUE(twice.ok());
   EXPECT_FALSE((*twice)[1].allowed);
   EXPECT_EQ(Admit(*store, two, "k", 5), 2);
@@ -293,9 +293,10 @@ TEST_F(SyncStoreTest, FailClosedRefusesOnceTheLastSyncIsTooOld) {
   std::unique_ptr<SyncStore> store = NewStore(1);
   Limit limit = Window("otp", Algorithm::kFixedWindow, 100, 60 * kSecond, 100'000);
   limit.on_store_failure = FailureMode::kFailClosed;
+  limit.allow_sync_with_fail_closed = true;
   EXPECT_EQ(Admit(*store, limit, "k", 1), 1);
   clock_.AdvanceMillis(201);  // 2 intervals and a bit without a sync
-  absl::StatusOr<std::vector<Decision>> refused = store->Check({{&limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> refused = store->Apply({{&limit, "k", 1}});
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE((*refused)[0].allowed);
   EXPECT_EQ((*refused)[0].reason, DenyReason::kStoreUnavailable);
@@ -397,7 +398,7 @@ TEST(SyncStoreClockTest, CountsIntoRedisTimeWindowsWhateverTheLocalClock) {
   absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = Window("api", Algorithm::kFixedWindow, 100, 3600 * kSecond);
-  ASSERT_TRUE((*store)->Check({{&limit, "k", 3}}).ok());
+  ASSERT_TRUE((*store)->Apply({{&limit, "k", 3}}).ok());
   ASSERT_TRUE((*store)->SyncNow().ok());
   EXPECT_NEAR((*store)->stats().clock_offset_micros, 37 * 60 * kSecond, kSecond);
 

@@ -14,7 +14,7 @@
 //
 // What fail_open and local admit meanwhile is recorded (per window for windows, in time
 // slices for a token bucket) and, when the store answers again, added to the shared state
-// with Store::AddAsync as of when it was admitted (best effort: "Reconciliation" in
+// as ItemOp::kAdd items as of when it was admitted (best effort: "Reconciliation" in
 // docs/resilience.md), so a key that spent its budget during the outage does not get a
 // second one the moment the store is back, and a key that stayed within the limit is not
 // put into debt. A call that missed its deadline but whose store reply comes later is
@@ -105,7 +105,7 @@ struct ResilienceOptions {
   // key, window) of a window, one per (limit, key, time slice) of a token bucket);
   // consumption of new entries beyond it is dropped (and counted).
   int64_t reconcile_max_entries = 100'000;
-  // Entries per Store::AddAsync call when reconciling.
+  // Items per kAdd batch (Store::ApplyAsync) when reconciling.
   int64_t reconcile_batch_size = 500;
   // Breaker, fallback and reconciliation events; nullptr: none.
   ResilienceEventCallback on_event;

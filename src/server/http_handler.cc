@@ -328,7 +328,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
       !pending.body.requests[0].reserve &&
       pending.limits[0]->numbers.algorithm != Algorithm::kConcurrency) {
     // The single-item path: inline through the prepared limit for the memory store.
-    const CheckRequest& only = pending.body.requests[0];
+    const ParsedCheck& only = pending.body.requests[0];
     const Limit& limit = *pending.limits[0];
     // `only` lives in `pending`, which the callback owns until CheckAsync has returned.
     const std::string_view key = only.key;
@@ -343,16 +343,19 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        });
     return;
   }
-  std::vector<CheckItem> items;
-  items.reserve(pending.body.requests.size());
+  std::vector<CheckRequest> requests;
+  requests.reserve(pending.body.requests.size());
   for (size_t i = 0; i < pending.body.requests.size(); ++i) {
-    const CheckRequest& check = pending.body.requests[i];
-    items.push_back(CheckItem{pending.limits[i], check.key, check.cost});
-    if (pending.charge) items.back().op = ItemOp::kCharge;
-    if (check.reserve) items.back().op = ItemOp::kReserve;
+    const ParsedCheck& check = pending.body.requests[i];
+    CheckRequest& request = requests.emplace_back();
+    request.limit = *pending.limits[i];
+    request.key = check.key;
+    request.cost = check.cost;
+    if (pending.charge) request.op = ItemOp::kCharge;
+    if (check.reserve) request.op = ItemOp::kReserve;
   }
-  limiter.CheckItemsAsync(std::move(items), [pending = std::move(pending)](
-                                                absl::StatusOr<MultiDecision> result) mutable {
+  limiter.CheckAllAsync(std::move(requests), [pending = std::move(pending)](
+                                                 absl::StatusOr<MultiDecision> result) mutable {
     std::move(pending).Answer(std::move(result));
   });
 }

@@ -30,7 +30,7 @@ namespace http = beast::http;
 // Parks every check until Answer() is called.
 class ParkedStore : public Store {
  public:
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
     absl::MutexLock lock(&mu_);
     parked_.push_back(std::move(done));
   }

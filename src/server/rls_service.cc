@@ -212,15 +212,15 @@ void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
                        });
     return;
   }
-  std::vector<CheckItem> items = TakeCheckItems(call->plan);
-  limiter.CheckItemsAsync(std::move(items),
-                          [call = std::move(call)](absl::StatusOr<MultiDecision> result) mutable {
-                            if (!result.ok()) {
-                              call->Finish(result.status());
-                              return;
-                            }
-                            call->Finish(absl::Span<const Decision>(result->decisions));
-                          });
+  std::vector<CheckRequest> requests = TakeCheckRequests(call->plan);
+  limiter.CheckAllAsync(std::move(requests),
+                        [call = std::move(call)](absl::StatusOr<MultiDecision> result) mutable {
+                          if (!result.ok()) {
+                            call->Finish(result.status());
+                            return;
+                          }
+                          call->Finish(absl::Span<const Decision>(result->decisions));
+                        });
 }
 
 absl::StatusOr<RateLimitResponse> RlsService::ShouldRateLimitSync(const RateLimitRequest& request) {

@@ -108,6 +108,8 @@ char OpByte(const CheckItem& item) {
       return 'L';
     case ItemOp::kRenew:
       return 'N';
+    case ItemOp::kAdd:  // lua/add.lua's, not check.lua's
+      return 0;
   }
   return 0;
 }
@@ -462,12 +464,12 @@ void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, boo
       follow_ask);
 }
 
-void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
-  CheckAtAsync(std::move(items), std::nullopt, std::move(done));
-}
-
 void RedisStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
-  // check.lua applies every op: the same call.
+  if (!items.empty() && items.front().op == ItemOp::kAdd) {
+    AddAsync(std::move(items), std::move(done));
+    return;
+  }
+  // check.lua applies every other op.
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
 }
 
@@ -719,10 +721,13 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
   }
 }
 
-void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
-  if (items.empty()) {
-    std::move(done)(absl::OkStatus());
-    return;
+void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, CheckCallback done) {
+  for (const CheckItem& item : items) {
+    if (item.op != ItemOp::kAdd) {
+      std::move(done)(absl::InvalidArgumentError(
+          absl::StrCat("kAdd items go in a batch of their own (limit '", item.limit->name, "')")));
+      return;
+    }
   }
   // EVAL, not EVALSHA: reconciliation runs right after Redis returns, often a restarted
   // Redis without the script, and a NOSCRIPT retry would let checks sent meanwhile on the
@@ -739,10 +744,19 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
     absl::Mutex mu;
     absl::Status status ABSL_GUARDED_BY(mu);
     size_t pending ABSL_GUARDED_BY(mu) = 0;
-    AddCallback done;
+    std::vector<Decision> decisions;  // one per item, each "applied"
+    CheckCallback done;
   };
   auto join = std::make_shared<Join>();
   join->done = std::move(done);
+  join->decisions.reserve(items.size());
+  for (const CheckItem& item : items) {
+    Decision applied;
+    applied.allowed = true;
+    applied.limit = item.limit->numbers.MaxCost();
+    applied.source = DecisionSource::kRedis;
+    join->decisions.push_back(applied);
+  }
   std::vector<std::vector<size_t>> groups = GroupBySlot(slots);
   {
     absl::MutexLock lock(&join->mu);
@@ -768,12 +782,15 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
             if (join->status.ok()) join->status = status;
             last = --join->pending == 0;
           }
-          if (last) {
-            absl::Status result;
-            {
-              absl::MutexLock lock(&join->mu);
-              result = join->status;
-            }
+          if (!last) return;
+          absl::Status result;
+          {
+            absl::MutexLock lock(&join->mu);
+            result = join->status;
+          }
+          if (result.ok()) {
+            std::move(join->done)(std::move(join->decisions));
+          } else {
             std::move(join->done)(std::move(result));
           }
         },

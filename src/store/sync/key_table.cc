@@ -312,7 +312,7 @@ bool KeyTable::CheckOverflow(const std::vector<CheckItem>& items,
     for (CheckItem& item : overflow_items) item.cost = 0;
   }
   if (overflow_items.empty()) return all_allowed;
-  absl::StatusOr<std::vector<Decision>> result = overflow_->Check(std::move(overflow_items));
+  absl::StatusOr<std::vector<Decision>> result = overflow_->Apply(std::move(overflow_items));
   if (!result.ok()) return false;
   for (size_t j = 0; j < positions.size(); ++j) {
     Decision d = (*result)[j];

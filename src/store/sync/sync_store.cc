@@ -360,7 +360,15 @@ class SyncStoreImpl final : public SyncStore {
     }
   }
 
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    for (const CheckItem& item : items) {
+      if (item.op != ItemOp::kCheck || !item.id.empty()) {
+        std::move(done)(absl::UnimplementedError(absl::StrCat(
+            "the sync store keeps no charges, reservations, leases or additions (limit '",
+            item.limit != nullptr ? item.limit->name : "", "')")));
+        return;
+      }
+    }
     std::move(done)(core_->table().Check(items));
   }
   absl::Status SyncNow() override { return core_->SyncNow(); }
