@@ -17,6 +17,7 @@
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/slot.h"
 #include "tests/support/limits.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 
@@ -39,10 +40,8 @@ class RedisClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<RedisStore> NewStore() {
-    RedisStoreOptions options;
-    options.url = cluster_->url();
-    options.refresh_interval_ms = 200;
-    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+    absl::StatusOr<std::unique_ptr<RedisStore>> store =
+        testing::ConnectRedisStore({.url = cluster_->url(), .refresh_interval_ms = 200});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -339,12 +338,13 @@ TEST_F(RedisClusterTest, KilledPrimaryFailsOverThenExactAgain) {
 // The instance registry's one key routes by slot: two registries on the cluster count 2.
 TEST_F(RedisClusterTest, InstanceRegistryCountsOnACluster) {
   InstanceRegistryOptions options;
-  options.redis_url = cluster_->url();
   options.heartbeat_interval_ms = 100;
   options.instance_ttl_ms = 5000;
-  absl::StatusOr<std::unique_ptr<InstanceRegistry>> first = InstanceRegistry::Start(options);
+  absl::StatusOr<std::unique_ptr<InstanceRegistry>> first =
+      testing::ConnectRegistry({.url = cluster_->url()}, options);
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::unique_ptr<InstanceRegistry>> second = InstanceRegistry::Start(options);
+  absl::StatusOr<std::unique_ptr<InstanceRegistry>> second =
+      testing::ConnectRegistry({.url = cluster_->url()}, options);
   ASSERT_TRUE(second.ok()) << second.status();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while ((*first)->Count() != 2 && std::chrono::steady_clock::now() < deadline) {

@@ -7,6 +7,7 @@
 #include "tests/metered_conformance.h"
 #include "tests/store_conformance.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/sync_store.h"
 
@@ -58,12 +59,9 @@ absl::StatusOr<StoreUnderTest> MakeSyncStore() {
     std::unique_ptr<AsSyncLimits> as_sync;
   };
   auto holder = std::make_shared<Holder>();
-  SyncStoreOptions options;
-  options.redis_url = *url;
-  options.clock = &holder->clock;
-  options.use_redis_time = false;
-  options.schedule_rounds = false;
-  absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
+  absl::StatusOr<std::unique_ptr<SyncStore>> store =
+      testing::ConnectSyncStore({.url = *url}, {.clock = &holder->clock},
+                                {.use_redis_time = false, .schedule_rounds = false});
   if (!store.ok()) return store.status();
   holder->store = *std::move(store);
   holder->as_sync = std::make_unique<AsSyncLimits>(*holder->store);
@@ -93,10 +91,8 @@ absl::StatusOr<StoreUnderTest> MakeResilientFallback() {
             testing::RedisServer::Start();
         if (!server.ok()) return server.status();
         primary->server = *std::move(server);
-        RedisStoreOptions options;
-        options.url = primary->server->url();
-        options.clock = clock;
-        absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+        absl::StatusOr<std::unique_ptr<RedisStore>> store =
+            testing::ConnectRedisStore({.url = primary->server->url()}, {.clock = clock});
         if (!store.ok()) return store.status();
         primary->store = *std::move(store);
         primary->server->Kill();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/store/redis/client.h"
+#include "src/store/sync/sync_store_testing.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/redis_test.h"
@@ -63,8 +64,8 @@ class RedisConnectionsTest : public testing::RedisTest {
   static std::unique_ptr<SyncStore> SyncStoreOn(std::shared_ptr<RedisConnections> redis) {
     SyncStoreOptions options;
     options.redis = std::move(redis);
-    options.schedule_rounds = false;
-    absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(std::move(options));
+    absl::StatusOr<std::unique_ptr<SyncStore>> store =
+        sync::CreateSyncStore(std::move(options), {.schedule_rounds = false});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }

@@ -23,6 +23,7 @@
 #include "src/store/redis/redis_url.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
@@ -55,9 +56,7 @@ std::unique_ptr<RedisClient> ConnectClient(const std::string& url, int connectio
 }
 
 std::unique_ptr<RedisStore> ConnectStore(const std::string& url) {
-  RedisStoreOptions options;
-  options.url = url;
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? *std::move(store) : nullptr;
 }

@@ -28,6 +28,7 @@
 #include "src/store/redis/slot.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 
 namespace tollgate {
 namespace {
@@ -116,9 +117,11 @@ class RedisStoreTest : public ::testing::Test {
     ASSERT_NE(store_, nullptr);
   }
 
-  std::unique_ptr<RedisStoreImpl> NewStore(RedisStoreOptions options = {}) {
-    options.url = server_->url();
-    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  std::unique_ptr<RedisStoreImpl> NewStore(RedisConnectionsOptions connection = {},
+                                           RedisStoreOptions options = {}) {
+    connection.url = server_->url();
+    absl::StatusOr<std::unique_ptr<RedisStore>> store =
+        testing::ConnectRedisStore(std::move(connection), std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     if (!store.ok()) return nullptr;
     return std::unique_ptr<RedisStoreImpl>(static_cast<RedisStoreImpl*>(store->release()));
@@ -719,7 +722,7 @@ TEST_F(RedisStoreTest, AReservationIsARecordForgottenAfterItsTtl) {
 TEST_F(RedisStoreTest, ConfigurablePrefix) {
   RedisStoreOptions options;
   options.key_prefix = "rl/";
-  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  std::unique_ptr<RedisStoreImpl> store = NewStore({}, options);
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 5, 1);
   ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
@@ -839,10 +842,8 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
 }
 
 TEST_F(RedisStoreTest, SurvivesARedisRestart) {
-  RedisStoreOptions options;
-  options.reconnect_min_ms = 10;
-  options.reconnect_max_ms = 100;
-  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  std::unique_ptr<RedisStoreImpl> store =
+      NewStore({.reconnect_min_ms = 10, .reconnect_max_ms = 100});
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 1000, 1000);
   ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
@@ -878,11 +879,8 @@ TEST_F(RedisStoreTest, SurvivesARedisRestart) {
 }
 
 TEST_F(RedisStoreTest, AStalledRedisFailsPendingChecksInsteadOfHanging) {
-  RedisStoreOptions options;
-  options.reply_timeout_ms = 200;
-  options.reconnect_min_ms = 10;
-  options.reconnect_max_ms = 50;
-  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  std::unique_ptr<RedisStoreImpl> store =
+      NewStore({.reply_timeout_ms = 200, .reconnect_min_ms = 10, .reconnect_max_ms = 50});
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 1000, 1000);
   ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
@@ -921,15 +919,14 @@ TEST_F(RedisStoreTest, WarnsWhenRedisCanEvictLimitKeys) {
 }
 
 TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
-  RedisStoreOptions options;
-  options.url = server_->url() + "/5";
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  const std::string url = server_->url() + "/5";
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit bucket = TokenBucket("api", 5, 1);
   ASSERT_TRUE((*store)->Apply({{&bucket, "u"}}).ok());
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{u}"}).integer, 0);  // not in db 0
   redis::ClientOptions db5_options;
-  db5_options.connection.url = *redis::ParseRedisUrl(options.url);
+  db5_options.connection.url = *redis::ParseRedisUrl(url);
   db5_options.connections = 1;
   absl::StatusOr<std::unique_ptr<redis::RedisClient>> db5 =
       redis::RedisClient::Connect(db5_options);
@@ -939,14 +936,16 @@ TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
 
 TEST(RedisStoreCreateTest, ClearErrors) {
   // Nothing listens.
-  RedisStoreOptions options;
-  options.url = absl::StrCat("redis://127.0.0.1:", testing::FreePort());
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      testing::ConnectRedisStore({.url = absl::StrCat("redis://127.0.0.1:", testing::FreePort())});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
 
-  options.url = "http://127.0.0.1:6379";
-  EXPECT_EQ(RedisStore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(testing::ConnectRedisStore({.url = "http://127.0.0.1:6379"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // No URL, or no connections at all.
+  EXPECT_EQ(RedisConnections::Connect({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RedisStore::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RedisStoreAuthTest, PasswordAndAclUser) {
@@ -956,26 +955,25 @@ TEST(RedisStoreAuthTest, PasswordAndAclUser) {
   const std::string address = absl::StrCat("127.0.0.1:", (*server)->port());
   const Limit bucket = TokenBucket("api", 5, 1);
 
-  RedisStoreOptions options;
-  options.url = "redis://" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> none = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> none =
+      testing::ConnectRedisStore({.url = "redis://" + address});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kPermissionDenied) << none.status();
 
-  options.url = "redis://:wrong@" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> wrong = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> wrong =
+      testing::ConnectRedisStore({.url = "redis://:wrong@" + address});
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kPermissionDenied) << wrong.status();
   EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("AUTH"));
   EXPECT_THAT(std::string(wrong.status().message()), ::testing::Not(HasSubstr("wrong")));
 
-  options.url = "redis://:s3cret@" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> password = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> password =
+      testing::ConnectRedisStore({.url = "redis://:s3cret@" + address});
   ASSERT_TRUE(password.ok()) << password.status();
   EXPECT_TRUE((*password)->Apply({{&bucket, "u"}}).ok());
 
-  options.url = "redis://limiter:pw@" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> acl = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> acl =
+      testing::ConnectRedisStore({.url = "redis://limiter:pw@" + address});
   ASSERT_TRUE(acl.ok()) << acl.status();
   absl::StatusOr<std::vector<Decision>> d = (*acl)->Apply({{&bucket, "u"}});
   ASSERT_TRUE(d.ok()) << d.status();

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/limits.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 #include "tollgate/redis_store.h"
@@ -62,9 +63,7 @@ struct StoreUnderTest {
 // A RedisStore on the Redis (or Cluster) at `url`, as a store under test: it keeps its own
 // time (TIME), so `advance` stays empty and the suite skips the cases that need it.
 inline absl::StatusOr<StoreUnderTest> RedisUnderTest(const std::string& url) {
-  RedisStoreOptions options;
-  options.url = url;
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   if (!store.ok()) return store.status();
   StoreUnderTest out;
   out.store = std::shared_ptr<Store>(std::move(store).value());

@@ -18,6 +18,7 @@
 #include "src/algorithm/fixed_window.h"
 #include "src/store/redis/client.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tests/support/redis_test.h"
 #include "tests/support/sync_stores.h"
 #include "tollgate/clock.h"
@@ -32,10 +33,9 @@ class SyncMultiInstanceTest : public testing::RedisTest {
  protected:
   std::unique_ptr<SyncStore> NewStore(int64_t instances) {
     SyncStoreOptions options;
-    options.redis_url = server_->url();
     options.instance_count = [instances] { return instances; };
-    options.sync_timeout_ms = 200;
-    auto store = SyncStore::Create(options);
+    auto store = testing::ConnectSyncStore(
+        {.url = server_->url(), .connections = 1, .reply_timeout_ms = 200}, std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }

@@ -51,8 +51,10 @@ Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_
 
 class SyncStoreTest : public testing::RedisTest {
  protected:
-  std::unique_ptr<SyncStore> NewStore(int64_t instances, SyncStoreOptions options = {}) {
-    return testing::SimulatedSyncStore(server_->url(), &clock_, instances, std::move(options));
+  std::unique_ptr<SyncStore> NewStore(int64_t instances, SyncStoreOptions options = {},
+                                      RedisConnectionsOptions connection = {}) {
+    return testing::SimulatedSyncStore(server_->url(), &clock_, instances, std::move(options),
+                                       std::move(connection));
   }
 
   // The counter the exact RedisStore would use for `key` at the clock's current window.
@@ -310,10 +312,8 @@ TEST_F(SyncStoreTest, FailClosedRefusesOnceTheLastSyncIsTooOld) {
 }
 
 TEST_F(SyncStoreTest, DeltasOfAFailedSyncAreSentOnceWhenRedisReturns) {
-  SyncStoreOptions options;
-  options.sync_timeout_ms = 200;
-  options.reconnect_max_ms = 50;
-  std::unique_ptr<SyncStore> store = NewStore(1, options);
+  std::unique_ptr<SyncStore> store =
+      NewStore(1, {}, {.connections = 1, .reply_timeout_ms = 200, .reconnect_max_ms = 50});
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
   EXPECT_EQ(Admit(*store, limit, "k", 10), 10);
   ASSERT_TRUE(store->SyncNow().ok());
@@ -336,9 +336,7 @@ TEST_F(SyncStoreTest, DeltasOfAFailedSyncAreSentOnceWhenRedisReturns) {
 // reconnect backoff: reads and syncs wait for Redis with a deadline, not a count of attempts,
 // and the window is a minute, so the counter's TTL outlasts a slow machine's read.
 TEST_F(SyncStoreTest, DeltasOfWindowsOverBeforeRedisReturnsAreDropped) {
-  SyncStoreOptions options;
-  options.reconnect_max_ms = 50;
-  std::unique_ptr<SyncStore> store = NewStore(1, options);
+  std::unique_ptr<SyncStore> store = NewStore(1, {}, {.connections = 1, .reconnect_max_ms = 50});
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
   EXPECT_EQ(Admit(*store, limit, "k", 10), 10);
   server_->Kill();
@@ -360,17 +358,18 @@ TEST_F(SyncStoreTest, ALastRoundAfterTheOneInFlightSendsTheLastDeltas) {
   absl::Notification release;
   std::atomic<int> replies{0};
   SyncStoreOptions options;
-  options.redis_url = server_->url();
   options.clock = &clock_;
   options.instance_count = [] { return int64_t{1}; };
-  options.use_redis_time = false;
   options.timers = timers;
-  options.before_reply_applied = [&] {
+  sync::SyncStoreTestOptions test;
+  test.use_redis_time = false;
+  test.before_reply_applied = [&] {
     if (replies.fetch_add(1) > 0) return;
     in_round.Notify();
     release.WaitForNotification();
   };
-  absl::StatusOr<std::unique_ptr<SyncStore>> made = SyncStore::Create(std::move(options));
+  absl::StatusOr<std::unique_ptr<SyncStore>> made =
+      testing::ConnectSyncStore({.url = server_->url()}, std::move(options), std::move(test));
   ASSERT_TRUE(made.ok()) << made.status();
   std::unique_ptr<SyncStore> store = *std::move(made);
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
@@ -391,11 +390,8 @@ TEST(SyncStoreClockTest, CountsIntoRedisTimeWindowsWhateverTheLocalClock) {
   ASSERT_TRUE(server.ok()) << server.status();
   // This instance's clock is 37 minutes behind; windows are one hour long.
   SimulatedClock skewed(SystemClock().NowMicros() - 37 * 60 * kSecond);
-  SyncStoreOptions options;
-  options.redis_url = (*server)->url();
-  options.clock = &skewed;
-  options.schedule_rounds = false;
-  absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
+  absl::StatusOr<std::unique_ptr<SyncStore>> store = testing::ConnectSyncStore(
+      {.url = (*server)->url()}, {.clock = &skewed}, {.schedule_rounds = false});
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = Window("api", Algorithm::kFixedWindow, 100, 3600 * kSecond);
   ASSERT_TRUE((*store)->Apply({{&limit, "k", 3}}).ok());

@@ -69,11 +69,11 @@ class LimitRef {
  public:
   // No limit: every call answers NotFound.
   LimitRef() = default;
-  LimitRef(const Limit& limit) : limit_(&limit) {}            // NOLINT(google-explicit-constructor)
-  LimitRef(std::string_view name) : name_(name) {}            // NOLINT(google-explicit-constructor)
-  LimitRef(const char* name) : name_(name) {}                 // NOLINT(google-explicit-constructor)
-  LimitRef(const std::string& name) : name_(name) {}          // NOLINT(google-explicit-constructor)
-  LimitRef(std::string&& name) = delete;                      // NOLINT(google-explicit-constructor)
+  LimitRef(const Limit& limit) : limit_(&limit) {}    // NOLINT(google-explicit-constructor)
+  LimitRef(std::string_view name) : name_(name) {}    // NOLINT(google-explicit-constructor)
+  LimitRef(const char* name) : name_(name) {}         // NOLINT(google-explicit-constructor)
+  LimitRef(const std::string& name) : name_(name) {}  // NOLINT(google-explicit-constructor)
+  LimitRef(std::string&& name) = delete;              // NOLINT(google-explicit-constructor)
 
   // The Limit given by reference, or nullptr when given by name.
   const Limit* limit() const { return limit_; }
@@ -268,8 +268,8 @@ class Limiter {
   // Validated items to the store their limits live in; `done` gets their MultiDecision.
   void ApplyItems(std::vector<CheckItem> items, MultiDecisionCallback done);
   // One item of `op` (kCharge, kRelease, kRenew, ...) for `limit`; `done` gets its decision.
-  void ApplyOne(const Limit& limit, std::string_view key, int64_t cost, ItemOp op,
-                std::string id, DecisionCallback done);
+  void ApplyOne(const Limit& limit, std::string_view key, int64_t cost, ItemOp op, std::string id,
+                DecisionCallback done);
   // ReleaseAsync and RenewAsync (`op`).
   void LeaseAsync(LimitRef limit, std::string_view key, std::string_view lease, ItemOp op,
                   DecisionCallback done);

@@ -30,8 +30,7 @@ void NumbersProblems(const LimitNumbers& numbers, std::string_view prefix,
   };
   const auto count = [&](std::string_view field, int64_t value) {
     if (value < 1 || value > kMaxLimitCount) {
-      add(field, absl::StrCat("expected a whole number from 1 to ", kMaxLimitCount),
-          Quoted(value));
+      add(field, absl::StrCat("expected a whole number from 1 to ", kMaxLimitCount), Quoted(value));
     }
   };
   switch (numbers.algorithm) {
@@ -39,8 +38,8 @@ void NumbersProblems(const LimitNumbers& numbers, std::string_view prefix,
       count("capacity", numbers.capacity);
       const double rate = numbers.refill_per_second;
       if (!std::isfinite(rate) || rate <= 0) {
-        add("refill_per_second",
-            "expected a positive number of tokens per second such as 5 or 0.5", Quoted(rate));
+        add("refill_per_second", "expected a positive number of tokens per second such as 5 or 0.5",
+            Quoted(rate));
       } else if (rate > kMaxRefillPerSecond) {
         add("refill_per_second",
             absl::StrCat("expected at most ", kMaxRefillPerSecond, " tokens per second"),
@@ -78,10 +77,10 @@ void NumbersProblems(const LimitNumbers& numbers, std::string_view prefix,
 void LocalProblems(const Limit& limit, std::vector<LimitProblem>& problems) {
   if (limit.on_store_failure != FailureMode::kLocal) {
     if (limit.local.has_value()) {
-      problems.push_back({"local", "only allowed with on_store_failure: local",
-                          absl::StrCat("on_store_failure: ",
-                                       AbslView(FailureModeName(limit.on_store_failure))),
-                          /*got_is_value=*/false});
+      problems.push_back(
+          {"local", "only allowed with on_store_failure: local",
+           absl::StrCat("on_store_failure: ", AbslView(FailureModeName(limit.on_store_failure))),
+           /*got_is_value=*/false});
     }
     return;
   }
@@ -138,11 +137,10 @@ void SyncProblems(const Limit& limit, std::vector<LimitProblem>& problems) {
              limit.sync_interval_micros > limit.numbers.window_micros) {
     // Instances decide on counts up to one interval old; an interval longer than the window
     // would let whole windows pass on stale counts.
-    problems.push_back(
-        {"sync_interval",
-         absl::StrCat("expected at most the window (",
-                      FormatDuration(limit.numbers.window_micros), ")"),
-         interval()});
+    problems.push_back({"sync_interval",
+                        absl::StrCat("expected at most the window (",
+                                     FormatDuration(limit.numbers.window_micros), ")"),
+                        interval()});
   }
 }
 
@@ -158,9 +156,11 @@ std::vector<LimitProblem> LimitProblems(const Limit& limit) {
 }
 
 std::string FormatDuration(int64_t micros) {
-  constexpr std::pair<int64_t, std::string_view> kUnits[] = {
-      {kDay, "d"}, {3'600 * kSecond, "h"}, {60 * kSecond, "m"}, {kSecond, "s"},
-      {kMillisecond, "ms"}};
+  constexpr std::pair<int64_t, std::string_view> kUnits[] = {{kDay, "d"},
+                                                             {3'600 * kSecond, "h"},
+                                                             {60 * kSecond, "m"},
+                                                             {kSecond, "s"},
+                                                             {kMillisecond, "ms"}};
   for (const auto& [unit_micros, suffix] : kUnits) {
     if (micros != 0 && micros % unit_micros == 0) {
       return absl::StrCat(micros / unit_micros, AbslView(suffix));

@@ -87,8 +87,8 @@ TEST(ValidateLimitTest, LocalNumbersMatchTheLimitsKind) {
 TEST(ValidateLimitTest, ABucketMustFillWithinAYear) {
   Limit bucket;
   bucket.name = "slow";
-  bucket.numbers = {.algorithm = Algorithm::kTokenBucket, .capacity = 100,
-                    .refill_per_second = 1e-6};
+  bucket.numbers = {
+      .algorithm = Algorithm::kTokenBucket, .capacity = 100, .refill_per_second = 1e-6};
   EXPECT_THAT(std::string(ValidateLimit(bucket).message()),
               HasSubstr("refill_per_second: expected a rate that refills the bucket within 365d"));
 }

@@ -208,16 +208,15 @@ void Limiter::CheckAsync(LimitRef limit, std::string_view key, int64_t cost,
   Store& store = sync ? *state_->sync_store : *state_->store;
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&resolved, std::string(key), cost});
-  store.ApplyAsync(std::move(items),
-                   [done = std::move(done)](absl::StatusOr<std::vector<Decision>> decisions) mutable {
-                     std::move(done)(OnlyDecision(std::move(decisions)));
-                   });
+  store.ApplyAsync(std::move(items), [done = std::move(done)](
+                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
+    std::move(done)(OnlyDecision(std::move(decisions)));
+  });
 }
 
 absl::StatusOr<MultiDecision> Limiter::CheckAll(std::vector<CheckRequest> requests) {
-  return internal::Wait<MultiDecision>([&](MultiDecisionCallback done) {
-    CheckAllAsync(std::move(requests), std::move(done));
-  });
+  return internal::Wait<MultiDecision>(
+      [&](MultiDecisionCallback done) { CheckAllAsync(std::move(requests), std::move(done)); });
 }
 
 void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCallback done) {

@@ -198,7 +198,8 @@ TEST(LimiterStoreTest, CheckAndTheByLimitPathsSpendTheSameBucket) {
     absl::StatusOr<std::vector<Decision>> direct =
         store->Apply({CheckItem{(*limiter)->FindLimit(name), "u", 1}});
     ASSERT_TRUE(direct.ok()) << direct.status();
-    EXPECT_EQ(direct->front().remaining, (*limiter)->FindLimit(name)->numbers.MaxCost() - 3) << name;
+    EXPECT_EQ(direct->front().remaining, (*limiter)->FindLimit(name)->numbers.MaxCost() - 3)
+        << name;
     absl::StatusOr<Decision> last = (*limiter)->Check(name, "u", 1);
     ASSERT_TRUE(last.ok()) << last.status();
     EXPECT_EQ(last->allowed, std::string_view(name) == "api") << name;

@@ -401,16 +401,17 @@ class Core {
       std::vector<CheckItem> batch(std::make_move_iterator(items.begin() + begin),
                                    std::make_move_iterator(items.begin() + end));
       const int64_t count = static_cast<int64_t>(batch.size());
-      primary_->ApplyAsync(std::move(batch), [counters = reconcile_counters_, round, count](
-                                                 const absl::StatusOr<std::vector<Decision>>& added) {
-        const absl::Status& status = added.status();
-        (status.ok() ? counters->reconciled : counters->dropped)
-            .fetch_add(count, std::memory_order_relaxed);
-        (status.ok() ? round->added : round->dropped).fetch_add(count);
-        if (round->outstanding.fetch_sub(1) == 1) {
-          EmitReconciled(*counters, round->added.load(), round->dropped.load());
-        }
-      });
+      primary_->ApplyAsync(
+          std::move(batch), [counters = reconcile_counters_, round,
+                             count](const absl::StatusOr<std::vector<Decision>>& added) {
+            const absl::Status& status = added.status();
+            (status.ok() ? counters->reconciled : counters->dropped)
+                .fetch_add(count, std::memory_order_relaxed);
+            (status.ok() ? round->added : round->dropped).fetch_add(count);
+            if (round->outstanding.fetch_sub(1) == 1) {
+              EmitReconciled(*counters, round->added.load(), round->dropped.load());
+            }
+          });
     }
   }
 
@@ -642,16 +643,16 @@ class ResilientStoreImpl final : public ResilientStore {
     // when the loop is destroyed) must not keep the Redis store alive past its loops. While
     // the primary still owes an answer its callback holds the core, so an expired core
     // means the call was answered.
-    timers_->RunAfter(
-        timeout_micros, &call->answered, [weak_core = std::weak_ptr<Core>(core), call] {
-          std::shared_ptr<Core> core = weak_core.lock();
-          if (core == nullptr || call->answered.exchange(true)) return;
-          core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
-          core->RecordFailure(call->probe, "deadline missed");
-          CheckCallback done = std::move(call->done);
-          call->done = nullptr;
-          core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
-        });
+    timers_->RunAfter(timeout_micros, &call->answered,
+                      [weak_core = std::weak_ptr<Core>(core), call] {
+                        std::shared_ptr<Core> core = weak_core.lock();
+                        if (core == nullptr || call->answered.exchange(true)) return;
+                        core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
+                        core->RecordFailure(call->probe, "deadline missed");
+                        CheckCallback done = std::move(call->done);
+                        call->done = nullptr;
+                        core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
+                      });
     auto on_reply = [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
       core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
       if (call->answered.exchange(true)) {
@@ -679,7 +680,6 @@ class ResilientStoreImpl final : public ResilientStore {
   }
 
  public:
-
   std::string_view Name() const override { return core_->primary().Name(); }
 
   CircuitState circuit_state() const override { return core_->breaker().state(); }

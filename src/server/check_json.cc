@@ -135,8 +135,7 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body
   }
   parsed.requests.reserve(checks->size());
   for (size_t i = 0; i < checks->size(); ++i) {
-    absl::StatusOr<ParsedCheck> one =
-        ParseOneCheck((*checks)[i], absl::StrCat("checks[", i, "]."));
+    absl::StatusOr<ParsedCheck> one = ParseOneCheck((*checks)[i], absl::StrCat("checks[", i, "]."));
     if (!one.ok()) return one.status();
     parsed.requests.push_back(*std::move(one));
   }

@@ -1,7 +1,6 @@
 // Copyright tollgate authors.
 #include "src/server/http_handler.h"
 
-#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,16 +63,6 @@ HttpResponse JsonErrorResponse(http::status status, absl::string_view message, u
 }
 
 HttpHandler::HttpHandler(std::shared_ptr<CheckService> service) : service_(std::move(service)) {}
-
-namespace {
-
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) {
   if (std::optional<FramingRefusal> refusal = CheckRequestFraming(request)) {
@@ -233,7 +222,7 @@ struct PendingCheck {
 
   void Answer(absl::StatusOr<MultiDecision> result) && {
     if (metrics != nullptr) {
-      metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
+      metrics->ObserveCheckDuration(CheckApi::kHttp, metrics->NowMicros() - start_micros);
       for (size_t i = 0; i < body.requests.size(); ++i) {
         if (result.ok() && i < result->decisions.size()) {
           if (charge) {
@@ -273,7 +262,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                               CheckEndpoint endpoint) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
-  const int64_t start_micros = metrics_ != nullptr ? SteadyMicros() : 0;
+  const int64_t start_micros = metrics_ != nullptr ? metrics_->NowMicros() : 0;
   // This request's snapshot: a reload may swap it while the check is in flight.
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
   absl::StatusOr<ParsedCheckBody> parsed = endpoint == CheckEndpoint::kAcquire

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/core/in_flight.h"
 #include "src/store/redis/router.h"
 #include "tollgate/redis_store.h"
 
@@ -106,9 +107,9 @@ class RedisStoreImpl final : public RedisStore {
   const std::vector<std::string> warnings_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
-  // with the callbacks, which count down after they return.
-  const std::shared_ptr<std::atomic<int64_t>> calls_in_flight_ =
-      std::make_shared<std::atomic<int64_t>>(0);
+  // with the callbacks, which count down after they return; the destructor waits on it.
+  const std::shared_ptr<internal::InFlight> calls_in_flight_ =
+      std::make_shared<internal::InFlight>();
   std::shared_ptr<RedisConnections> connections_;
   Router& router_;
 };
