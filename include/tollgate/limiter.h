@@ -270,9 +270,11 @@ class Limiter {
   // One item of `op` (kCharge, kRelease, kRenew, ...) for `limit`; `done` gets its decision.
   void ApplyOne(const Limit& limit, std::string_view key, int64_t cost, ItemOp op, std::string id,
                 DecisionCallback done);
-  // ReleaseAsync and RenewAsync (`op`).
+  // ReleaseAsync and RenewAsync (`op`), and their blocking forms.
   void LeaseAsync(LimitRef limit, std::string_view key, std::string_view lease, ItemOp op,
                   DecisionCallback done);
+  absl::StatusOr<Decision> LeaseWait(LimitRef limit, std::string_view key,
+                                     std::string_view lease, ItemOp op);
   std::unique_ptr<State> state_;
 };
 

@@ -114,8 +114,7 @@ void Limiter::AcquireAsync(LimitRef limit, std::string_view key, LeaseCallback d
 
 absl::StatusOr<Decision> Limiter::Release(LimitRef limit, std::string_view key,
                                           std::string_view lease) {
-  return internal::Wait<Decision>(
-      [&](DecisionCallback done) { ReleaseAsync(limit, key, lease, std::move(done)); });
+  return LeaseWait(limit, key, lease, ItemOp::kRelease);
 }
 
 void Limiter::ReleaseAsync(LimitRef limit, std::string_view key, std::string_view lease,
@@ -125,13 +124,18 @@ void Limiter::ReleaseAsync(LimitRef limit, std::string_view key, std::string_vie
 
 absl::StatusOr<Decision> Limiter::Renew(LimitRef limit, std::string_view key,
                                         std::string_view lease) {
-  return internal::Wait<Decision>(
-      [&](DecisionCallback done) { RenewAsync(limit, key, lease, std::move(done)); });
+  return LeaseWait(limit, key, lease, ItemOp::kRenew);
 }
 
 void Limiter::RenewAsync(LimitRef limit, std::string_view key, std::string_view lease,
                          DecisionCallback done) {
   LeaseAsync(limit, key, lease, ItemOp::kRenew, std::move(done));
+}
+
+absl::StatusOr<Decision> Limiter::LeaseWait(LimitRef limit, std::string_view key,
+                                            std::string_view lease, ItemOp op) {
+  return internal::Wait<Decision>(
+      [&](DecisionCallback done) { LeaseAsync(limit, key, lease, op, std::move(done)); });
 }
 
 void Limiter::LeaseAsync(LimitRef limit, std::string_view key, std::string_view lease, ItemOp op,
