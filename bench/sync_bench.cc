@@ -60,7 +60,7 @@ class BenchRedis {
 
   // A store on connections of its own; `reply_timeout_ms` bounds a sync round.
   std::unique_ptr<SyncStore> NewStore(SyncStoreOptions options,
-                                      sync::SyncStoreTestOptions test = {},
+                                      const sync::SyncStoreTestOptions& test = {},
                                       int64_t reply_timeout_ms = 2000) {
     for (int attempt = 0; attempt < 200; ++attempt) {
       absl::StatusOr<std::shared_ptr<RedisConnections>> redis =

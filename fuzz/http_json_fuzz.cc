@@ -74,7 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   bool answered = false;
   tollgate::server::HandleRlsJson(
-      Service(), body, /*x_ratelimit_headers=*/true, [&](tollgate::server::RlsJsonReply reply) {
+      Service(), body, /*x_ratelimit_headers=*/true,
+      [&](const tollgate::server::RlsJsonReply& reply) {
         answered = true;
         if (reply.http_status != 200 && reply.http_status != 400 && reply.http_status != 429) {
           std::abort();

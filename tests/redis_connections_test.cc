@@ -128,11 +128,12 @@ TEST_F(RedisConnectionsTest, AStoreReleasedByItsOwnCallbackDoesNotWaitForThatCal
   ASSERT_NE(store, nullptr);
   const Limit limit = testing::Window("released", Algorithm::kFixedWindow, 10, 60'000'000);
   std::promise<bool> answered;
-  store->ApplyAsync({{&limit, "k", 1}},
-                    [owner = store, &answered](absl::StatusOr<std::vector<Decision>> d) mutable {
-                      owner.reset();  // the last owner lets go here, on the I/O thread
-                      answered.set_value(d.ok());
-                    });
+  store->ApplyAsync(
+      {{&limit, "k", 1}},
+      [owner = store, &answered](const absl::StatusOr<std::vector<Decision>>& d) mutable {
+        owner.reset();  // the last owner lets go here, on the I/O thread
+        answered.set_value(d.ok());
+      });
   store.reset();
   std::future<bool> done = answered.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);

@@ -10,7 +10,8 @@
 // The shapes, the same for every verb:
 //   - a limit is a LimitRef: its name, or the Limit itself (no lookup: one of limits(), or
 //     a Limit this limiter was not created with, such as Envoy's per-request overrides);
-//   - then the key, then the cost (or a lease's id);
+//   - then the key, then the cost (or a lease's id); Settle takes the token Reserve gave
+//     instead, which names its limit and key;
 //   - Verb(...) blocks until the store answers and returns absl::StatusOr<...>;
 //     VerbAsync(..., done) returns at once and calls `done` exactly once with the same
 //     StatusOr: possibly before it returns (the memory store, the sync store), else on a
@@ -273,8 +274,8 @@ class Limiter {
   // ReleaseAsync and RenewAsync (`op`), and their blocking forms.
   void LeaseAsync(LimitRef limit, std::string_view key, std::string_view lease, ItemOp op,
                   DecisionCallback done);
-  absl::StatusOr<Decision> LeaseWait(LimitRef limit, std::string_view key,
-                                     std::string_view lease, ItemOp op);
+  absl::StatusOr<Decision> LeaseWait(LimitRef limit, std::string_view key, std::string_view lease,
+                                     ItemOp op);
   std::unique_ptr<State> state_;
 };
 

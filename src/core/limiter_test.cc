@@ -120,7 +120,8 @@ TEST_F(LimiterTest, CheckAsyncAnswersInlineOnTheMemoryStoreAsCheckDoes) {
   ASSERT_NE(api, nullptr);
   for (int i = 0; i < 4; ++i) {
     std::optional<absl::StatusOr<Decision>> answer;
-    limiter_->CheckAsync(*api, "user:async", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+    limiter_->CheckAsync(*api, "user:async", 1,
+                         [&](const absl::StatusOr<Decision>& d) { answer = d; });
     ASSERT_TRUE(answer.has_value()) << "answered before CheckAsync returned";
     ASSERT_TRUE(answer->ok()) << answer->status();
     EXPECT_EQ((*answer)->allowed, i < 3) << i;
@@ -131,10 +132,10 @@ TEST_F(LimiterTest, CheckAsyncAnswersInlineOnTheMemoryStoreAsCheckDoes) {
   // A limit the limiter was not created with (an override) is checked by its numbers.
   const Limit other = FixedWindow("other", 1, 600'000'000);
   std::optional<absl::StatusOr<Decision>> answer;
-  limiter_->CheckAsync(other, "k", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+  limiter_->CheckAsync(other, "k", 1, [&](const absl::StatusOr<Decision>& d) { answer = d; });
   ASSERT_TRUE(answer.has_value() && answer->ok());
   EXPECT_TRUE((*answer)->allowed);
-  limiter_->CheckAsync(other, "", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+  limiter_->CheckAsync(other, "", 1, [&](const absl::StatusOr<Decision>& d) { answer = d; });
   EXPECT_EQ(answer->status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -306,7 +306,8 @@ class HandlerOpsTest : public ::testing::Test {
         .algorithm = Algorithm::kFixedWindow, .limit = capacity, .window_micros = 3'600'000'000};
     return LoadedConfigs{{bucket}, {}};
   }
-  static std::shared_ptr<CheckService> MakeService(Clock* clock, std::shared_ptr<Store> store,
+  static std::shared_ptr<CheckService> MakeService(Clock* clock,
+                                                   const std::shared_ptr<Store>& store,
                                                    int64_t capacity, Metrics* metrics = nullptr) {
     LimiterFactory new_limiter;  // empty: the service's own memory store, on `clock`
     if (store != nullptr) {
