@@ -96,7 +96,7 @@ class MemoryStoreImpl final : public MemoryStore {
   absl::StatusOr<Decision> CheckOne(const PreparedLimit& limit, std::string_view key, int64_t cost);
 
   // Decides each item on its own, exactly as CheckOne(*item.limit, item.key, item.cost) for
-  // each in turn would: not all or nothing (CheckAsync is), and a key named twice sees its
+  // each in turn would: not all or nothing (ApplyAsync is), and a key named twice sees its
   // earlier item's consumption. decisions[i] gets item i's decision or its error. For batches
   // of independent requests (those an event loop found ready together): the entries of up to
   // kEachGroup items are fetched from memory before the first of them is decided, so their
