@@ -114,7 +114,8 @@ class Fleet {
   virtual const SyncStore* sync_store() const = 0;
   // With Redis and a learned N: fail_open's shares (FallbackShares::Fractions). Else nullptr.
   virtual const FallbackShares* fallback_shares() const = 0;
-  // N: the fixed count, the live count the registry learned, or 1 without Redis.
+  // N: FleetOptions::instances when set, else the live count the registry learned, else 1
+  // (without Redis).
   virtual int64_t InstanceCount() const = 0;
   // Whether this instance's own probe of Redis (every 250 ms, whatever the traffic) was
   // answered last time. Always true without Redis.

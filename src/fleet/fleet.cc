@@ -31,6 +31,8 @@ class FleetImpl final : public Fleet {
     connections_.reset();
   }
 
+  explicit FleetImpl(int64_t fixed_instances) : fixed_instances_(fixed_instances) {}
+
   Limiter& limiter() const override { return *limiter_; }
 
   absl::StatusOr<std::unique_ptr<Limiter>> NewLimiter(std::vector<Limit> limits) const override {
@@ -69,7 +71,6 @@ class FleetImpl final : public Fleet {
 
   // With Redis: see tollgate/fleet.h for the parts and their order.
   absl::Status StartShared(FleetOptions& options) {
-    fixed_instances_ = std::max<int64_t>(0, options.instances);
     std::shared_ptr<Timers> timers = options.timers;
     if (timers == nullptr) {
       timers = options.redis.caller_loops.empty() ? ThreadTimers()
@@ -148,7 +149,7 @@ class FleetImpl final : public Fleet {
 
  private:
   Clock* clock_ = nullptr;
-  int64_t fixed_instances_ = 0;
+  const int64_t fixed_instances_;  // 0: N is learned (with Redis) or 1
   std::vector<std::string> warnings_;
   std::shared_ptr<RedisConnections> connections_;
   std::shared_ptr<FallbackShares> fallback_shares_;
@@ -169,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Connect(FleetOptions options) {
   for (const Limit& limit : options.limits) {
     if (absl::Status status = ValidateLimit(limit); !status.ok()) return status;
   }
-  auto fleet = std::make_unique<FleetImpl>();
+  auto fleet = std::make_unique<FleetImpl>(std::max<int64_t>(0, options.instances));
   absl::Status started =
       options.redis.url.empty() ? fleet->StartInMemory(options) : fleet->StartShared(options);
   if (!started.ok()) return started;

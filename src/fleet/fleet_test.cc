@@ -37,6 +37,7 @@ TEST(FleetTest, WithoutARedisUrlTheLimitsLiveInMemory) {
   EXPECT_EQ((*fleet)->memory_store()->Size(), 1);
   clock.AdvanceMillis(1000);
   EXPECT_TRUE(limiter.Check("api", "u")->allowed);
+  EXPECT_EQ((*Fleet::Connect({.instances = 4}))->InstanceCount(), 4);  // a fixed N stays N
 }
 
 // A reload: another limiter on the same store, where the counters of an unchanged limit
