@@ -116,9 +116,11 @@ double one_primary_rate = 0;
 void BM_ClusterCheck(benchmark::State& state) {
   const int primaries = static_cast<int>(state.range(0));
   BenchCluster cluster(primaries);
-  RedisStoreOptions options;
-  options.url = cluster.url();
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::shared_ptr<RedisConnections>> redis =
+      RedisConnections::Connect({.url = cluster.url()});
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      redis.ok() ? RedisStore::Create({.redis = *redis})
+                 : absl::StatusOr<std::unique_ptr<RedisStore>>(redis.status());
   if (!store.ok()) {
     state.SkipWithError(std::string(store.status().message()).c_str());
     return;
@@ -142,7 +144,7 @@ void BM_ClusterCheck(benchmark::State& state) {
       in_flight = kInFlight;
     }
     for (int i = 0; i < kInFlight; ++i) {
-      (*store)->CheckAsync({{&limit, "user:" + std::to_string(random() % kKeys)}},
+      (*store)->ApplyAsync({{&limit, "user:" + std::to_string(random() % kKeys)}},
                            [&](const absl::StatusOr<std::vector<Decision>>& decision) {
                              absl::MutexLock lock(&mu);
                              if (!decision.ok()) ++errors;

@@ -20,7 +20,7 @@
 // Library rows use tollgate::Limiter over a RedisStore (exact) or a SyncStore (sync), with
 // no ResilientStore on top (no deadline), so the figure is the store's. `--mode multi` checks
 // one limit of each algorithm for the same key in one all-or-nothing request. `--mode charge`
-// charges the limit (Limiter::CheckItemsAsync with ItemOp::kCharge) instead of checking it.
+// charges the limit (Limiter::CheckAllAsync with ItemOp::kCharge) instead of checking it.
 // `--mode lease` holds a concurrency limit's slot and frees it: each decision is one lease,
 // acquired (a concurrency item) and then released (Limiter::ReleaseAsync), so a decision
 // costs two store calls and its latency is both. HTTP rows POST
@@ -328,22 +328,22 @@ absl::StatusOr<std::unique_ptr<Limiter>> MakeLimiter(const DriverOptions& option
   // The driver may start before redis-server listens: retry for up to 5 s.
   absl::Status last = absl::UnknownError("not tried");
   for (int attempt = 0; attempt < 250; ++attempt) {
-    if (options.mode == "sync") {
-      SyncStoreOptions sync_options;
-      sync_options.redis_url = options.redis_url;
-      sync_options.key_prefix = options.key_prefix;
-      absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(sync_options);
+    RedisConnectionsOptions connection{.url = options.redis_url};
+    if (options.connections > 0) connection.connections = options.connections;
+    absl::StatusOr<std::shared_ptr<RedisConnections>> redis = RedisConnections::Connect(connection);
+    if (!redis.ok()) {
+      last = redis.status();
+    } else if (options.mode == "sync") {
+      absl::StatusOr<std::unique_ptr<SyncStore>> store =
+          SyncStore::Create({.redis = *redis, .key_prefix = options.key_prefix});
       if (store.ok()) {
         limiter_options.sync_store = *std::move(store);
         break;
       }
       last = store.status();
     } else {
-      RedisStoreOptions redis_options;
-      redis_options.url = options.redis_url;
-      redis_options.key_prefix = options.key_prefix;
-      if (options.connections > 0) redis_options.connections = options.connections;
-      absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(redis_options);
+      absl::StatusOr<std::unique_ptr<RedisStore>> store =
+          RedisStore::Create({.redis = *redis, .key_prefix = options.key_prefix});
       if (store.ok()) {
         limiter_options.store = *std::move(store);
         break;
@@ -426,10 +426,10 @@ struct AsyncLoop {
   // One charge, or one lease taken and released, for `key`.
   void IssueMetered(int64_t started_ns, const std::string& key) {
     const Limit* limit = limiter.FindLimit(workload.limits[0].name);
-    CheckItem item{limit, key, 1};
+    CheckRequest item{*limit, key, 1};
     if (options.mode == "charge") item.op = ItemOp::kCharge;
-    limiter.CheckItemsAsync({std::move(item)}, [this, started_ns, limit,
-                                                key](absl::StatusOr<MultiDecision> decision) {
+    limiter.CheckAllAsync({std::move(item)}, [this, started_ns, limit,
+                                              key](absl::StatusOr<MultiDecision> decision) {
       if (options.mode == "charge" || !decision.ok() || !decision->allowed) {
         Finish(started_ns, decision.ok(), decision.ok() && decision->allowed);
         return;
@@ -531,13 +531,14 @@ void RunHttpLoop(const DriverOptions& options, const Workload& workload, Schedul
         const std::string key = KeyFor(options, sequence);
         std::string body;
         if (workload.request.size() == 1) {
-          body = absl::StrCat(R"({"limit":")", workload.request[0].limit, R"(","key":")", key,
-                              R"("})");
+          body = absl::StrCat(R"({"limit":")", std::string(workload.request[0].limit.name()),
+                              R"(","key":")", key, R"("})");
         } else {
           body = R"({"checks":[)";
           for (size_t i = 0; i < workload.request.size(); ++i) {
-            absl::StrAppend(&body, i > 0 ? "," : "", R"({"limit":")", workload.request[i].limit,
-                            R"(","key":")", key, R"("})");
+            absl::StrAppend(&body, i > 0 ? "," : "", R"({"limit":")",
+                            std::string(workload.request[i].limit.name()), R"(","key":")", key,
+                            R"("})");
           }
           body += "]}";
         }

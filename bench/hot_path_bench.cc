@@ -26,7 +26,7 @@ namespace tollgate {
 namespace {
 
 FallbackShares& Shares() {
-  static FallbackShares* const shares = new FallbackShares(FallbackSharesOptions{});
+  static const std::shared_ptr<FallbackShares> shares = FallbackShares::Create();
   return *shares;
 }
 

@@ -10,8 +10,9 @@
 // reads it once. BM_SystemClock, BM_ClockAndLockFloor and BM_TokenBucketCheckOnly show what
 // any store pays per decision before hashing and lookup; BM_DependentMiss what a key not in
 // the caches waits for. Each path is measured twice in one run, so their ratio means
-// something on a busy machine: `Store::CheckOne` (the single-item path) against `CheckAsync`
-// with a one-item vector (the batch path), and `Limiter::Check` against `Limiter::CheckAll`.
+// something on a busy machine: the memory store's `CheckOne` (the single-item path) against
+// `ApplyAsync` with a one-item vector (the batch path), and `Limiter::Check` against
+// `Limiter::CheckAll`.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -133,7 +134,7 @@ void Prefill(MemoryStoreImpl& store, const Limit& limit) {
   absl::MutexLock lock(&mu);
   if (!done->insert({&store, &limit}).second) return;
   for (int64_t i = 0; i < kDistinctKeys; ++i) {
-    store.CheckAsync({CheckItem{&limit, DistinctKey(i), 1}}, [](auto) {});
+    store.ApplyAsync({CheckItem{&limit, DistinctKey(i), 1}}, [](auto) {});
   }
 }
 
@@ -313,7 +314,7 @@ void BM_MemoryStoreHotKey(benchmark::State& state) {
   const Limit& limit = LimitFor(state.range(0));
   int64_t allowed = 0;
   for (auto _ : state) {
-    store.CheckAsync({CheckItem{&limit, "hot", 1}},
+    store.ApplyAsync({CheckItem{&limit, "hot", 1}},
                      [&allowed](absl::StatusOr<std::vector<Decision>> decisions) {
                        allowed += decisions.ok() && decisions->front().allowed;
                      });
@@ -372,7 +373,7 @@ void BM_MemoryStoreDistinctKeys(benchmark::State& state) {
   KeyCursor cursor(state.thread_index());
   int64_t allowed = 0;
   for (auto _ : state) {
-    store.CheckAsync({CheckItem{&limit, cursor.Next(), 1}},
+    store.ApplyAsync({CheckItem{&limit, cursor.Next(), 1}},
                      [&allowed](absl::StatusOr<std::vector<Decision>> decisions) {
                        allowed += decisions.ok() && decisions->front().allowed;
                      });
@@ -478,7 +479,7 @@ void BM_MemoryStoreTwoLimits(benchmark::State& state) {
   int64_t allowed = 0;
   for (auto _ : state) {
     std::string key = cursor.Next();
-    store.CheckAsync({CheckItem{&bucket, key, 1}, CheckItem{&window, std::move(key), 1}},
+    store.ApplyAsync({CheckItem{&bucket, key, 1}, CheckItem{&window, std::move(key), 1}},
                      [&allowed](absl::StatusOr<std::vector<Decision>> decisions) {
                        allowed += decisions.ok() && decisions->front().allowed;
                      });

@@ -46,9 +46,11 @@ class BenchRedis {
   BenchRedis() {
     const std::string& url = bench::BenchRedisUrl();
     for (int attempt = 0; attempt < 200 && store_ == nullptr; ++attempt) {
-      RedisStoreOptions options;
-      options.url = url;
-      absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+      absl::StatusOr<std::shared_ptr<RedisConnections>> redis =
+          RedisConnections::Connect({.url = url});
+      absl::StatusOr<std::unique_ptr<RedisStore>> store =
+          redis.ok() ? RedisStore::Create({.redis = *redis})
+                     : absl::StatusOr<std::unique_ptr<RedisStore>>(redis.status());
       if (store.ok()) {
         store_ = *std::move(store);
       } else {
@@ -92,7 +94,7 @@ void BM_RedisCheck(benchmark::State& state, Algorithm algorithm) {
       cv.wait(lock, [&] { return outstanding < in_flight; });
       ++outstanding;
     }
-    store.CheckAsync({{&limit, keys[next_key++ % keys.size()]}},
+    store.ApplyAsync({{&limit, keys[next_key++ % keys.size()]}},
                      [&](absl::StatusOr<std::vector<Decision>> decisions) {
                        if (!decisions.ok() || !(*decisions)[0].allowed) ++errors;
                        std::lock_guard<std::mutex> lock(mu);

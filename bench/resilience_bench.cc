@@ -1,9 +1,9 @@
 // Copyright tollgate authors. Check latency while Redis is healthy, black-holed and back.
 //
 // Starts its own redis-server on a free loopback port and the tests' TCP proxy
-// (tests/support/fault_proxy.h) in this process, which can black-hole the connection (nothing forwarded either way, connections kept open:
-// a partition). One caller thread checks a fail_open token bucket (deadline 10 ms) through
-// a ResilientStore over a RedisStore, in phases:
+// (tests/support/fault_proxy.h) in this process, which can black-hole the connection (nothing
+// forwarded either way, connections kept open: a partition). One caller thread checks a fail_open
+// token bucket (deadline 10 ms) through a ResilientStore over a RedisStore, in phases:
 //   healthy         Redis answers (through the proxy, and direct for reference);
 //   black-hole      the proxy holds everything; the breaker never opens (threshold set out
 //                   of reach), so every check waits its deadline and the policy answers;
@@ -86,15 +86,18 @@ struct RedisProcess {
 };
 
 std::unique_ptr<ResilientStore> MakeStore(int port, int failure_threshold) {
-  RedisStoreOptions redis_options;
-  redis_options.url = "redis://127.0.0.1:" + std::to_string(port);
-  redis_options.connections = 1;
+  RedisConnectionsOptions connection;
+  connection.url = "redis://127.0.0.1:" + std::to_string(port);
+  connection.connections = 1;
   // Longer than any phase: a black-holed connection keeps waiting instead of being dropped
   // and failing fast, so "black-hole" measures deadlines, not connection refusals.
-  redis_options.reply_timeout_ms = 600'000;
+  connection.reply_timeout_ms = 600'000;
   absl::StatusOr<std::unique_ptr<RedisStore>> redis;
   for (int attempt = 0; attempt < 200; ++attempt) {
-    redis = RedisStore::Create(redis_options);
+    absl::StatusOr<std::shared_ptr<RedisConnections>> connections =
+        RedisConnections::Connect(connection);
+    redis = connections.ok() ? RedisStore::Create({.redis = *connections})
+                             : absl::StatusOr<std::unique_ptr<RedisStore>>(connections.status());
     if (redis.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -117,7 +120,7 @@ Sample CheckOnce(Store& store, const Limit& limit, int i) {
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, "user:" + std::to_string(i % 1000), 1});
   const int64_t start = MonotonicMicros();
-  absl::StatusOr<std::vector<Decision>> decisions = store.Check(std::move(items));
+  absl::StatusOr<std::vector<Decision>> decisions = store.Apply(std::move(items));
   const int64_t took = MonotonicMicros() - start;
   if (!decisions.ok()) {
     std::fprintf(stderr, "check failed: %s\n", decisions.status().ToString().c_str());

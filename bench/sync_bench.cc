@@ -42,6 +42,7 @@
 #include "bench/bench_options.h"
 #include "bench/bench_redis.h"
 #include "benchmark/benchmark.h"
+#include "src/store/sync/sync_store_testing.h"
 #include "tollgate/clock.h"
 #include "tollgate/sync_store.h"
 
@@ -57,11 +58,18 @@ class BenchRedis {
   }
   const std::string& url() const { return url_; }
 
-  std::unique_ptr<SyncStore> NewStore(SyncStoreOptions options) {
-    options.redis_url = url_;
+  // A store on connections of its own; `reply_timeout_ms` bounds a sync round.
+  std::unique_ptr<SyncStore> NewStore(SyncStoreOptions options,
+                                      const sync::SyncStoreTestOptions& test = {},
+                                      int64_t reply_timeout_ms = 2000) {
     for (int attempt = 0; attempt < 200; ++attempt) {
-      absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
-      if (store.ok()) return *std::move(store);
+      absl::StatusOr<std::shared_ptr<RedisConnections>> redis =
+          RedisConnections::Connect({.url = url_, .reply_timeout_ms = reply_timeout_ms});
+      if (redis.ok()) {
+        options.redis = *redis;
+        absl::StatusOr<std::unique_ptr<SyncStore>> store = sync::CreateSyncStore(options, test);
+        if (store.ok()) return *std::move(store);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     std::fprintf(stderr, "cannot reach Redis at %s\n", url_.c_str());
@@ -90,8 +98,8 @@ void BM_SyncHotKey(benchmark::State& state) {
       SyncLimit("hot", 1'000'000'000'000'000, 3'600'000'000, /*interval_micros=*/100'000);
   int64_t allowed = 0;
   for (auto _ : state) {
-    // CheckAsync answers inline; the blocking Check() would add a promise and a future.
-    store->CheckAsync({CheckItem{&limit, "partner-42", 1}},
+    // ApplyAsync answers inline; the blocking Apply() would add a wait.
+    store->ApplyAsync({CheckItem{&limit, "partner-42", 1}},
                       [&allowed](absl::StatusOr<std::vector<Decision>> d) {
                         allowed += d.ok() && (*d)[0].allowed;
                       });
@@ -181,7 +189,7 @@ void BM_SyncOvershoot(benchmark::State& state) {
           const double share = i == 0 ? skew : (1 - skew) / (kInstances - 1);
           owed[i] += share * kOfferedPerSecond * kStepMicros / 1e6;
           for (; owed[i] >= 1; owed[i] -= 1) {
-            absl::StatusOr<std::vector<Decision>> d = stores[i]->Check({{&limit, "hot", 1}});
+            absl::StatusOr<std::vector<Decision>> d = stores[i]->Apply({{&limit, "hot", 1}});
             if (d.ok() && (*d)[0].allowed && step < static_cast<int64_t>(per_step.size())) {
               ++per_step[step];
             }
@@ -196,13 +204,13 @@ void BM_SyncOvershoot(benchmark::State& state) {
       SyncStoreOptions options;
       options.clock = &clock;
       options.instance_count = [] { return kInstances; };
-      options.use_redis_time = false;
-      options.schedule_rounds = false;
+      sync::SyncStoreTestOptions test;
+      test.use_redis_time = false;
+      test.schedule_rounds = false;
+      if (round_trip > 0) test.before_reply_applied = [&] { run_for(round_trip); };
       // Simulated time: a slow reply on a loaded machine must not fail a sync (the modeled
       // round trip is the hook's).
-      options.sync_timeout_ms = 60'000;
-      if (round_trip > 0) options.before_reply_applied = [&] { run_for(round_trip); };
-      stores.push_back(BenchRedis::Get().NewStore(options));
+      stores.push_back(BenchRedis::Get().NewStore(options, test, /*reply_timeout_ms=*/60'000));
       // Each instance syncs at its own phase within the interval.
       next_sync.push_back(interval * (i + 1) / kInstances);
     }

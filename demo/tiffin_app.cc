@@ -32,9 +32,9 @@
 //
 // Stores: `memory` gives each server its own full buckets (the fleet admits N times the
 // limit); `split` gives each server limit / N (no shared state); `redis` shares the limits
-// through RedisStore behind ResilientStore, with N learned by InstanceRegistry heartbeats
-// (or fixed by --servers), and routes `mode: sync` limits to a SyncStore with the same N,
-// as `tollgate serve --redis` does.
+// through tollgate::Fleet, the stack `tollgate serve --redis` runs (RedisStore behind
+// ResilientStore, `mode: sync` limits in a SyncStore, N learned by heartbeats or fixed by
+// --servers).
 //
 // One thread per connection with blocking I/O: the load balancer keeps a few keep-alive
 // connections to each server, and a check blocks for at most the limit's deadline. The
@@ -68,13 +68,7 @@
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
-#include "tollgate/config.h"
-#include "tollgate/decision.h"
-#include "tollgate/limiter.h"
-#include "tollgate/memory_store.h"
-#include "tollgate/redis_store.h"
-#include "tollgate/resilience.h"
-#include "tollgate/sync_store.h"
+#include "tollgate/tollgate.h"
 
 namespace {
 
@@ -156,65 +150,6 @@ void SplitNumbers(tollgate::LimitNumbers& numbers, int64_t servers) {
   numbers.capacity = std::max<int64_t>(1, numbers.capacity / servers);
   numbers.refill_per_second = numbers.refill_per_second / static_cast<double>(servers);
   numbers.limit = std::max<int64_t>(1, numbers.limit / servers);
-}
-
-// The stores and what keeps them alive (the registry's heartbeat thread).
-struct AppStore {
-  std::shared_ptr<tollgate::Store> store;
-  // For `mode: sync` limits; nullptr (they are exact in `store`) unless --store redis.
-  std::shared_ptr<tollgate::Store> sync_store;
-  std::unique_ptr<tollgate::InstanceRegistry> registry;
-};
-
-// As src/cli/store_factory.cc: Redis behind deadlines, a breaker and the limits' failure
-// policies, with N fixed by --servers or learned from heartbeats.
-absl::StatusOr<AppStore> MakeRedisStore(const AppOptions& options) {
-  AppStore result;
-  tollgate::RedisStoreOptions redis_options;
-  redis_options.url = options.redis_url;
-  absl::StatusOr<std::unique_ptr<tollgate::RedisStore>> redis =
-      tollgate::RedisStore::Create(redis_options);
-  if (!redis.ok()) return redis.status();
-  for (const std::string& warning : (*redis)->warnings()) {
-    std::fprintf(stderr, "%s: redis: %s\n", options.name.c_str(), warning.c_str());
-  }
-  tollgate::ResilienceOptions resilience;
-  if (options.servers > 0) {
-    const int64_t servers = options.servers;
-    resilience.instance_count = [servers] { return servers; };
-  } else {
-    // fail_open's shares follow demand, as in `tollgate serve` (src/cli/store_factory.cc).
-    auto shares = std::make_shared<tollgate::FallbackShares>();
-    resilience.fallback_shares = shares;
-    tollgate::InstanceRegistryOptions registry_options;
-    registry_options.redis_url = options.redis_url;
-    registry_options.instance_id = options.name;
-    registry_options.fallback_shares = shares;
-    registry_options.demand_period_ms = options.demand_period_ms;
-    registry_options.heartbeat_interval_ms =
-        std::min<int64_t>(registry_options.heartbeat_interval_ms, options.demand_period_ms / 4);
-    absl::StatusOr<std::unique_ptr<tollgate::InstanceRegistry>> registry =
-        tollgate::InstanceRegistry::Start(registry_options);
-    if (!registry.ok()) return registry.status();
-    result.registry = std::move(*registry);
-    tollgate::InstanceRegistry* raw = result.registry.get();
-    resilience.instance_count = [raw] { return raw->Count(); };
-  }
-  // Sync mode never waits on Redis on the request path and handles Redis failures itself,
-  // so it is not wrapped in the ResilientStore.
-  tollgate::SyncStoreOptions sync_options;
-  sync_options.redis_url = options.redis_url;
-  sync_options.instance_count = resilience.instance_count;
-  absl::StatusOr<std::unique_ptr<tollgate::SyncStore>> sync =
-      tollgate::SyncStore::Create(std::move(sync_options));
-  if (!sync.ok()) return sync.status();
-  result.sync_store = std::shared_ptr<tollgate::Store>(*std::move(sync));
-  absl::StatusOr<std::unique_ptr<tollgate::ResilientStore>> store =
-      tollgate::ResilientStore::Create(std::shared_ptr<tollgate::Store>(*std::move(redis)),
-                                       std::move(resilience));
-  if (!store.ok()) return store.status();
-  result.store = std::shared_ptr<tollgate::Store>(*std::move(store));
-  return result;
 }
 
 using Request = http::request<http::string_body>;
@@ -408,7 +343,7 @@ Response Handle(tollgate::Limiter& limiter, const Request& request) {
   const std::string key(header->value().data(), header->value().size());
   std::vector<tollgate::CheckRequest> checks;
   for (std::string_view limit : route->limits) {
-    checks.push_back({.limit = std::string(limit), .key = key, .cost = 1});
+    checks.push_back({.limit = limit, .key = key, .cost = 1});
   }
   absl::StatusOr<tollgate::MultiDecision> result = limiter.CheckAll(checks);
   // When the decision was made (wall clock, the limiter's clock here), for tiffin-load to
@@ -471,34 +406,30 @@ int main(int argc, char** argv) {
     equal.shares = tollgate::Shares::kEqual;
     limits.push_back(std::move(equal));
   }
-  AppStore app_store;
-  if (options.store == "redis") {
-    absl::StatusOr<AppStore> made = MakeRedisStore(options);
-    if (!made.ok()) {
-      std::fprintf(stderr, "tiffin-app: %s\n", made.status().ToString().c_str());
-      return 1;
-    }
-    app_store = std::move(*made);
-  } else {
-    if (options.store == "split") {
-      for (tollgate::Limit& limit : limits) SplitNumbers(limit.numbers, options.servers);
-    }
-    absl::StatusOr<std::unique_ptr<tollgate::MemoryStore>> memory = tollgate::MemoryStore::Create();
-    if (!memory.ok()) {
-      std::fprintf(stderr, "tiffin-app: %s\n", memory.status().ToString().c_str());
-      return 1;
-    }
-    app_store.store = std::shared_ptr<tollgate::Store>(*std::move(memory));
+  if (options.store == "split") {
+    for (tollgate::Limit& limit : limits) SplitNumbers(limit.numbers, options.servers);
   }
-  tollgate::LimiterOptions limiter_options;
-  limiter_options.limits = std::move(limits);
-  limiter_options.store = app_store.store;
-  limiter_options.sync_store = app_store.sync_store;
-  absl::StatusOr<std::unique_ptr<tollgate::Limiter>> limiter =
-      tollgate::Limiter::Create(std::move(limiter_options));
-  if (!limiter.ok()) {
-    std::fprintf(stderr, "tiffin-app: %s\n", limiter.status().ToString().c_str());
+  // With --store redis, the stack `tollgate serve --redis` runs: Redis behind deadlines, a
+  // breaker and the limits' failure policies, `mode: sync` limits in a sync store, N fixed by
+  // --servers or learned from heartbeats (every quarter of a demand period at least).
+  tollgate::FleetOptions fleet_options;
+  fleet_options.limits = std::move(limits);
+  if (options.store == "redis") {
+    fleet_options.redis.url = options.redis_url;
+    fleet_options.instances = options.servers;
+    fleet_options.instance_id = options.name;
+    fleet_options.demand_period_ms = options.demand_period_ms;
+    fleet_options.heartbeat_interval_ms =
+        std::min<int64_t>(fleet_options.heartbeat_interval_ms, options.demand_period_ms / 4);
+  }
+  absl::StatusOr<std::unique_ptr<tollgate::Fleet>> fleet =
+      tollgate::Fleet::Connect(std::move(fleet_options));
+  if (!fleet.ok()) {
+    std::fprintf(stderr, "tiffin-app: %s\n", fleet.status().ToString().c_str());
     return 1;
+  }
+  for (const std::string& warning : (*fleet)->warnings()) {
+    std::fprintf(stderr, "%s: redis: %s\n", options.name.c_str(), warning.c_str());
   }
 
   // Signals are taken by sigwait in main; every thread started below inherits the mask.
@@ -525,7 +456,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "tiffin-app %s: 127.0.0.1:%d, store %s\n", options.name.c_str(),
                options.port, options.store.c_str());
 
-  tollgate::Limiter& checks = **limiter;
+  tollgate::Limiter& checks = (*fleet)->limiter();
   std::thread accept_thread([&] {
     for (;;) {
       tcp::socket socket(io);

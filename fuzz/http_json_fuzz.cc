@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tollgate::server::ParseCheckBody(body, 4);
   if (parsed.ok()) {
     if (parsed->requests.empty() || parsed->requests.size() > 4) std::abort();
-    for (const tollgate::CheckRequest& request : parsed->requests) {
+    for (const tollgate::server::ParsedCheck& request : parsed->requests) {
       if (request.limit.empty() || request.key.empty() || request.cost < 0) std::abort();
     }
   } else if (parsed.status().code() != absl::StatusCode::kInvalidArgument) {
@@ -74,7 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   bool answered = false;
   tollgate::server::HandleRlsJson(
-      Service(), body, /*x_ratelimit_headers=*/true, [&](tollgate::server::RlsJsonReply reply) {
+      Service(), body, /*x_ratelimit_headers=*/true,
+      [&](const tollgate::server::RlsJsonReply& reply) {
         answered = true;
         if (reply.http_status != 200 && reply.http_status != 400 && reply.http_status != 429) {
           std::abort();

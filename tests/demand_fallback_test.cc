@@ -44,7 +44,7 @@ Limit Bucket(std::string name, Shares shares) {
 
 // One instance: what `tollgate serve --redis` makes, with short periods.
 struct Instance {
-  std::shared_ptr<FallbackShares> shares = std::make_shared<FallbackShares>();
+  std::shared_ptr<FallbackShares> shares = FallbackShares::Create();
   std::unique_ptr<InstanceRegistry> registry;
   std::unique_ptr<ResilientStore> store;
   absl::Mutex mu;
@@ -57,8 +57,11 @@ class DemandFallbackTest : public testing::RedisTest {
     RedisTest::SetUp();
     for (int i = 0; i < kInstances; ++i) {
       auto instance = std::make_unique<Instance>();
+      absl::StatusOr<std::shared_ptr<RedisConnections>> connections =
+          RedisConnections::Connect({.url = server_->url(), .connections = 1});
+      ASSERT_TRUE(connections.ok()) << connections.status();
       InstanceRegistryOptions registry_options;
-      registry_options.redis_url = server_->url();
+      registry_options.redis = *connections;
       registry_options.instance_id = absl::StrCat("instance-", i);
       registry_options.heartbeat_interval_ms = 50;
       registry_options.probe_interval_ms = 50;
@@ -69,10 +72,7 @@ class DemandFallbackTest : public testing::RedisTest {
       ASSERT_TRUE(registry.ok()) << registry.status();
       instance->registry = std::move(*registry);
 
-      RedisStoreOptions redis_options;
-      redis_options.url = server_->url();
-      redis_options.connections = 1;
-      auto redis = RedisStore::Create(redis_options);
+      auto redis = RedisStore::Create({.redis = *connections});
       ASSERT_TRUE(redis.ok()) << redis.status();
       ResilienceOptions options;
       InstanceRegistry* counted = instance->registry.get();
@@ -94,7 +94,7 @@ class DemandFallbackTest : public testing::RedisTest {
   // Whether `limit` is allowed for `key` through instance `i`.
   bool Allowed(int i, const Limit& limit, const std::string& key) {
     absl::StatusOr<std::vector<Decision>> decisions =
-        instances_[i]->store->Check({CheckItem{&limit, key, 1}});
+        instances_[i]->store->Apply({CheckItem{&limit, key, 1}});
     EXPECT_TRUE(decisions.ok()) << decisions.status();
     return decisions.ok() && (*decisions)[0].allowed;
   }

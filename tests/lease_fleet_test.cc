@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "src/store/redis/redis_store_impl.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tests/support/serve_process.h"
 #include "tollgate/limiter.h"
 #include "tollgate/redis_store.h"
@@ -35,13 +36,6 @@ using Server = ::tollgate::testing::ServeProcess;
 constexpr char kConfig[] = R"(limits:
   in_flight: {algorithm: concurrency, limit: 5, lease: 1m, timeout: 2s}
 )";
-
-// Options for the Redis at `url`, the others at their defaults.
-RedisStoreOptions RedisOptions(std::string url) {
-  RedisStoreOptions options;
-  options.url = std::move(url);
-  return options;
-}
 
 nlohmann::json Json(const std::string& body) { return nlohmann::json::parse(body, nullptr, false); }
 
@@ -61,7 +55,7 @@ TEST(LeaseFleetTest, EightServersAndSixtyFourClientsNeverHoldMoreThanTheLimit) {
     ASSERT_NE(fleet.back(), nullptr);
   }
   absl::StatusOr<std::unique_ptr<RedisStore>> store =
-      RedisStore::Create(RedisOptions((*redis)->url()));
+      testing::ConnectRedisStore({.url = (*redis)->url()});
   ASSERT_TRUE(store.ok()) << store.status();
   redis::Router& inspect = static_cast<redis::RedisStoreImpl&>(**store).client();
 
@@ -150,7 +144,7 @@ TEST(LeaseFleetTest, ASigkilledHoldersSlotsComeBackWithinTheLeaseTime) {
   ASSERT_GE(holder, 0);
   if (holder == 0) {  // the holder
     close(ready[0]);
-    auto store = RedisStore::Create(RedisOptions((*redis)->url()));
+    auto store = testing::ConnectRedisStore({.url = (*redis)->url()});
     if (!store.ok()) _exit(2);
     auto limiter = Limiter::Create({.limits = {limit}, .store = std::move(*store)});
     if (!limiter.ok()) _exit(3);
@@ -173,7 +167,7 @@ TEST(LeaseFleetTest, ASigkilledHoldersSlotsComeBackWithinTheLeaseTime) {
   ASSERT_EQ(waitpid(holder, &status, 0), holder);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-  auto store = RedisStore::Create(RedisOptions((*redis)->url()));
+  auto store = testing::ConnectRedisStore({.url = (*redis)->url()});
   ASSERT_TRUE(store.ok()) << store.status();
   auto limiter = Limiter::Create({.limits = {limit}, .store = std::move(*store)});
   ASSERT_TRUE(limiter.ok()) << limiter.status();

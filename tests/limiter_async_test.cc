@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/limiter.h"
 #include "tollgate/redis_store.h"
 
@@ -21,9 +22,8 @@ namespace {
 TEST(LimiterCheckAsyncTest, ReturnsBeforeRedisAnswers) {
   absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
-  RedisStoreOptions options;
-  options.url = (*server)->url();
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      testing::ConnectRedisStore({.url = (*server)->url()});
   ASSERT_TRUE(store.ok()) << store.status();
   absl::StatusOr<std::unique_ptr<Limiter>> limiter = Limiter::Create(
       {.limits = {testing::TokenBucket("async", 5, 1)}, .store = std::move(*store)});

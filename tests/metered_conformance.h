@@ -211,7 +211,7 @@ TEST_P(MeteredConformanceTest, ARefusedBatchReservesNothing) {
 TEST_P(MeteredConformanceTest, RequestsAndAReservationAreAllOrNothing) {
   if (!under_test_.reservations_and_leases) GTEST_SKIP() << "no reservations or leases here";
   const Limit requests = Window("conformance_rpm", Algorithm::kFixedWindow, 2, kYear);
-  const Limit tokens = TokenBucket("conformance_tpm", 1000, 1e-6);
+  const Limit tokens = TokenBucket("conformance_tpm", 1000, 1e-3);
   std::string last_id;
   auto request = [&](int64_t estimate) {
     last_id = internal::NewMeteredId();
@@ -302,7 +302,7 @@ TEST_P(MeteredConformanceTest, AnExpiredLeaseFreesItsSlotARenewedOneStays) {
 TEST_P(MeteredConformanceTest, RequestsTokensAndASlotAreAllOrNothing) {
   if (!under_test_.reservations_and_leases) GTEST_SKIP() << "no reservations or leases here";
   const Limit requests = Window("conformance_batch_rpm", Algorithm::kFixedWindow, 10, kYear);
-  const Limit tokens = TokenBucket("conformance_batch_tpm", 1000, 1e-6);
+  const Limit tokens = TokenBucket("conformance_batch_tpm", 1000, 1e-3);
   const Limit slots = Concurrency("conformance_batch_slots", 1, kYear);
   auto request = [&](int64_t estimate) {
     CheckItem reserve{&tokens, Key("t"), estimate};

@@ -17,6 +17,7 @@
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/slot.h"
 #include "tests/support/limits.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 
@@ -39,10 +40,8 @@ class RedisClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<RedisStore> NewStore() {
-    RedisStoreOptions options;
-    options.url = cluster_->url();
-    options.refresh_interval_ms = 200;
-    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+    absl::StatusOr<std::unique_ptr<RedisStore>> store =
+        testing::ConnectRedisStore({.url = cluster_->url(), .refresh_interval_ms = 200});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -106,7 +105,7 @@ TEST_F(RedisClusterTest, ConcurrentBurstIsExactOnEveryPrimary) {
       for (int round = 0; round < 4; ++round) {
         for (int k = 0; k < kKeys; ++k) {
           const int key = (k + t) % kKeys;
-          absl::StatusOr<std::vector<Decision>> d = store->Check({{&bucket, keys[key]}});
+          absl::StatusOr<std::vector<Decision>> d = store->Apply({{&bucket, keys[key]}});
           if (!d.ok()) {
             ++errors;
             continue;
@@ -136,14 +135,14 @@ TEST_F(RedisClusterTest, LimitsOfOneKeyShareASlotAndOneCall) {
   const Limit window = Window("otp", Algorithm::kFixedWindow, 1, kTenMinutesMicros);
   ASSERT_EQ(Slot(bucket, "user:7"), Slot(window, "user:7"));
   absl::StatusOr<std::vector<Decision>> first =
-      store->Check({{&bucket, "user:7"}, {&window, "user:7"}});
+      store->Apply({{&bucket, "user:7"}, {&window, "user:7"}});
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE((*first)[0].allowed && (*first)[1].allowed);
   absl::StatusOr<std::vector<Decision>> second =
-      store->Check({{&bucket, "user:7"}, {&window, "user:7"}});
+      store->Apply({{&bucket, "user:7"}, {&window, "user:7"}});
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_FALSE((*second)[1].allowed);
-  absl::StatusOr<std::vector<Decision>> peek = store->Check({{&bucket, "user:7", 0}});
+  absl::StatusOr<std::vector<Decision>> peek = store->Apply({{&bucket, "user:7", 0}});
   ASSERT_TRUE(peek.ok()) << peek.status();
   EXPECT_EQ((*peek)[0].remaining, 4) << "the refused call consumed the bucket";
 }
@@ -165,7 +164,7 @@ TEST_F(RedisClusterTest, MultiSlotRefusalConsumesNothingElsewhere) {
   const std::string strict_key = KeyOn(strict, primaries[2], "d");
 
   auto check = [&]() {
-    return store->Check({{&bucket, bucket_key},
+    return store->Apply({{&bucket, bucket_key},
                          {&fixed, fixed_key},
                          {&sliding, sliding_key},
                          {&strict, strict_key}});
@@ -180,7 +179,7 @@ TEST_F(RedisClusterTest, MultiSlotRefusalConsumesNothingElsewhere) {
     EXPECT_FALSE((*refused)[3].allowed);
   }
   absl::StatusOr<std::vector<Decision>> peek =
-      store->Check({{&bucket, bucket_key, 0}, {&fixed, fixed_key, 0}, {&sliding, sliding_key, 0}});
+      store->Apply({{&bucket, bucket_key, 0}, {&fixed, fixed_key, 0}, {&sliding, sliding_key, 0}});
   ASSERT_TRUE(peek.ok()) << peek.status();
   EXPECT_EQ((*peek)[0].remaining, 4);
   EXPECT_EQ((*peek)[1].remaining, 4);
@@ -210,7 +209,7 @@ TEST_F(RedisClusterTest, ReshardingWhileCheckingNeverErrsNorOverAdmits) {
   }
   // Some state in every slot first, so MIGRATE has keys to move.
   for (const std::string& key : keys) {
-    for (const Limit* limit : limits) ASSERT_TRUE(store->Check({{limit, key}}).ok());
+    for (const Limit* limit : limits) ASSERT_TRUE(store->Apply({{limit, key}}).ok());
   }
   std::map<std::pair<int, int>, std::atomic<int>> admitted;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -229,7 +228,7 @@ TEST_F(RedisClusterTest, ReshardingWhileCheckingNeverErrsNorOverAdmits) {
         const int k = i % static_cast<int>(keys.size());
         const int l = (i / 7) % 3;
         ++i;
-        absl::StatusOr<std::vector<Decision>> d = store->Check({{limits[l], keys[k]}});
+        absl::StatusOr<std::vector<Decision>> d = store->Apply({{limits[l], keys[k]}});
         ++checks;
         if (!d.ok()) {
           std::lock_guard<std::mutex> lock(error_mu);
@@ -263,7 +262,7 @@ TEST_F(RedisClusterTest, ReshardingWhileCheckingNeverErrsNorOverAdmits) {
     for (int l = 0; l < 3; ++l) {
       int more = 0;
       for (int i = 0; i < 25; ++i) {
-        absl::StatusOr<std::vector<Decision>> d = store->Check({{limits[l], keys[k]}});
+        absl::StatusOr<std::vector<Decision>> d = store->Apply({{limits[l], keys[k]}});
         ASSERT_TRUE(d.ok()) << d.status();
         more += (*d)[0].allowed ? 1 : 0;
       }
@@ -291,7 +290,7 @@ TEST_F(RedisClusterTest, KilledPrimaryFailsOverThenExactAgain) {
   limit.on_store_failure = FailureMode::kFailClosed;
   limit.timeout_micros = 200'000;  // generous: the machine is loaded
   const std::string key = KeyOn(limit, primaries[0], "victim");
-  absl::StatusOr<std::vector<Decision>> before = store.Check({{&limit, key}});
+  absl::StatusOr<std::vector<Decision>> before = store.Apply({{&limit, key}});
   ASSERT_TRUE(before.ok()) << before.status();
   EXPECT_EQ((*before)[0].source, DecisionSource::kRedis);
 
@@ -300,7 +299,7 @@ TEST_F(RedisClusterTest, KilledPrimaryFailsOverThenExactAgain) {
   bool back = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, key, 0}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, key, 0}});
     ASSERT_TRUE(d.ok()) << d.status();
     if ((*d)[0].source == DecisionSource::kFallback) {
       ++fallback;
@@ -318,7 +317,7 @@ TEST_F(RedisClusterTest, KilledPrimaryFailsOverThenExactAgain) {
   // now admits at most its capacity, and exactly what is left of it.
   int admitted = 0;
   for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, key}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, key}});
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ((*d)[0].source, DecisionSource::kRedis);
     admitted += (*d)[0].allowed ? 1 : 0;
@@ -329,7 +328,7 @@ TEST_F(RedisClusterTest, KilledPrimaryFailsOverThenExactAgain) {
   const std::string fresh = absl::StrCat(key, ":fresh");
   int fresh_admitted = 0;
   for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, fresh}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, fresh}});
     ASSERT_TRUE(d.ok()) << d.status();
     fresh_admitted += (*d)[0].allowed && (*d)[0].source == DecisionSource::kRedis ? 1 : 0;
   }
@@ -339,12 +338,13 @@ TEST_F(RedisClusterTest, KilledPrimaryFailsOverThenExactAgain) {
 // The instance registry's one key routes by slot: two registries on the cluster count 2.
 TEST_F(RedisClusterTest, InstanceRegistryCountsOnACluster) {
   InstanceRegistryOptions options;
-  options.redis_url = cluster_->url();
   options.heartbeat_interval_ms = 100;
   options.instance_ttl_ms = 5000;
-  absl::StatusOr<std::unique_ptr<InstanceRegistry>> first = InstanceRegistry::Start(options);
+  absl::StatusOr<std::unique_ptr<InstanceRegistry>> first =
+      testing::ConnectRegistry({.url = cluster_->url()}, options);
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::unique_ptr<InstanceRegistry>> second = InstanceRegistry::Start(options);
+  absl::StatusOr<std::unique_ptr<InstanceRegistry>> second =
+      testing::ConnectRegistry({.url = cluster_->url()}, options);
   ASSERT_TRUE(second.ok()) << second.status();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while ((*first)->Count() != 2 && std::chrono::steady_clock::now() < deadline) {

@@ -7,6 +7,7 @@
 #include "tests/metered_conformance.h"
 #include "tests/store_conformance.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/sync_store.h"
 
@@ -28,24 +29,44 @@ absl::StatusOr<StoreUnderTest> MakeRedisStore() {
   return RedisUnderTest(*url);
 }
 
+// The suite's limits, in sync mode: what a SyncStore decides (it refuses any other).
+class AsSyncLimits final : public Store {
+ public:
+  explicit AsSyncLimits(Store& sync) : sync_(sync) {}
+
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    std::vector<Limit> limits;  // the sync store answers inline: they live long enough
+    limits.reserve(items.size());
+    for (CheckItem& item : items) {
+      limits.push_back(*item.limit);
+      limits.back().mode = Mode::kSync;
+      item.limit = &limits.back();
+    }
+    sync_.ApplyAsync(std::move(items), std::move(done));
+  }
+  std::string_view Name() const override { return sync_.Name(); }
+
+ private:
+  Store& sync_;
+};
+
 absl::StatusOr<StoreUnderTest> MakeSyncStore() {
   absl::StatusOr<std::string> url = SharedRedisUrl();
   if (!url.ok()) return url.status();
   struct Holder {
     SimulatedClock clock;
     std::unique_ptr<SyncStore> store;
+    std::unique_ptr<AsSyncLimits> as_sync;
   };
   auto holder = std::make_shared<Holder>();
-  SyncStoreOptions options;
-  options.redis_url = *url;
-  options.clock = &holder->clock;
-  options.use_redis_time = false;
-  options.schedule_rounds = false;
-  absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
+  absl::StatusOr<std::unique_ptr<SyncStore>> store =
+      testing::ConnectSyncStore({.url = *url}, {.clock = &holder->clock},
+                                {.use_redis_time = false, .schedule_rounds = false});
   if (!store.ok()) return store.status();
   holder->store = *std::move(store);
+  holder->as_sync = std::make_unique<AsSyncLimits>(*holder->store);
   StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(holder, holder->store.get());
+  out.store = std::shared_ptr<Store>(holder, holder->as_sync.get());
   out.advance = [holder](int64_t micros) {
     holder->clock.AdvanceMicros(micros);
     const absl::Status synced = holder->store->SyncNow();
@@ -70,10 +91,8 @@ absl::StatusOr<StoreUnderTest> MakeResilientFallback() {
             testing::RedisServer::Start();
         if (!server.ok()) return server.status();
         primary->server = *std::move(server);
-        RedisStoreOptions options;
-        options.url = primary->server->url();
-        options.clock = clock;
-        absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+        absl::StatusOr<std::unique_ptr<RedisStore>> store =
+            testing::ConnectRedisStore({.url = primary->server->url()}, {.clock = clock});
         if (!store.ok()) return store.status();
         primary->store = *std::move(store);
         primary->server->Kill();

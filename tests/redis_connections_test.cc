@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/store/redis/client.h"
+#include "src/store/sync/sync_store_testing.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/redis_test.h"
@@ -63,8 +64,8 @@ class RedisConnectionsTest : public testing::RedisTest {
   static std::unique_ptr<SyncStore> SyncStoreOn(std::shared_ptr<RedisConnections> redis) {
     SyncStoreOptions options;
     options.redis = std::move(redis);
-    options.schedule_rounds = false;
-    absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(std::move(options));
+    absl::StatusOr<std::unique_ptr<SyncStore>> store =
+        sync::CreateSyncStore(std::move(options), {.schedule_rounds = false});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -86,12 +87,12 @@ TEST_F(RedisConnectionsTest, TheExactStoreTheSyncStoreAndTheRegistryShareOneSet)
 
   // Each does its work over the one connection.
   const Limit exact_limit = testing::Window("exact", Algorithm::kFixedWindow, 10, 60'000'000);
-  absl::StatusOr<std::vector<Decision>> decided = exact->Check({{&exact_limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> decided = exact->Apply({{&exact_limit, "k", 1}});
   ASSERT_TRUE(decided.ok()) << decided.status();
   EXPECT_EQ((*decided)[0].source, DecisionSource::kRedis);
   Limit sync_limit = testing::Window("hot", Algorithm::kFixedWindow, 100, 60'000'000);
   sync_limit.mode = Mode::kSync;
-  ASSERT_TRUE(sync->Check({{&sync_limit, "k", 3}}).ok());
+  ASSERT_TRUE(sync->Apply({{&sync_limit, "k", 3}}).ok());
   ASSERT_TRUE(sync->SyncNow().ok());
   EXPECT_EQ(sync->stats().syncs, 1);
   EXPECT_TRUE((*registry)->StoreReachable());
@@ -127,11 +128,12 @@ TEST_F(RedisConnectionsTest, AStoreReleasedByItsOwnCallbackDoesNotWaitForThatCal
   ASSERT_NE(store, nullptr);
   const Limit limit = testing::Window("released", Algorithm::kFixedWindow, 10, 60'000'000);
   std::promise<bool> answered;
-  store->CheckAsync({{&limit, "k", 1}},
-                    [owner = store, &answered](absl::StatusOr<std::vector<Decision>> d) mutable {
-                      owner.reset();  // the last owner lets go here, on the I/O thread
-                      answered.set_value(d.ok());
-                    });
+  store->ApplyAsync(
+      {{&limit, "k", 1}},
+      [owner = store, &answered](const absl::StatusOr<std::vector<Decision>>& d) mutable {
+        owner.reset();  // the last owner lets go here, on the I/O thread
+        answered.set_value(d.ok());
+      });
   store.reset();
   std::future<bool> done = answered.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
@@ -153,9 +155,9 @@ TEST_F(RedisConnectionsTest, ASyncStoreReleasedOnTheConnectionsThreadSendsItsLas
   Limit limit = testing::Window("released", Algorithm::kFixedWindow, 100, 3'600'000'000);
   Limit sync_limit = limit;
   sync_limit.mode = Mode::kSync;
-  ASSERT_TRUE(sync->Check({{&sync_limit, "k", 3}}).ok());
+  ASSERT_TRUE(sync->Apply({{&sync_limit, "k", 3}}).ok());
   std::promise<void> released;
-  exact->CheckAsync({{&limit, "k", 0}}, [&sync, &released](auto) {
+  exact->ApplyAsync({{&limit, "k", 0}}, [&sync, &released](auto) {
     sync.reset();  // on the connections' I/O thread
     released.set_value();
   });
@@ -165,7 +167,7 @@ TEST_F(RedisConnectionsTest, ASyncStoreReleasedOnTheConnectionsThreadSendsItsLas
   int64_t remaining = -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (remaining != 97 && std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<std::vector<Decision>> peek = exact->Check({{&limit, "k", 0}});
+    absl::StatusOr<std::vector<Decision>> peek = exact->Apply({{&limit, "k", 0}});
     ASSERT_TRUE(peek.ok()) << peek.status();
     remaining = (*peek)[0].remaining;
     if (remaining != 97) std::this_thread::sleep_for(std::chrono::milliseconds(10));

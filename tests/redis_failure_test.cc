@@ -5,7 +5,6 @@
 // wrapped in a ResilientStore as `tollgate serve --redis` does.
 #include <atomic>
 #include <chrono>
-#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "src/resilience/deadline_scheduler.h"
 #include "tests/support/fault_proxy.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/clock.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
@@ -51,17 +51,14 @@ Timed CheckOne(Store& store, const Limit& limit, const std::string& key, int64_t
   const int64_t start = resilience::DeadlineScheduler::MonotonicMicros();
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, key, cost});
-  absl::StatusOr<std::vector<Decision>> decisions = store.Check(std::move(items));
+  absl::StatusOr<std::vector<Decision>> decisions = store.Apply(std::move(items));
   return {std::move(decisions), resilience::DeadlineScheduler::MonotonicMicros() - start};
 }
 
 std::unique_ptr<ResilientStore> MakeStore(const std::string& url,
                                           std::function<int64_t()> instances = nullptr) {
-  RedisStoreOptions redis_options;
-  redis_options.url = url;
-  redis_options.connections = 1;
-  redis_options.reconnect_max_ms = 200;
-  absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(redis_options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> redis =
+      testing::ConnectRedisStore({.url = url, .connections = 1, .reconnect_max_ms = 200});
   EXPECT_TRUE(redis.ok()) << redis.status();
   if (!redis.ok()) return nullptr;
   ResilienceOptions options;
@@ -272,12 +269,10 @@ TEST_F(ResilienceTest, BudgetSpentWhileRedisWasPausedIsStillLimitedAfterResume) 
 
 absl::Status Add(Store& store, const Limit& limit, const std::string& key, int64_t cost,
                  int64_t at_micros) {
-  std::promise<absl::Status> promise;
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, key, cost, at_micros});
-  store.AddAsync(std::move(items),
-                 [&promise](absl::Status status) { promise.set_value(std::move(status)); });
-  return promise.get_future().get();
+  items.back().op = ItemOp::kAdd;
+  return store.Apply(std::move(items)).status();
 }
 
 int64_t Remaining(Store& store, const Limit& limit, const std::string& key) {
@@ -320,15 +315,12 @@ TEST_F(ResilienceTest, AddedConsumptionCountsOnlyWhileItsWindowIsCurrent) {
   EXPECT_LE((*debt.decisions)[0].retry_after_micros, 11'000'000);
 }
 
-// AddAsync reads `at_micros` on the clock the store is given (the one that stamped them), not
-// on the host's: a consumption stamped "now" by a clock a day behind is current.
+// A kAdd item's `at_micros` is read on the clock the store is given (the one that stamped them),
+// not on the host's: a consumption stamped "now" by a clock a day behind is current.
 TEST_F(ResilienceTest, AddedConsumptionIsAgedOnTheStoresClock) {
   SimulatedClock clock(SystemClock().NowMicros() - 24LL * 3600 * 1'000'000);
-  RedisStoreOptions options;
-  options.url = redis_->url();
-  options.connections = 1;
-  options.clock = &clock;
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      testing::ConnectRedisStore({.url = redis_->url(), .connections = 1}, {.clock = &clock});
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit fixed = Window("fixed", Algorithm::kFixedWindow, 10);
   ASSERT_TRUE(Add(**store, fixed, "k", 4, clock.NowMicros()).ok());
@@ -391,11 +383,10 @@ TEST_F(ResilienceTest, ALateReplyThatLandedIsNotReconciledAgain) {
 TEST_F(ResilienceTest, InstanceCountIsLearnedAndFollowsTheFleet) {
   auto start = [&](const std::string& id) {
     InstanceRegistryOptions options;
-    options.redis_url = redis_->url();
     options.instance_id = id;
     options.heartbeat_interval_ms = 50;
     options.instance_ttl_ms = 300;
-    auto registry = InstanceRegistry::Start(options);
+    auto registry = testing::ConnectRegistry({.url = redis_->url()}, options);
     EXPECT_TRUE(registry.ok()) << registry.status();
     return std::move(*registry);
   };
@@ -427,11 +418,10 @@ TEST_F(ResilienceTest, FourInstancesWithRedisDownAdmitAboutTheLimitInTotal) {
   std::vector<std::unique_ptr<ResilientStore>> stores;
   for (int i = 0; i < 4; ++i) {
     InstanceRegistryOptions options;
-    options.redis_url = redis_->url();
     options.instance_id = absl::StrCat("instance-", i);
     options.heartbeat_interval_ms = 50;
     options.instance_ttl_ms = 1000;
-    auto registry = InstanceRegistry::Start(options);
+    auto registry = testing::ConnectRegistry({.url = redis_->url()}, options);
     ASSERT_TRUE(registry.ok());
     InstanceRegistry* raw = registry->get();
     registries.push_back(std::move(*registry));

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
@@ -44,7 +45,7 @@ struct Chains {
       if (--running == 0) done.Notify();
       return;
     }
-    store->CheckAsync({CheckItem{limit, "hot"}},
+    store->ApplyAsync({CheckItem{limit, "hot"}},
                       [this, left](absl::StatusOr<std::vector<Decision>> decisions) {
                         ++answered;
                         if (!decisions.ok() || decisions->size() != 1) {
@@ -61,11 +62,9 @@ TEST(RedisPipeliningTest, ChecksSentFromCallbacksAllCompleteOnceAndNeverOverAdmi
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   for (int connections : {1, 2, 3}) {
-    RedisStoreOptions options;
-    options.url = (*server)->url();
-    options.connections = connections;
-    options.key_prefix = "pipelining" + std::to_string(connections) + ":";
-    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+    absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore(
+        {.url = (*server)->url(), .connections = connections},
+        {.key_prefix = "pipelining" + std::to_string(connections) + ":"});
     ASSERT_TRUE(store.ok()) << store.status();
     // Refills one token in 1000 s: over the test the bucket only drains.
     const Limit limit = TokenBucket("api", 1500, 0.001);

@@ -23,6 +23,7 @@
 #include "src/store/redis/redis_url.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
@@ -55,9 +56,7 @@ std::unique_ptr<RedisClient> ConnectClient(const std::string& url, int connectio
 }
 
 std::unique_ptr<RedisStore> ConnectStore(const std::string& url) {
-  RedisStoreOptions options;
-  options.url = url;
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? *std::move(store) : nullptr;
 }
@@ -116,7 +115,7 @@ TEST(RedisRaceChild, DISABLED_Run) {
             items.push_back({&hammer_limits[random() % 3], absl::StrCat("user", random() % 50),
                              static_cast<int64_t>(random() % 3)});
           }
-          (void)store->Check(std::move(items));
+          (void)store->Apply(std::move(items));
         }
       });
     }
@@ -132,7 +131,7 @@ TEST(RedisRaceChild, DISABLED_Run) {
           if (mode == "naive") {
             admitted += NaiveTake(*client, "naive:{" + key + "}");
           } else {
-            absl::StatusOr<std::vector<Decision>> d = store->Check({{&bucket, key}});
+            absl::StatusOr<std::vector<Decision>> d = store->Apply({{&bucket, key}});
             EXPECT_TRUE(d.ok()) << d.status();
             admitted += d.ok() && (*d)[0].allowed;
           }
@@ -238,7 +237,7 @@ TEST_F(RedisRaceTest, OtpThreePerTenMinutesAdmitsExactlyThree) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 32; ++t) {
       threads.emplace_back([&, t] {
-        absl::StatusOr<std::vector<Decision>> d = servers[t % 4]->Check({{&otp, phone}});
+        absl::StatusOr<std::vector<Decision>> d = servers[t % 4]->Apply({{&otp, phone}});
         ASSERT_TRUE(d.ok()) << d.status();
         admitted += (*d)[0].allowed;
       });

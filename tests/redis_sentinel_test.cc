@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_cluster.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/limiter.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
@@ -21,20 +22,11 @@ using ::tollgate::testing::RedisSentinelSet;
 using ::tollgate::testing::TokenBucket;
 using ::tollgate::testing::Window;
 
-// Options for the Redis at `url`, the others at their defaults.
-RedisStoreOptions RedisOptions(std::string url) {
-  RedisStoreOptions options;
-  options.url = std::move(url);
-  return options;
-}
-
 TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
   absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set = RedisSentinelSet::Start("limits");
   ASSERT_TRUE(set.ok()) << set.status();
-  RedisStoreOptions options;
-  options.url = (*set)->url();
-  options.refresh_interval_ms = 200;
-  absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> redis =
+      testing::ConnectRedisStore({.url = (*set)->url(), .refresh_interval_ms = 200});
   ASSERT_TRUE(redis.ok()) << redis.status();
   ResilienceOptions resilience;
   resilience.breaker.open_duration_ms = 100;
@@ -47,7 +39,7 @@ TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
   limit.on_store_failure = FailureMode::kFailClosed;
   limit.timeout_micros = 200'000;  // generous: the machine is loaded
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, "user:1"}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, "user:1"}});
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_TRUE((*d)[0].allowed);
     EXPECT_EQ((*d)[0].source, DecisionSource::kRedis);
@@ -86,7 +78,7 @@ TEST(RedisSentinelTest, FollowsTheNewPrimaryAfterFailover) {
   int fallback = 0;
   int exact = 0;
   while (std::chrono::steady_clock::now() < deadline && exact < 8) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, "user:1"}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, "user:1"}});
     ASSERT_TRUE(d.ok()) << d.status();
     if ((*d)[0].source == DecisionSource::kFallback) {
       ++fallback;
@@ -112,7 +104,7 @@ TEST(RedisSentinelTest, LeasesChargesAndReservationsOnThePrimary) {
   absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set = RedisSentinelSet::Start("limits");
   ASSERT_TRUE(set.ok()) << set.status();
   absl::StatusOr<std::unique_ptr<RedisStore>> redis =
-      RedisStore::Create(RedisOptions((*set)->url()));
+      testing::ConnectRedisStore({.url = (*set)->url()});
   ASSERT_TRUE(redis.ok()) << redis.status();
   Limit slots = Window("slots", Algorithm::kConcurrency, 1, 60'000'000);
   Limit tokens = TokenBucket("tokens", 100, 0.001);
@@ -148,9 +140,8 @@ TEST(RedisSentinelTest, LeasesChargesAndReservationsOnThePrimary) {
 TEST(RedisSentinelTest, UnknownMasterNameIsAnError) {
   absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set = RedisSentinelSet::Start("limits");
   ASSERT_TRUE(set.ok()) << set.status();
-  RedisStoreOptions options;
-  options.url = "redis-sentinel://127.0.0.1:" + std::to_string((*set)->sentinel_port()) + "/nope";
-  absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> redis = testing::ConnectRedisStore(
+      {.url = "redis-sentinel://127.0.0.1:" + std::to_string((*set)->sentinel_port()) + "/nope"});
   ASSERT_FALSE(redis.ok());
   EXPECT_NE(std::string(redis.status().message()).find("\"nope\""), std::string::npos)
       << redis.status();

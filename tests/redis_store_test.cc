@@ -28,6 +28,7 @@
 #include "src/store/redis/slot.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 
 namespace tollgate {
 namespace {
@@ -116,9 +117,11 @@ class RedisStoreTest : public ::testing::Test {
     ASSERT_NE(store_, nullptr);
   }
 
-  std::unique_ptr<RedisStoreImpl> NewStore(RedisStoreOptions options = {}) {
-    options.url = server_->url();
-    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  std::unique_ptr<RedisStoreImpl> NewStore(RedisConnectionsOptions connection = {},
+                                           RedisStoreOptions options = {}) {
+    connection.url = server_->url();
+    absl::StatusOr<std::unique_ptr<RedisStore>> store =
+        testing::ConnectRedisStore(std::move(connection), std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     if (!store.ok()) return nullptr;
     return std::unique_ptr<RedisStoreImpl>(static_cast<RedisStoreImpl*>(store->release()));
@@ -719,10 +722,10 @@ TEST_F(RedisStoreTest, AReservationIsARecordForgottenAfterItsTtl) {
 TEST_F(RedisStoreTest, ConfigurablePrefix) {
   RedisStoreOptions options;
   options.key_prefix = "rl/";
-  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  std::unique_ptr<RedisStoreImpl> store = NewStore({}, options);
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 5, 1);
-  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
   EXPECT_EQ(Redis({"EXISTS", "rl/api:{u}"}).integer, 1);
 }
 
@@ -730,12 +733,12 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
   const Limit bucket = TokenBucket("api", 5, 0.001);
   const Limit otp = Window("otp", Algorithm::kFixedWindow, 1, 600'000'000);
   // Spend the OTP limit alone.
-  absl::StatusOr<std::vector<Decision>> first = store_->Check({{&otp, "p"}});
+  absl::StatusOr<std::vector<Decision>> first = store_->Apply({{&otp, "p"}});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE((*first)[0].allowed);
 
   // Together: the bucket alone would pass, the window refuses, so nothing is consumed.
-  absl::StatusOr<std::vector<Decision>> both = store_->Check({{&bucket, "p"}, {&otp, "p"}});
+  absl::StatusOr<std::vector<Decision>> both = store_->Apply({{&bucket, "p"}, {&otp, "p"}});
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_TRUE((*both)[0].allowed);
   EXPECT_EQ((*both)[0].remaining, 5);  // a refusal charges nothing: what it really has
@@ -745,7 +748,7 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
 
   // Five more batches of the bucket alone all pass: none of its tokens was spent above.
   for (int i = 0; i < 5; ++i) {
-    absl::StatusOr<std::vector<Decision>> alone = store_->Check({{&bucket, "p"}});
+    absl::StatusOr<std::vector<Decision>> alone = store_->Apply({{&bucket, "p"}});
     ASSERT_TRUE(alone.ok());
     EXPECT_TRUE((*alone)[0].allowed) << i;
   }
@@ -753,12 +756,12 @@ TEST_F(RedisStoreTest, SeveralLimitsAreAllOrNothing) {
 
 TEST_F(RedisStoreTest, SameKeyTwiceInOneCallSeesItsOwnFirstUse) {
   const Limit bucket = TokenBucket("api", 1, 0.001);
-  absl::StatusOr<std::vector<Decision>> decisions = store_->Check({{&bucket, "u"}, {&bucket, "u"}});
+  absl::StatusOr<std::vector<Decision>> decisions = store_->Apply({{&bucket, "u"}, {&bucket, "u"}});
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   EXPECT_TRUE((*decisions)[0].allowed);
   EXPECT_FALSE((*decisions)[1].allowed);
   // Refused as a whole: the one token is still there.
-  absl::StatusOr<std::vector<Decision>> again = store_->Check({{&bucket, "u"}});
+  absl::StatusOr<std::vector<Decision>> again = store_->Apply({{&bucket, "u"}});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE((*again)[0].allowed);
 }
@@ -786,7 +789,7 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
   ASSERT_NE(other, nullptr);
   int allowed = 0;
   for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = (i % 2 ? *other : *store_).Check({{&bucket, "v"}});
+    absl::StatusOr<std::vector<Decision>> d = (i % 2 ? *other : *store_).Apply({{&bucket, "v"}});
     ASSERT_TRUE(d.ok());
     allowed += (*d)[0].allowed;
   }
@@ -797,7 +800,7 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
 TEST_F(RedisStoreTest, IdleKeysVanishAfterTheirRefillTime) {
   // Capacity 2 at 10/s: full again 200 ms after the last use; the key goes 1 s after that.
   const Limit bucket = TokenBucket("api", 2, 10);
-  ASSERT_TRUE(store_->Check({{&bucket, "idle"}, {&bucket, "idle"}}).ok());
+  ASSERT_TRUE(store_->Apply({{&bucket, "idle"}, {&bucket, "idle"}}).ok());
   ASSERT_EQ(Redis({"EXISTS", "tollgate:api:{idle}"}).integer, 1);
   EXPECT_LE(Redis({"PTTL", "tollgate:api:{idle}"}).integer, 1200);
   // Redis expires keys in real time: the one bounded wait of this file.
@@ -808,7 +811,7 @@ TEST_F(RedisStoreTest, IdleKeysVanishAfterTheirRefillTime) {
   }
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{idle}"}).integer, 0);
   // A missing key is a full bucket.
-  absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "idle", 2}});
+  absl::StatusOr<std::vector<Decision>> d = store_->Apply({{&bucket, "idle", 2}});
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE((*d)[0].allowed);
 }
@@ -821,7 +824,7 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
     if (i == 50 || i == 120) {
       EXPECT_EQ(Redis({"SCRIPT", "FLUSH"}).str, "OK");
     }
-    absl::StatusOr<std::vector<Decision>> d = store_->Check({{&bucket, "u"}});
+    absl::StatusOr<std::vector<Decision>> d = store_->Apply({{&bucket, "u"}});
     ASSERT_TRUE(d.ok()) << "check " << i << ": " << d.status();
     EXPECT_TRUE((*d)[0].allowed);
     if (i == 50 || i == 51 || i == 120) {
@@ -830,7 +833,7 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
       CheckItem give_back = take;
       give_back.op = ItemOp::kRelease;
       for (const CheckItem& item : {take, give_back}) {
-        absl::StatusOr<std::vector<Decision>> lease = store_->Check({item});
+        absl::StatusOr<std::vector<Decision>> lease = store_->Apply({item});
         ASSERT_TRUE(lease.ok()) << "lease " << i << ": " << lease.status();
         EXPECT_TRUE((*lease)[0].allowed) << "lease " << i;
       }
@@ -839,18 +842,16 @@ TEST_F(RedisStoreTest, ScriptFlushIsInvisibleToCallers) {
 }
 
 TEST_F(RedisStoreTest, SurvivesARedisRestart) {
-  RedisStoreOptions options;
-  options.reconnect_min_ms = 10;
-  options.reconnect_max_ms = 100;
-  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  std::unique_ptr<RedisStoreImpl> store =
+      NewStore({.reconnect_min_ms = 10, .reconnect_max_ms = 100});
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 1000, 1000);
-  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
 
   server_->Kill();
   // While Redis is down, checks fail at once with Unavailable; none hangs.
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store->Check({{&bucket, "u"}});
+    absl::StatusOr<std::vector<Decision>> d = store->Apply({{&bucket, "u"}});
     ASSERT_FALSE(d.ok());
     EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
   }
@@ -859,7 +860,7 @@ TEST_F(RedisStoreTest, SurvivesARedisRestart) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   absl::StatusOr<std::vector<Decision>> d = absl::UnavailableError("not yet");
   while (!d.ok() && std::chrono::steady_clock::now() < deadline) {
-    d = store->Check({{&bucket, "u"}});
+    d = store->Apply({{&bucket, "u"}});
     if (!d.ok()) {
       EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -872,26 +873,23 @@ TEST_F(RedisStoreTest, SurvivesARedisRestart) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int i = 0; i < 50; ++i) {
-    absl::StatusOr<std::vector<Decision>> again = store->Check({{&bucket, "u"}});
+    absl::StatusOr<std::vector<Decision>> again = store->Apply({{&bucket, "u"}});
     ASSERT_TRUE(again.ok()) << again.status();
   }
 }
 
 TEST_F(RedisStoreTest, AStalledRedisFailsPendingChecksInsteadOfHanging) {
-  RedisStoreOptions options;
-  options.reply_timeout_ms = 200;
-  options.reconnect_min_ms = 10;
-  options.reconnect_max_ms = 50;
-  std::unique_ptr<RedisStoreImpl> store = NewStore(options);
+  std::unique_ptr<RedisStoreImpl> store =
+      NewStore({.reply_timeout_ms = 200, .reconnect_min_ms = 10, .reconnect_max_ms = 50});
   ASSERT_NE(store, nullptr);
   const Limit bucket = TokenBucket("api", 1000, 1000);
-  ASSERT_TRUE(store->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE(store->Apply({{&bucket, "u"}}).ok());
 
   server_->Pause();
   std::vector<std::future<absl::StatusOr<std::vector<Decision>>>> pending;
   for (int i = 0; i < 8; ++i) {
     pending.push_back(std::async(std::launch::async, [&] {
-      return store->Check({{&bucket, "u"}});
+      return store->Apply({{&bucket, "u"}});
     }));
   }
   for (auto& future : pending) {
@@ -904,7 +902,7 @@ TEST_F(RedisStoreTest, AStalledRedisFailsPendingChecksInsteadOfHanging) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   absl::StatusOr<std::vector<Decision>> d = absl::UnavailableError("not yet");
   while (!d.ok() && std::chrono::steady_clock::now() < deadline) {
-    d = store->Check({{&bucket, "u"}});
+    d = store->Apply({{&bucket, "u"}});
     if (!d.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(d.ok()) << d.status();
@@ -921,15 +919,14 @@ TEST_F(RedisStoreTest, WarnsWhenRedisCanEvictLimitKeys) {
 }
 
 TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
-  RedisStoreOptions options;
-  options.url = server_->url() + "/5";
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  const std::string url = server_->url() + "/5";
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit bucket = TokenBucket("api", 5, 1);
-  ASSERT_TRUE((*store)->Check({{&bucket, "u"}}).ok());
+  ASSERT_TRUE((*store)->Apply({{&bucket, "u"}}).ok());
   EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{u}"}).integer, 0);  // not in db 0
   redis::ClientOptions db5_options;
-  db5_options.connection.url = *redis::ParseRedisUrl(options.url);
+  db5_options.connection.url = *redis::ParseRedisUrl(url);
   db5_options.connections = 1;
   absl::StatusOr<std::unique_ptr<redis::RedisClient>> db5 =
       redis::RedisClient::Connect(db5_options);
@@ -939,14 +936,16 @@ TEST_F(RedisStoreTest, SelectsTheDatabaseOfTheUrl) {
 
 TEST(RedisStoreCreateTest, ClearErrors) {
   // Nothing listens.
-  RedisStoreOptions options;
-  options.url = absl::StrCat("redis://127.0.0.1:", testing::FreePort());
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store =
+      testing::ConnectRedisStore({.url = absl::StrCat("redis://127.0.0.1:", testing::FreePort())});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
 
-  options.url = "http://127.0.0.1:6379";
-  EXPECT_EQ(RedisStore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(testing::ConnectRedisStore({.url = "http://127.0.0.1:6379"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // No URL, or no connections at all.
+  EXPECT_EQ(RedisConnections::Connect({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RedisStore::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RedisStoreAuthTest, PasswordAndAclUser) {
@@ -956,28 +955,27 @@ TEST(RedisStoreAuthTest, PasswordAndAclUser) {
   const std::string address = absl::StrCat("127.0.0.1:", (*server)->port());
   const Limit bucket = TokenBucket("api", 5, 1);
 
-  RedisStoreOptions options;
-  options.url = "redis://" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> none = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> none =
+      testing::ConnectRedisStore({.url = "redis://" + address});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kPermissionDenied) << none.status();
 
-  options.url = "redis://:wrong@" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> wrong = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> wrong =
+      testing::ConnectRedisStore({.url = "redis://:wrong@" + address});
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kPermissionDenied) << wrong.status();
   EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("AUTH"));
   EXPECT_THAT(std::string(wrong.status().message()), ::testing::Not(HasSubstr("wrong")));
 
-  options.url = "redis://:s3cret@" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> password = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> password =
+      testing::ConnectRedisStore({.url = "redis://:s3cret@" + address});
   ASSERT_TRUE(password.ok()) << password.status();
-  EXPECT_TRUE((*password)->Check({{&bucket, "u"}}).ok());
+  EXPECT_TRUE((*password)->Apply({{&bucket, "u"}}).ok());
 
-  options.url = "redis://limiter:pw@" + address;
-  absl::StatusOr<std::unique_ptr<RedisStore>> acl = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> acl =
+      testing::ConnectRedisStore({.url = "redis://limiter:pw@" + address});
   ASSERT_TRUE(acl.ok()) << acl.status();
-  absl::StatusOr<std::vector<Decision>> d = (*acl)->Check({{&bucket, "u"}});
+  absl::StatusOr<std::vector<Decision>> d = (*acl)->Apply({{&bucket, "u"}});
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE((*d)[0].allowed);
 }

@@ -18,6 +18,7 @@
 #include "tests/support/process.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tests/support/tls_certificates.h"
 #include "tollgate/redis_store.h"
 
@@ -30,12 +31,6 @@ using redis::RedisReply;
 using redis::TlsOptions;
 using ::testing::HasSubstr;
 using testing::RedisServer;
-
-RedisStoreOptions RedisOptionsFor(std::string url) {
-  RedisStoreOptions options;
-  options.url = std::move(url);
-  return options;
-}
 
 // One connection on its own io_context thread.
 class Connection {
@@ -194,12 +189,12 @@ TEST_F(RedisTlsTest, RedisStoreChecksOverARedissUrl) {
   const std::string url =
       absl::StrCat("rediss://localhost:", tls_port_, "?ca=", certificates_.ca(),
                    "&cert=", certificates_.client_cert(), "&key=", certificates_.client_key());
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(RedisOptionsFor(url));
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = testing::TokenBucket("tls", 2, 0.001);
   int allowed = 0;
   for (int i = 0; i < 4; ++i) {
-    absl::StatusOr<std::vector<Decision>> decisions = (*store)->Check({{&limit, "user:1", 1}});
+    absl::StatusOr<std::vector<Decision>> decisions = (*store)->Apply({{&limit, "user:1", 1}});
     ASSERT_TRUE(decisions.ok()) << decisions.status();
     EXPECT_EQ((*decisions)[0].source, DecisionSource::kRedis);
     allowed += (*decisions)[0].allowed ? 1 : 0;
@@ -208,8 +203,8 @@ TEST_F(RedisTlsTest, RedisStoreChecksOverARedissUrl) {
 }
 
 TEST_F(RedisTlsTest, RedisStoreNamesAnUnreadableCaFile) {
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(
-      RedisOptionsFor(absl::StrCat("rediss://localhost:", tls_port_, "?ca=/nonexistent/ca.pem")));
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore(
+      {.url = absl::StrCat("rediss://localhost:", tls_port_, "?ca=/nonexistent/ca.pem")});
   EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent/ca.pem"));
 }
@@ -222,7 +217,7 @@ void ExpectTwoPerKey(Store& store, int keys) {
     const std::string key = absl::StrCat("user:", i);
     int allowed = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      absl::StatusOr<std::vector<Decision>> decisions = store.Check({{&limit, key, 1}});
+      absl::StatusOr<std::vector<Decision>> decisions = store.Apply({{&limit, key, 1}});
       ASSERT_TRUE(decisions.ok()) << decisions.status();
       EXPECT_EQ((*decisions)[0].source, DecisionSource::kRedis);
       allowed += (*decisions)[0].allowed ? 1 : 0;
@@ -230,10 +225,10 @@ void ExpectTwoPerKey(Store& store, int keys) {
     EXPECT_EQ(allowed, 2) << key;
   }
   absl::StatusOr<std::vector<Decision>> batch =
-      store.Check({{&limit, "batch:a", 1}, {&limit, "batch:b", 2}, {&limit, "user:0", 1}});
+      store.Apply({{&limit, "batch:a", 1}, {&limit, "batch:b", 2}, {&limit, "user:0", 1}});
   ASSERT_TRUE(batch.ok()) << batch.status();
   EXPECT_FALSE((*batch)[2].allowed);  // user:0 is spent, so nothing is consumed
-  absl::StatusOr<std::vector<Decision>> peek = store.Check({{&limit, "batch:b", 0}});
+  absl::StatusOr<std::vector<Decision>> peek = store.Apply({{&limit, "batch:b", 0}});
   ASSERT_TRUE(peek.ok()) << peek.status();
   EXPECT_EQ((*peek)[0].remaining, 2);
 }
@@ -246,14 +241,14 @@ TEST(RedisTlsClusterTest, RedisStoreChecksEverySlotOverTls) {
   auto cluster = testing::RedisCluster::Start(3, 0, &*certificates);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   absl::StatusOr<std::unique_ptr<RedisStore>> store =
-      RedisStore::Create(RedisOptionsFor((*cluster)->tls_url()));
+      testing::ConnectRedisStore({.url = (*cluster)->tls_url()});
   ASSERT_TRUE(store.ok()) << store.status() << " " << (*cluster)->tls_url();
   ExpectTwoPerKey(**store, 30);
 
   // Without the client certificate the nodes refuse the connection.
-  absl::StatusOr<std::unique_ptr<RedisStore>> anonymous = RedisStore::Create(
-      RedisOptionsFor(absl::StrCat((*cluster)->tls_url().substr(0, (*cluster)->tls_url().find('?')),
-                                   "?ca=", certificates->ca())));
+  absl::StatusOr<std::unique_ptr<RedisStore>> anonymous = testing::ConnectRedisStore(
+      {.url = absl::StrCat((*cluster)->tls_url().substr(0, (*cluster)->tls_url().find('?')),
+                           "?ca=", certificates->ca())});
   EXPECT_FALSE(anonymous.ok());
 }
 
@@ -265,7 +260,7 @@ TEST(RedisTlsSentinelTest, RedisStoreFindsThePrimaryOverTls) {
   auto sentinels = testing::RedisSentinelSet::Start("limits", &*certificates);
   ASSERT_TRUE(sentinels.ok()) << sentinels.status();
   absl::StatusOr<std::unique_ptr<RedisStore>> store =
-      RedisStore::Create(RedisOptionsFor((*sentinels)->url()));
+      testing::ConnectRedisStore({.url = (*sentinels)->url()});
   ASSERT_TRUE(store.ok()) << store.status() << " " << (*sentinels)->url();
   ExpectTwoPerKey(**store, 5);
 }

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/limits.h"
+#include "tests/support/redis_stores.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 #include "tollgate/redis_store.h"
@@ -62,9 +63,7 @@ struct StoreUnderTest {
 // A RedisStore on the Redis (or Cluster) at `url`, as a store under test: it keeps its own
 // time (TIME), so `advance` stays empty and the suite skips the cases that need it.
 inline absl::StatusOr<StoreUnderTest> RedisUnderTest(const std::string& url) {
-  RedisStoreOptions options;
-  options.url = url;
-  absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(options);
+  absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   if (!store.ok()) return store.status();
   StoreUnderTest out;
   out.store = std::shared_ptr<Store>(std::move(store).value());
@@ -114,7 +113,10 @@ using ::tollgate::testing::Window;
 
 // A limit of `algorithm` with `max` units that do not come back while a case runs.
 Limit SlowLimit(Algorithm algorithm, std::string name, int64_t max) {
-  if (algorithm == Algorithm::kTokenBucket) return TokenBucket(std::move(name), max, 1e-6);
+  if (algorithm == Algorithm::kTokenBucket) {
+    // Fills in 300 days: as slow as a bucket may be (ValidateLimit: within 365 days).
+    return TokenBucket(std::move(name), max, static_cast<double>(max) / (300.0 * 86'400));
+  }
   return Window(std::move(name), algorithm, max, kYear);
 }
 
@@ -149,12 +151,24 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
 
   Decision CheckOne(const Limit& limit, std::string_view key, int64_t cost = 1) {
     absl::StatusOr<std::vector<Decision>> decisions =
-        store().Check({CheckItem{&limit, Key(key), cost}});
+        store().Apply({CheckItem{&limit, Key(key), cost}});
     EXPECT_TRUE(decisions.ok()) << decisions.status();
     if (!decisions.ok() || decisions->size() != 1) {
       ADD_FAILURE() << "no decision";
       return Decision{};
     }
+    return decisions->front();
+  }
+
+  // The store's single-item path: its PreparedCheck where it has one (the memory store),
+  // else a one-item Apply.
+  absl::StatusOr<Decision> SingleCheck(const Limit& limit, std::string_view key, int64_t cost) {
+    if (std::unique_ptr<PreparedCheck> prepared = store().PrepareCheck(limit)) {
+      return prepared->CheckOne(key, cost);
+    }
+    absl::StatusOr<std::vector<Decision>> decisions =
+        store().Apply({CheckItem{&limit, std::string(key), cost}});
+    if (!decisions.ok()) return decisions.status();
     return decisions->front();
   }
 
@@ -222,7 +236,7 @@ TEST_P(StoreConformanceTest, APeekSaysWhenACostOfOneWouldPass) {
         << limit.name;
     // In a batch (the Redis script's general path), beside another item.
     absl::StatusOr<std::vector<Decision>> batch =
-        store().Check({CheckItem{&limit, Key("k"), 0}, CheckItem{&limit, Key("other"), 1}});
+        store().Apply({CheckItem{&limit, Key("k"), 0}, CheckItem{&limit, Key("other"), 1}});
     ASSERT_TRUE(batch.ok()) << batch.status();
     EXPECT_TRUE((*batch)[0].allowed && (*batch)[1].allowed) << limit.name;
     EXPECT_NEAR(static_cast<double>((*batch)[0].retry_after_micros),
@@ -252,7 +266,7 @@ TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
     for (const Limit& limit : limits) items.push_back(CheckItem{&limit, Key("k"), cost});
     return items;
   };
-  absl::StatusOr<std::vector<Decision>> first = store().Check(batch(1));
+  absl::StatusOr<std::vector<Decision>> first = store().Apply(batch(1));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->size(), 3u);
   for (const Decision& d : *first) EXPECT_TRUE(d.allowed);
@@ -261,7 +275,7 @@ TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
   EXPECT_EQ((*first)[2].limit, 3);
 
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<std::vector<Decision>> refused = store().Check(batch(1));
+    absl::StatusOr<std::vector<Decision>> refused = store().Apply(batch(1));
     ASSERT_TRUE(refused.ok()) << refused.status();
     EXPECT_TRUE((*refused)[0].allowed);  // alone it would pass...
     EXPECT_FALSE((*refused)[1].allowed);
@@ -269,7 +283,7 @@ TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
     EXPECT_TRUE((*refused)[2].allowed);
   }
   // ...but the refused batches consumed nothing.
-  absl::StatusOr<std::vector<Decision>> peek = store().Check(batch(0));
+  absl::StatusOr<std::vector<Decision>> peek = store().Apply(batch(0));
   ASSERT_TRUE(peek.ok()) << peek.status();
   EXPECT_EQ((*peek)[0].remaining, 4);
   EXPECT_EQ((*peek)[1].remaining, 0);
@@ -278,7 +292,7 @@ TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
   // A batch with a cost above one limit's maximum is refused as a whole too.
   std::vector<CheckItem> too_big = {CheckItem{&limits[0], Key("k2"), 1},
                                     CheckItem{&limits[2], Key("k2"), 4}};
-  absl::StatusOr<std::vector<Decision>> big = store().Check(std::move(too_big));
+  absl::StatusOr<std::vector<Decision>> big = store().Apply(std::move(too_big));
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ((*big)[1].reason, DenyReason::kCostExceedsLimit);
   EXPECT_EQ(CheckOne(limits[0], "k2", 0).remaining, 5);
@@ -287,14 +301,14 @@ TEST_P(StoreConformanceTest, SeveralLimitsAreAllOrNothing) {
 TEST_P(StoreConformanceTest, SameKeyTwiceInOneBatch) {
   const Limit limit = AnySlowLimit("conformance_twice", 3);
   absl::StatusOr<std::vector<Decision>> refused =
-      store().Check({CheckItem{&limit, Key("k"), 2}, CheckItem{&limit, Key("k"), 2}});
+      store().Apply({CheckItem{&limit, Key("k"), 2}, CheckItem{&limit, Key("k"), 2}});
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_TRUE((*refused)[0].allowed);
   EXPECT_FALSE((*refused)[1].allowed);
   EXPECT_EQ(CheckOne(limit, "k", 0).remaining, 3);
 
   absl::StatusOr<std::vector<Decision>> allowed =
-      store().Check({CheckItem{&limit, Key("k"), 1}, CheckItem{&limit, Key("k"), 2}});
+      store().Apply({CheckItem{&limit, Key("k"), 1}, CheckItem{&limit, Key("k"), 2}});
   ASSERT_TRUE(allowed.ok()) << allowed.status();
   EXPECT_TRUE((*allowed)[0].allowed);
   EXPECT_TRUE((*allowed)[1].allowed);
@@ -314,7 +328,7 @@ TEST_P(StoreConformanceTest, ConcurrentChecksNeverOverAdmit) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&] {
         for (int i = 0; i < kChecksPerThread; ++i) {
-          absl::StatusOr<std::vector<Decision>> d = store().Check({CheckItem{&limit, key, 1}});
+          absl::StatusOr<std::vector<Decision>> d = store().Apply({CheckItem{&limit, key, 1}});
           if (!d.ok()) {
             errors.fetch_add(1);
           } else if (d->front().allowed) {
@@ -338,7 +352,7 @@ TEST_P(StoreConformanceTest, ARefusedBatchReportsWhatIsReallyLeft) {
   std::vector<CheckItem> items;
   for (const Limit& limit : limits) items.push_back(CheckItem{&limit, Key("k"), 2});
   items.push_back(CheckItem{&full, Key("k"), 1});
-  absl::StatusOr<std::vector<Decision>> refused = store().Check(items);
+  absl::StatusOr<std::vector<Decision>> refused = store().Apply(items);
   ASSERT_TRUE(refused.ok()) << refused.status();
   for (size_t i = 0; i < limits.size(); ++i) {
     EXPECT_TRUE((*refused)[i].allowed) << limits[i].name;
@@ -365,7 +379,7 @@ TEST_P(StoreConformanceTest, ShadowItemsNeverRefuseTheBatch) {
       }
       return items;
     };
-    absl::StatusOr<std::vector<Decision>> passed = store().Check(batch(1, true));
+    absl::StatusOr<std::vector<Decision>> passed = store().Apply(batch(1, true));
     ASSERT_TRUE(passed.ok()) << passed.status();
     EXPECT_TRUE((*passed)[0].allowed) << limit.name;
     EXPECT_FALSE((*passed)[1].allowed) << limit.name;
@@ -376,7 +390,7 @@ TEST_P(StoreConformanceTest, ShadowItemsNeverRefuseTheBatch) {
     EXPECT_EQ(CheckOne(shadow_limit, limit.name, 0).remaining, 0) << limit.name;
 
     // The enforced item refuses (cost 3 > 2 left): nothing is consumed, shadow or not.
-    absl::StatusOr<std::vector<Decision>> refused = store().Check(batch(3, true));
+    absl::StatusOr<std::vector<Decision>> refused = store().Apply(batch(3, true));
     ASSERT_TRUE(refused.ok()) << refused.status();
     EXPECT_FALSE((*refused)[0].allowed) << limit.name;
     EXPECT_TRUE((*refused)[2].allowed) << limit.name;
@@ -388,19 +402,19 @@ TEST_P(StoreConformanceTest, ShadowItemsNeverRefuseTheBatch) {
     std::vector<CheckItem> only_shadow = {CheckItem{&shadow_limit, Key(limit.name), 1}};
     only_shadow[0].shadow = true;
     only_shadow.push_back(only_shadow[0]);
-    absl::StatusOr<std::vector<Decision>> shadow = store().Check(only_shadow);
+    absl::StatusOr<std::vector<Decision>> shadow = store().Apply(only_shadow);
     ASSERT_TRUE(shadow.ok()) << shadow.status();
     EXPECT_FALSE((*shadow)[0].allowed);
   }
 }
 
-// Store::CheckOne (the single-item path; a store may override it) decides exactly as a
-// one-item Check does: two keys given the same sequence, one through each path.
+// Store::PrepareCheck's CheckOne (the single-item path, where a store has one) decides
+// exactly as a one-item Apply does: two keys given the same sequence, one through each path.
 TEST_P(StoreConformanceTest, SingleItemPathAgreesWithTheBatchPath) {
   const std::vector<int64_t> costs = {1, 0, 2, 6, 3, 1, 0, 5};
   for (const Limit& limit : SlowLimits(5)) {
     for (size_t i = 0; i < costs.size(); ++i) {
-      absl::StatusOr<Decision> one = store().CheckOne(limit, Key("single"), costs[i]);
+      absl::StatusOr<Decision> one = SingleCheck(limit, Key("single"), costs[i]);
       ASSERT_TRUE(one.ok()) << one.status();
       const Decision batch = CheckOne(limit, "batch", costs[i]);
       const std::string context = absl::StrCat(limit.name, " check ", i, " cost ", costs[i]);
@@ -416,9 +430,11 @@ TEST_P(StoreConformanceTest, SingleItemPathAgreesWithTheBatchPath) {
       }
     }
   }
+  // A PreparedCheck validates its key (batches are validated by their callers).
   const std::vector<Limit> limits = SlowLimits(5);
-  EXPECT_EQ(store().CheckOne(limits.front(), "", 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  if (std::unique_ptr<PreparedCheck> prepared = store().PrepareCheck(limits.front())) {
+    EXPECT_EQ(prepared->CheckOne("", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST_P(StoreConformanceTest, ConcurrentSingleItemChecksNeverOverAdmit) {
@@ -433,7 +449,7 @@ TEST_P(StoreConformanceTest, ConcurrentSingleItemChecksNeverOverAdmit) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&] {
         for (int i = 0; i < kChecksPerThread; ++i) {
-          absl::StatusOr<Decision> d = store().CheckOne(limit, key, 1);
+          absl::StatusOr<Decision> d = SingleCheck(limit, key, 1);
           if (!d.ok()) {
             errors.fetch_add(1);
           } else if (d->allowed) {

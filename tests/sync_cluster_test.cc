@@ -61,7 +61,7 @@ std::string Decisions(const std::string& url) {
   const Limit sliding = SyncLimit("sliding", Algorithm::kSlidingWindow, 40, 10 * kSecond);
   std::string out;
   auto check = [&](SyncStore& store, const Limit& limit, int key) {
-    absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, Key(key), 1}});
+    absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, Key(key), 1}});
     EXPECT_TRUE(d.ok()) << d.status();
     out += d.ok() && (*d)[0].allowed ? '1' : '0';
   };
@@ -163,7 +163,7 @@ TEST_F(SyncClusterTest, SendsOneScriptCallPerSlotPerRound) {
   auto check_all = [&] {
     for (int key = 0; key < kKeys; ++key) {
       absl::StatusOr<std::vector<Decision>> d =
-          store->Check({{&fixed, Key(key), 1}, {&sliding, Key(key), 1}});
+          store->Apply({{&fixed, Key(key), 1}, {&sliding, Key(key), 1}});
       ASSERT_TRUE(d.ok()) << d.status();
       EXPECT_TRUE((*d)[0].allowed && (*d)[1].allowed);
     }
@@ -234,7 +234,7 @@ TEST(SyncSentinelTest, CountsOnThePrimaryAndServeAnswers) {
   const Limit limit = SyncLimit("fixed", Algorithm::kFixedWindow, 5, 60 * kSecond);
   int admitted = 0;
   for (int i = 0; i < 8; ++i) {
-    absl::StatusOr<std::vector<Decision>> d = store->Check({{&limit, "user:1", 1}});
+    absl::StatusOr<std::vector<Decision>> d = store->Apply({{&limit, "user:1", 1}});
     ASSERT_TRUE(d.ok()) << d.status();
     admitted += (*d)[0].allowed ? 1 : 0;
   }

@@ -18,6 +18,7 @@
 #include "src/algorithm/fixed_window.h"
 #include "src/store/redis/client.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/redis_stores.h"
 #include "tests/support/redis_test.h"
 #include "tests/support/sync_stores.h"
 #include "tollgate/clock.h"
@@ -32,10 +33,9 @@ class SyncMultiInstanceTest : public testing::RedisTest {
  protected:
   std::unique_ptr<SyncStore> NewStore(int64_t instances) {
     SyncStoreOptions options;
-    options.redis_url = server_->url();
     options.instance_count = [instances] { return instances; };
-    options.sync_timeout_ms = 200;
-    auto store = SyncStore::Create(options);
+    auto store = testing::ConnectSyncStore(
+        {.url = server_->url(), .connections = 1, .reply_timeout_ms = 200}, std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -143,7 +143,7 @@ TEST_F(SyncMultiInstanceTest, EightSkewedInstancesStayWithinTheDocumentedBound) 
       for (auto now = start; now < end; now = std::chrono::steady_clock::now()) {
         const double elapsed = std::chrono::duration<double>(now - start).count();
         for (; issued < static_cast<int64_t>(rate * elapsed); ++issued) {
-          auto d = stores[i]->Check({{&limit, "hot", 1}});
+          auto d = stores[i]->Apply({{&limit, "hot", 1}});
           if (d.ok() && (*d)[0].allowed) ++mine;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -257,7 +257,7 @@ TEST_F(SyncMultiInstanceTest, SlidingWindowStaysWithinTheBoundAndCorrectsAnOvers
       for (auto now = start; now < end; now = std::chrono::steady_clock::now()) {
         const double elapsed = std::chrono::duration<double>(now - start).count();
         for (; issued < static_cast<int64_t>(rate * elapsed); ++issued) {
-          auto d = stores[i]->Check({{&limit, "hot", 1}});
+          auto d = stores[i]->Apply({{&limit, "hot", 1}});
           if (!d.ok() || !(*d)[0].allowed) continue;
           // The instance's own Redis time, as its decision used it (read just after).
           const int64_t at = SystemClock().NowMicros() + stores[i]->stats().clock_offset_micros -
@@ -364,16 +364,16 @@ TEST_F(SyncMultiInstanceTest, DeltasSurviveAnOutageShorterThanTheWindow) {
     return wait_until([&] { return store->stats().syncs >= syncs; });
   };
   int64_t admitted = 0;
-  for (int i = 0; i < 10; ++i) admitted += (*store->Check({{&limit, "k", 1}}))[0].allowed;
+  for (int i = 0; i < 10; ++i) admitted += (*store->Apply({{&limit, "k", 1}}))[0].allowed;
   ASSERT_TRUE(wait_for_syncs(1));
   const int64_t index = algorithm::WindowIndex(
       SystemClock().NowMicros() + store->stats().clock_offset_micros, limit.numbers.window_micros);
 
   server_->Pause();
   const int64_t failures = store->stats().sync_failures;
-  for (int i = 0; i < 25; ++i) admitted += (*store->Check({{&limit, "k", 1}}))[0].allowed;
+  for (int i = 0; i < 25; ++i) admitted += (*store->Apply({{&limit, "k", 1}}))[0].allowed;
   EXPECT_TRUE(wait_until([&] { return store->stats().sync_failures >= failures + 2; }));
-  for (int i = 0; i < 5; ++i) admitted += (*store->Check({{&limit, "k", 1}}))[0].allowed;
+  for (int i = 0; i < 5; ++i) admitted += (*store->Apply({{&limit, "k", 1}}))[0].allowed;
   const int64_t syncs = store->stats().syncs;
   server_->Resume();
   ASSERT_TRUE(wait_for_syncs(syncs + 1));
@@ -429,7 +429,7 @@ class SyncSharesTest : public testing::RedisTest {
         const double share = i == 0 ? share_on_first : (1 - share_on_first) / (kInstances - 1);
         owed[i] += share * static_cast<double>(kOfferedPerWindow) / steps_per_window;
         for (; owed[i] >= 1; owed[i] -= 1) {
-          absl::StatusOr<std::vector<Decision>> d = stores[i]->Check({{&limit, "hot", 1}});
+          absl::StatusOr<std::vector<Decision>> d = stores[i]->Apply({{&limit, "hot", 1}});
           EXPECT_TRUE(d.ok()) << d.status();
           if (d.ok() && (*d)[0].allowed) ++admitted[step / steps_per_window];
         }

@@ -51,8 +51,10 @@ Limit Window(std::string name, Algorithm algorithm, int64_t max, int64_t window_
 
 class SyncStoreTest : public testing::RedisTest {
  protected:
-  std::unique_ptr<SyncStore> NewStore(int64_t instances, SyncStoreOptions options = {}) {
-    return testing::SimulatedSyncStore(server_->url(), &clock_, instances, std::move(options));
+  std::unique_ptr<SyncStore> NewStore(int64_t instances, SyncStoreOptions options = {},
+                                      RedisConnectionsOptions connection = {}) {
+    return testing::SimulatedSyncStore(server_->url(), &clock_, instances, std::move(options),
+                                       std::move(connection));
   }
 
   // The counter the exact RedisStore would use for `key` at the clock's current window.
@@ -94,7 +96,7 @@ class SyncStoreTest : public testing::RedisTest {
                        int64_t count) {
     int64_t admitted = 0;
     for (int64_t i = 0; i < count; ++i) {
-      absl::StatusOr<std::vector<Decision>> d = store.Check({{&limit, key, 1}});
+      absl::StatusOr<std::vector<Decision>> d = store.Apply({{&limit, key, 1}});
       EXPECT_TRUE(d.ok()) << d.status();
       if (d.ok() && (*d)[0].allowed) ++admitted;
     }
@@ -113,7 +115,7 @@ TEST_F(SyncStoreTest, SpendsOnlyWhatItIsGrantedBetweenSyncs) {
 
   // Before its first sync of a window, each instance may spend 100 / 2.
   EXPECT_EQ(Admit(*a, limit, "k", 80), 50);
-  absl::StatusOr<std::vector<Decision>> refused = a->Check({{&limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> refused = a->Apply({{&limit, "k", 1}});
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE((*refused)[0].allowed);
   EXPECT_EQ((*refused)[0].reason, DenyReason::kOverLimit);
@@ -190,7 +192,7 @@ TEST_F(SyncStoreTest, SlidingWindowGrantsCarryOverTheBoundary) {
   std::unique_ptr<SyncStore> a = NewStore(2);
   std::unique_ptr<SyncStore> b = NewStore(2);
   const Limit limit = Window("slide", Algorithm::kSlidingWindow, 100, 10 * kSecond);
-  ASSERT_TRUE(b->Check({{&limit, "k", 0}}).ok());  // b tracks the key too
+  ASSERT_TRUE(b->Apply({{&limit, "k", 0}}).ok());  // b tracks the key too
   EXPECT_EQ(Admit(*a, limit, "k", 50), 50);        // its first share, 100 / 2
   ASSERT_TRUE(a->SyncNow().ok());                  // 50 counted, b may still spend 50: a gets 0
   ASSERT_TRUE(b->SyncNow().ok());                  // b gets half of the 50 left
@@ -219,21 +221,21 @@ TEST_F(SyncStoreTest, RefusesTokenBucketNamingTheLimit) {
   limit.mode = Mode::kSync;
   limit.numbers.capacity = 10;
   limit.numbers.refill_per_second = 1;
-  absl::StatusOr<std::vector<Decision>> result = store->Check({{&limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> result = store->Apply({{&limit, "k", 1}});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(result.status().message(), HasSubstr("\"bucket\""));
+  EXPECT_THAT(result.status().message(), HasSubstr("'bucket'"));
   EXPECT_THAT(result.status().message(), HasSubstr("token_bucket"));
 
   Limit fast = Window("fast", Algorithm::kFixedWindow, 10, kSecond, /*sync_interval_micros=*/1000);
-  EXPECT_EQ(store->Check({{&fast, "k", 1}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Apply({{&fast, "k", 1}}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SyncStoreTest, AllOrNothingAcrossItems) {
   std::unique_ptr<SyncStore> store = NewStore(1);
   const Limit wide = Window("wide", Algorithm::kFixedWindow, 100, 60 * kSecond);
   const Limit narrow = Window("narrow", Algorithm::kFixedWindow, 1, 60 * kSecond);
-  ASSERT_TRUE(store->Check({{&narrow, "k", 1}}).ok());
-  absl::StatusOr<std::vector<Decision>> both = store->Check({{&wide, "k", 5}, {&narrow, "k", 1}});
+  ASSERT_TRUE(store->Apply({{&narrow, "k", 1}}).ok());
+  absl::StatusOr<std::vector<Decision>> both = store->Apply({{&wide, "k", 5}, {&narrow, "k", 1}});
   ASSERT_TRUE(both.ok());
   EXPECT_TRUE((*both)[0].allowed);  // would pass alone
   EXPECT_FALSE((*both)[1].allowed);
@@ -241,7 +243,7 @@ TEST_F(SyncStoreTest, AllOrNothingAcrossItems) {
   EXPECT_EQ(RedisCount(wide, "k"), 0);  // nothing consumed
   // The same key twice in one call sees its own first use.
   const Limit two = Window("two", Algorithm::kFixedWindow, 2, 60 * kSecond);
-  absl::StatusOr<std::vector<Decision>> twice = store->Check({{&two, "k", 2}, {&two, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> twice = store->Apply({{&two, "k", 2}, {&two, "k", 1}});
   ASSERT_TRUE(twice.ok());
   EXPECT_FALSE((*twice)[1].allowed);
   EXPECT_EQ(Admit(*store, two, "k", 5), 2);
@@ -293,9 +295,10 @@ TEST_F(SyncStoreTest, FailClosedRefusesOnceTheLastSyncIsTooOld) {
   std::unique_ptr<SyncStore> store = NewStore(1);
   Limit limit = Window("otp", Algorithm::kFixedWindow, 100, 60 * kSecond, 100'000);
   limit.on_store_failure = FailureMode::kFailClosed;
+  limit.allow_sync_with_fail_closed = true;
   EXPECT_EQ(Admit(*store, limit, "k", 1), 1);
   clock_.AdvanceMillis(201);  // 2 intervals and a bit without a sync
-  absl::StatusOr<std::vector<Decision>> refused = store->Check({{&limit, "k", 1}});
+  absl::StatusOr<std::vector<Decision>> refused = store->Apply({{&limit, "k", 1}});
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE((*refused)[0].allowed);
   EXPECT_EQ((*refused)[0].reason, DenyReason::kStoreUnavailable);
@@ -309,10 +312,8 @@ TEST_F(SyncStoreTest, FailClosedRefusesOnceTheLastSyncIsTooOld) {
 }
 
 TEST_F(SyncStoreTest, DeltasOfAFailedSyncAreSentOnceWhenRedisReturns) {
-  SyncStoreOptions options;
-  options.sync_timeout_ms = 200;
-  options.reconnect_max_ms = 50;
-  std::unique_ptr<SyncStore> store = NewStore(1, options);
+  std::unique_ptr<SyncStore> store =
+      NewStore(1, {}, {.connections = 1, .reply_timeout_ms = 200, .reconnect_max_ms = 50});
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
   EXPECT_EQ(Admit(*store, limit, "k", 10), 10);
   ASSERT_TRUE(store->SyncNow().ok());
@@ -335,9 +336,7 @@ TEST_F(SyncStoreTest, DeltasOfAFailedSyncAreSentOnceWhenRedisReturns) {
 // reconnect backoff: reads and syncs wait for Redis with a deadline, not a count of attempts,
 // and the window is a minute, so the counter's TTL outlasts a slow machine's read.
 TEST_F(SyncStoreTest, DeltasOfWindowsOverBeforeRedisReturnsAreDropped) {
-  SyncStoreOptions options;
-  options.reconnect_max_ms = 50;
-  std::unique_ptr<SyncStore> store = NewStore(1, options);
+  std::unique_ptr<SyncStore> store = NewStore(1, {}, {.connections = 1, .reconnect_max_ms = 50});
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
   EXPECT_EQ(Admit(*store, limit, "k", 10), 10);
   server_->Kill();
@@ -359,17 +358,18 @@ TEST_F(SyncStoreTest, ALastRoundAfterTheOneInFlightSendsTheLastDeltas) {
   absl::Notification release;
   std::atomic<int> replies{0};
   SyncStoreOptions options;
-  options.redis_url = server_->url();
   options.clock = &clock_;
   options.instance_count = [] { return int64_t{1}; };
-  options.use_redis_time = false;
   options.timers = timers;
-  options.before_reply_applied = [&] {
+  sync::SyncStoreTestOptions test;
+  test.use_redis_time = false;
+  test.before_reply_applied = [&] {
     if (replies.fetch_add(1) > 0) return;
     in_round.Notify();
     release.WaitForNotification();
   };
-  absl::StatusOr<std::unique_ptr<SyncStore>> made = SyncStore::Create(std::move(options));
+  absl::StatusOr<std::unique_ptr<SyncStore>> made =
+      testing::ConnectSyncStore({.url = server_->url()}, std::move(options), std::move(test));
   ASSERT_TRUE(made.ok()) << made.status();
   std::unique_ptr<SyncStore> store = *std::move(made);
   const Limit limit = Window("api", Algorithm::kFixedWindow, 1000, 60 * kSecond);
@@ -390,14 +390,11 @@ TEST(SyncStoreClockTest, CountsIntoRedisTimeWindowsWhateverTheLocalClock) {
   ASSERT_TRUE(server.ok()) << server.status();
   // This instance's clock is 37 minutes behind; windows are one hour long.
   SimulatedClock skewed(SystemClock().NowMicros() - 37 * 60 * kSecond);
-  SyncStoreOptions options;
-  options.redis_url = (*server)->url();
-  options.clock = &skewed;
-  options.schedule_rounds = false;
-  absl::StatusOr<std::unique_ptr<SyncStore>> store = SyncStore::Create(options);
+  absl::StatusOr<std::unique_ptr<SyncStore>> store = testing::ConnectSyncStore(
+      {.url = (*server)->url()}, {.clock = &skewed}, {.schedule_rounds = false});
   ASSERT_TRUE(store.ok()) << store.status();
   const Limit limit = Window("api", Algorithm::kFixedWindow, 100, 3600 * kSecond);
-  ASSERT_TRUE((*store)->Check({{&limit, "k", 3}}).ok());
+  ASSERT_TRUE((*store)->Apply({{&limit, "k", 3}}).ok());
   ASSERT_TRUE((*store)->SyncNow().ok());
   EXPECT_NEAR((*store)->stats().clock_offset_micros, 37 * 60 * kSecond, kSecond);
 

@@ -1,7 +1,7 @@
 // Copyright tollgate authors. fail_open's demand-weighted shares: what part of a limit this
 // instance's local fallback takes while the store is unreachable, learned while it answers.
 //
-//   auto shares = std::make_shared<tollgate::FallbackShares>();
+//   std::shared_ptr<tollgate::FallbackShares> shares = tollgate::FallbackShares::Create();
 //   auto registry = tollgate::InstanceRegistry::Start(
 //       {.redis = redis, .fallback_shares = shares});
 //   auto store = tollgate::ResilientStore::Create(redis_store,
@@ -10,7 +10,7 @@
 // The ResilientStore counts the requests asked (admitted and refused) of every fail_open limit
 // with Shares::kDemand (Count); each InstanceRegistry heartbeat adds this instance's counts to
 // the fleet's totals of the current period in Redis, in the same atomic step that brings back
-// the totals of the last two complete periods (TakeCounts, Learn); while the store is
+// the totals of the last two complete periods; while the store is
 // unreachable the fallback takes Fraction(limit, N) of each such limit, not 1/N. The rule
 // (src/algorithm/share.h):
 //
@@ -52,48 +52,25 @@ struct FallbackSharesOptions {
 
 class FallbackShares {
  public:
-  // Units of one limit.
-  using Counts = std::vector<std::pair<std::string, int64_t>>;
+  static std::shared_ptr<FallbackShares> Create(FallbackSharesOptions options = {});
 
-  explicit FallbackShares(FallbackSharesOptions options = {});
   FallbackShares(const FallbackShares&) = delete;
   FallbackShares& operator=(const FallbackShares&) = delete;
-  ~FallbackShares();
+  virtual ~FallbackShares() = default;
 
   // `units` (> 0) asked of `limit` at this instance, admitted or refused. Cheap: once a thread
   // has counted a limit, a lookup in that thread's own table and one atomic add, no lock.
-  void Count(std::string_view limit, int64_t units);
+  virtual void Count(std::string_view limit, int64_t units) = 0;
 
   // The fraction of `limit` this instance's fallback takes with `instances` live (N): in
   // [1/(10 N), 1] once learned, exactly 1/N when nothing is.
-  double Fraction(std::string_view limit, int64_t instances) const;
+  virtual double Fraction(std::string_view limit, int64_t instances) const = 0;
   // Fraction of every limit this instance knows of (counted here, or in the fleet's totals),
   // sorted by name.
-  std::vector<std::pair<std::string, double>> Fractions(int64_t instances) const;
+  virtual std::vector<std::pair<std::string, double>> Fractions(int64_t instances) const = 0;
 
-  // ---- The heartbeat's side (InstanceRegistry) ----
-
-  // The units counted since the last call, per limit (limits with none left out), now zero.
-  Counts TakeCounts();
-  // The period whose heartbeat last succeeded (its fleet totals of the two periods before are
-  // known), or -1.
-  int64_t period() const;
-  // The fleet's totals of one period as the heartbeat read them.
-  struct PeriodTotals {
-    std::string created;  // the incarnation of the period's hash in Redis
-    Counts units;
-  };
-  // A heartbeat in `period` added `reported` (what TakeCounts returned) to the incarnation
-  // `created` of the period's totals. `previous`: the totals of period - 1 and period - 2,
-  // when the heartbeat brought them (it does when `period` differs from period()).
-  void Learn(int64_t period, std::string_view created, const Counts& reported,
-             const std::vector<PeriodTotals>* previous);
-
- private:
-  struct State;
-  const FallbackSharesOptions options_;
-  Clock* const clock_;
-  const std::unique_ptr<State> state_;
+ protected:
+  FallbackShares() = default;
 };
 
 }  // namespace tollgate

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace tollgate {
 
 enum class Algorithm {
@@ -76,11 +78,25 @@ struct Limit {
   int64_t timeout_micros = 10'000;
   Mode mode = Mode::kExact;
   int64_t sync_interval_micros = 1'000'000;
+  // Sync mode admits a bounded overshoot between syncs; a fail_closed limit is one that must
+  // stay exact (5 OTP guesses). Both together are refused unless this says the overshoot is
+  // accepted.
+  bool allow_sync_with_fail_closed = false;
   Shares shares = Shares::kDemand;
   // How long a reservation of this limit (CheckRequest::reserve) can be settled: an unsettled
   // one stays charged at its estimate and is forgotten after this.
   int64_t reservation_ttl_micros = 3'600'000'000;
 };
+
+// OK, or InvalidArgument naming the limit and every field at fault: numbers outside their
+// algorithm's range (counts from 1 to 10^12, a positive refill of at most 10^12 per second that
+// fills the bucket within 365 days, positive windows and leases); `local` numbers present
+// exactly when on_store_failure is kLocal, of the limit's kind (leases for a concurrency
+// limit, a rate for a rate) and valid; in sync mode, a window limit (not a token bucket nor
+// a concurrency limit), a sync interval from 10 ms to the window, and fail_closed only with
+// allow_sync_with_fail_closed. Limiter::Create, every store and the config files apply this
+// one rule.
+absl::Status ValidateLimit(const Limit& limit);
 
 std::string_view AlgorithmName(Algorithm algorithm);
 std::string_view FailureModeName(FailureMode mode);

@@ -24,9 +24,9 @@ struct MemoryStoreOptions {
   int64_t max_keys = 1'000'000;
 };
 
-// State for every (limit, key) in this process's memory: a Store whose checks are decided
-// before CheckAsync (or CheckOne) returns, with `source` kMemory. An entry disappears once its
-// bucket would be full again (token bucket) or its window has no influence left (windows):
+// State for every (limit, key) in this process's memory: a Store whose batches are decided
+// before ApplyAsync (or a PreparedCheck) returns, with `source` kMemory. An entry disappears
+// once its bucket would be full again (token bucket) or its window has no influence left (windows):
 // expired entries are removed a few at a time by every check, and all at once by `Sweep()`.
 // Each check is O(log n) at worst (the expiry heap), O(1) for a key that is already there.
 //

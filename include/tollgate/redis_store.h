@@ -1,13 +1,13 @@
 // Copyright tollgate authors. Limit state shared in Redis (7.0 or later).
 //
-//   auto store = tollgate::RedisStore::Create({.url = "redis://127.0.0.1:6379"});
-//   if (!store.ok()) { /* bad URL, Redis unreachable, AUTH refused, Redis too old */ }
+//   auto redis = tollgate::RedisConnections::Connect({.url = "redis://127.0.0.1:6379"});
+//   if (!redis.ok()) { /* bad URL, Redis unreachable, AUTH refused, Redis too old */ }
+//   auto store = tollgate::RedisStore::Create({.redis = *redis});
 //   for (const std::string& warning : (*store)->warnings()) { /* log it */ }
 //   auto limiter = tollgate::Limiter::Create({.limits = ..., .store = std::move(*store)});
 //
-// Or on connections shared with the process's SyncStore and InstanceRegistry:
-//   auto redis = tollgate::RedisConnections::Connect({.url = "redis://127.0.0.1:6379"});
-//   auto store = tollgate::RedisStore::Create({.redis = *redis});
+// (tollgate/fleet.h does this, with the deadlines and failure policies a store needs in
+// front of it, in one call.)
 //
 // Every check is one EVALSHA of one Lua script that decides every item of the call with
 // Redis' own clock (TIME) and writes only when all pass, so any number of processes
@@ -18,7 +18,7 @@
 // The entity key sits in a Redis Cluster hash tag, so every limit on the same key shares
 // a slot. Every key is written with a TTL in the same atomic step.
 //
-// Three deployments (RedisStoreOptions::url): one Redis (redis://), a Redis Cluster
+// Three deployments (RedisConnectionsOptions::url): one Redis (redis://), a Redis Cluster
 // (redis-cluster://, routed by hash slot), or a primary found through Redis Sentinel
 // (redis-sentinel://, followed across failovers). See docs/redis.md.
 #ifndef TOLLGATE_REDIS_STORE_H_
@@ -35,56 +35,15 @@
 #include "tollgate/redis_connections.h"
 #include "tollgate/store.h"
 
-namespace boost::asio {
-class io_context;
-}  // namespace boost::asio
-
 namespace tollgate {
 
 struct RedisStoreOptions {
-  // One of
-  //   redis://[user:password@]host[:port][/db]
-  //   rediss://[user:password@]host[:port][/db][?ca=FILE&cert=FILE&key=FILE&verify=no] (TLS)
-  //   redis-cluster://[user:password@]host[:port][,host[:port]...]        (seed nodes)
-  //   redis-sentinel://[user:password@]host[:port][,host[:port]...]/<master name>[?db=N]
-  //   rediss-cluster://..., rediss-sentinel://... (TLS to every node and sentinel; the same
-  //     ?ca=FILE&cert=FILE&key=FILE&verify=no parameters as rediss://)
-  // `:password@` authenticates as the default user; `user:password@` as an ACL user (on
-  // the data nodes; sentinels are asked without AUTH). User and password may be
-  // percent-encoded.
-  std::string url = "redis://127.0.0.1:6379";
+  // The connections (tollgate/redis_connections.h), shared with the process's other stores.
+  // REQUIRES: non-null.
+  std::shared_ptr<RedisConnections> redis = nullptr;
   // Prepended to every key this store writes.
   std::string key_prefix = "tollgate:";
-  // Connections to Redis (to each primary and replica of a cluster), used round-robin;
-  // commands of concurrent callers are pipelined on them, so a few suffice.
-  int connections = 2;
-  // Time allowed for TCP connect, AUTH, SELECT and the version check.
-  int64_t connect_timeout_ms = 1000;
-  // A connection with commands in flight and no reply for this long is dropped and
-  // re-established; its pending checks fail with Unavailable. (The per-limit deadline,
-  // much shorter, is enforced above the store.)
-  int64_t reply_timeout_ms = 2000;
-  // Reconnect backoff after a connection drops: doubles from min to max.
-  int64_t reconnect_min_ms = 20;
-  int64_t reconnect_max_ms = 1000;
-  // Cluster: how often the slot map is read again (also soon after MOVED, CLUSTERDOWN or a
-  // lost connection). Sentinel: how often the sentinels are asked for the primary (also
-  // soon after a lost connection or READONLY). Unused for redis://.
-  int64_t refresh_interval_ms = 1000;
-  // For a service that runs its own event loops (Boost.Asio io_contexts, each run by one
-  // thread): one connection per loop, used by every check issued on that loop's thread
-  // (the checks of one turn of the loop leave in one write), whose callback then runs on
-  // that same thread, without a hop between threads.
-  // Checks from any other thread use the store's own I/O thread. redis:// only (a cluster
-  // or Sentinel keeps its own I/O thread for every check).
-  // REQUIRES: the loops run for as long as the store lives, and are destroyed after it;
-  // the store is created and destroyed on a thread that is none of them.
-  std::vector<boost::asio::io_context*> caller_loops;
-  // Connections shared with the process's other stores (tollgate/redis_connections.h). When
-  // set, the store uses them and every option above but `key_prefix` is theirs to say
-  // (RedisConnectionsOptions); when null, the store makes connections of its own from them.
-  std::shared_ptr<RedisConnections> redis = nullptr;
-  // The clock AddAsync reads its items' `at_micros` against: it sends their age, since
+  // The clock kAdd items' `at_micros` are read against: the store sends their age, since
   // Redis decides at its own TIME. Give it the clock that stamped them (a ResilientStore's
   // ResilienceOptions::clock). nullptr: SystemClock(). REQUIRES: outlives the store.
   Clock* clock = nullptr;
@@ -92,11 +51,11 @@ struct RedisStoreOptions {
 
 // A Store keeping every limit's state in Redis. Thread-safe.
 //
-// CheckAsync sends one script call for all items and runs `done` on the store's I/O
-// thread (or the caller's loop, see `caller_loops`) with decisions whose `source` is kRedis, or
-// with Unavailable when Redis cannot be reached (never waiting past `reply_timeout_ms` for a dead
-// connection). A script flushed from Redis (SCRIPT FLUSH, restart, failover) is reloaded
-// transparently.
+// ApplyAsync sends one script call for all items and runs `done` on the connections' I/O
+// thread (or the caller's loop, see RedisConnectionsOptions::caller_loops) with decisions whose
+// `source` is kRedis, or with Unavailable when Redis cannot be reached (never waiting past
+// `reply_timeout_ms` for a dead connection). A script flushed from Redis (SCRIPT FLUSH,
+// restart, failover) is reloaded transparently.
 //
 // In a Redis Cluster, items whose keys share a hash slot (every limit on one entity key)
 // still go in one script call, to the slot's primary. Items on several slots are checked
@@ -107,11 +66,8 @@ struct RedisStoreOptions {
 // Unavailable until a replica is promoted and the slot map is read again.
 class RedisStore : public Store {
  public:
-  // Parses the URL, connects every connection (AUTH, SELECT, INFO server) unless given
-  // shared ones, loads the script, and reads `maxmemory-policy`. A cluster's slot map is read from
-  // the first seed that answers; Sentinel must name a primary. Errors: InvalidArgument (URL,
-  // options), Unavailable (cannot connect), PermissionDenied (AUTH or SELECT refused),
-  // FailedPrecondition (Redis older than 7.0).
+  // Loads the scripts and reads `maxmemory-policy`. Errors: InvalidArgument (no
+  // connections), Unavailable (Redis cannot be reached now), Internal (a script did not load).
   static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisStoreOptions options);
 
   // Things found at start that do not stop the store but deserve a log line: an eviction

@@ -14,7 +14,7 @@
 //
 // What fail_open and local admit meanwhile is recorded (per window for windows, in time
 // slices for a token bucket) and, when the store answers again, added to the shared state
-// with Store::AddAsync as of when it was admitted (best effort: "Reconciliation" in
+// as ItemOp::kAdd items as of when it was admitted (best effort: "Reconciliation" in
 // docs/resilience.md), so a key that spent its budget during the outage does not get a
 // second one the moment the store is back, and a key that stayed within the limit is not
 // put into debt. A call that missed its deadline but whose store reply comes later is
@@ -105,7 +105,7 @@ struct ResilienceOptions {
   // key, window) of a window, one per (limit, key, time slice) of a token bucket);
   // consumption of new entries beyond it is dropped (and counted).
   int64_t reconcile_max_entries = 100'000;
-  // Entries per Store::AddAsync call when reconciling.
+  // Items per kAdd batch (Store::ApplyAsync) when reconciling.
   int64_t reconcile_batch_size = 500;
   // Breaker, fallback and reconciliation events; nullptr: none.
   ResilienceEventCallback on_event;
@@ -159,11 +159,9 @@ class ResilientStore : public Store {
 };
 
 struct InstanceRegistryOptions {
-  // The Redis the limits live in: any URL RedisStoreOptions::url takes, for connections of
-  // the registry's own (with the probe's timeouts below). Unused with `redis`.
-  std::string redis_url = "redis://127.0.0.1:6379";
-  // Connections shared with the process's stores (tollgate/redis_connections.h); probes then
-  // use their connections, and fail after probe_timeout_ms without a reply all the same.
+  // The connections to the Redis the limits live in, shared with the process's stores
+  // (tollgate/redis_connections.h); a probe fails after probe_timeout_ms without a reply,
+  // whatever their own timeouts. REQUIRES: non-null.
   std::shared_ptr<RedisConnections> redis = nullptr;
   // Where probes are scheduled and timed (as SyncStoreOptions::timers): LoopTimers in a
   // service, SimulatedTimers in tests; nullptr: ThreadTimers() of the registry's own.
@@ -181,7 +179,7 @@ struct InstanceRegistryOptions {
   // probe may wait for its reply: Redis is known unreachable within about
   // probe_interval_ms + probe_timeout_ms of failing, and reachable again within about
   // probe_interval_ms of answering (plus, after a restart, the connections' reconnect
-  // backoff: reconnect_max_ms of shared ones, probe_interval_ms of the registry's own).
+  // backoff: RedisConnectionsOptions::reconnect_max_ms).
   int64_t probe_interval_ms = 250;
   int64_t probe_timeout_ms = 250;
   // false: only probe, never join the set (an instance whose N is fixed by configuration).
@@ -210,8 +208,8 @@ class InstanceRegistry {
  public:
   // Starts probing on the timers. The first heartbeat runs before this returns; when Redis
   // cannot be reached it is not an error (the count starts at 1 and is learned later).
-  // InvalidArgument for a bad URL or intervals. REQUIRES: not on one of the connections'
-  // threads (nor is it destroyed there).
+  // InvalidArgument for no connections or bad intervals. REQUIRES: not on one of the
+  // connections' threads (nor is it destroyed there).
   static absl::StatusOr<std::unique_ptr<InstanceRegistry>> Start(InstanceRegistryOptions options);
 
   virtual ~InstanceRegistry() = default;

@@ -1,13 +1,12 @@
 // Copyright tollgate authors. Hot keys: local counters synced with Redis on an interval.
 //
-//   auto store = tollgate::SyncStore::Create({.redis_url = "redis://127.0.0.1:6379",
-//                                             .instance_count = [&] { return registry->Count();
-//                                             }});
-//   // Route the limits with `mode: sync` to *store; the others to the exact RedisStore.
+//   auto redis = tollgate::RedisConnections::Connect({.url = "redis://127.0.0.1:6379"});
+//   auto store = tollgate::SyncStore::Create(
+//       {.redis = *redis, .instance_count = [&] { return registry->Count(); }});
+//   // Route the limits with `mode: sync` to *store (LimiterOptions::sync_store); the others
+//   // to the exact RedisStore, on the same connections.
 //
-// Or on the connections the process's RedisStore and InstanceRegistry share
-// (tollgate/redis_connections.h), with rounds on a service's own timers:
-//   auto store = tollgate::SyncStore::Create({.redis = connections, .timers = loop_timers, ...});
+// (tollgate/fleet.h builds it beside the exact store and the instance registry.)
 //
 // For limits with `mode: sync` (fixed_window and sliding_window only), every decision is
 // made in this process, without a Redis call. Each instance keeps, per (limit, key,
@@ -41,8 +40,8 @@
 // counters use the exact RedisStore's layout, `<key_prefix><limit name>:{<key>}:<window index>`
 // (grants in `<counter>:grants`, demand reports in `<key_prefix><limit name>:{<key>}:demand`),
 // so exact and sync instances of one limit count the same thing.
-// Window indexes come from the injected clock plus an offset learned from Redis TIME at every sync,
-// so instances with skewed clocks still count into the same windows.
+// Window indexes come from the injected clock plus an offset learned from Redis TIME at every
+// sync, so instances with skewed clocks still count into the same windows.
 //
 // Cold keys (no delta and no check for 2 intervals) stop being synced and are forgotten
 // once their window no longer matters. At `max_keys` tracked keys, a new key is decided by a
@@ -75,11 +74,8 @@
 namespace tollgate {
 
 struct SyncStoreOptions {
-  // Any URL RedisStore takes (one server, a cluster or Sentinel; TLS with rediss*), for
-  // connections of the store's own. Unused with `redis`.
-  std::string redis_url = "redis://127.0.0.1:6379";
-  // Connections shared with the process's other stores. When set, `redis_url` and the connection
-  // options below are theirs to say.
+  // The connections (tollgate/redis_connections.h), shared with the process's other stores;
+  // their reply_timeout_ms bounds a sync round. REQUIRES: non-null.
   std::shared_ptr<RedisConnections> redis = nullptr;
   // Prepended to every key; use the exact RedisStore's prefix to share its counters.
   std::string key_prefix = "tollgate:";
@@ -99,26 +95,6 @@ struct SyncStoreOptions {
   int64_t max_keys = 100'000;
   // Independent shards of the key table, each with its own lock. Rounded up to a power of 2.
   int shards = 64;
-  // Connections of the store's own: a sync with no reply for this long fails (its deltas are
-  // sent again by the next one), and the connect and reconnect timings. On shared
-  // connections, their reply_timeout_ms bounds a sync.
-  int64_t sync_timeout_ms = 1000;
-  int64_t connect_timeout_ms = 1000;
-  // Reconnect backoff after Redis drops: doubles from min to max after each failed attempt.
-  // Until it reconnects, sync rounds fail at once and their deltas are kept.
-  int64_t reconnect_min_ms = 20;
-  int64_t reconnect_max_ms = 1000;
-  // Learn the offset between `clock` and Redis TIME at every sync and apply it to window
-  // indexes. Off only for tests that drive a SimulatedClock.
-  bool use_redis_time = true;
-  // Schedule rounds on `timers`. Off only for tests and benchmarks that call SyncNow()
-  // themselves.
-  bool schedule_rounds = true;
-  // For benchmarks that model the round trip in simulated time: runs on the thread that
-  // receives a sync round's reply (or error; the destructor's last round too), before the
-  // reply is applied, so the checks it makes (on this store too) are those a real round trip
-  // lets through on the old grant. It may call Check(), never SyncNow(). Empty in production.
-  std::function<void()> before_reply_applied;
 };
 
 // Counters for metrics. Monotonic except keys_tracked and clock_offset_micros.
@@ -136,9 +112,9 @@ struct SyncStoreStats {
 // A Store for `mode: sync` limits. Decisions carry DecisionSource::kSync. Thread-safe.
 class SyncStore : public Store {
  public:
-  // Connects (unless given shared connections), loads the sync script and learns the clock
-  // offset. Errors: InvalidArgument (URL, options), Unavailable (cannot connect), PermissionDenied
-  // (AUTH), FailedPrecondition (Redis older than 7.0).
+  // Loads the sync script and learns the clock offset. Errors: InvalidArgument (no
+  // connections, options), Unavailable (Redis cannot be reached now), Internal (the script
+  // did not load).
   static absl::StatusOr<std::unique_ptr<SyncStore>> Create(SyncStoreOptions options);
 
   // Stops the rounds, then runs a last one (after the one in flight, if any) so the other
@@ -147,8 +123,9 @@ class SyncStore : public Store {
   // is gone, and lets go of the connections then.
   ~SyncStore() override = default;
 
-  // CheckAsync answers inline. A token bucket limit, a limit with invalid numbers, or a
-  // sync interval below 10 ms is InvalidArgument naming the limit.
+  // Checks are answered inline. A limit not in sync mode (Limit::mode), or not valid there
+  // (ValidateLimit: a token bucket, invalid numbers, a sync interval below 10 ms) is
+  // InvalidArgument naming the limit.
 
   // Runs one sync round now for every key with a delta or checked recently, whatever its
   // interval, and returns when it is done: OK, or why Redis could not be reached. Scheduled

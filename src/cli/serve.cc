@@ -2,7 +2,6 @@
 #include "src/cli/serve.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -14,15 +13,15 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
+#include "src/cli/config_reloader.h"
+#include "src/cli/instance_group.h"
 #include "src/cli/load_configs.h"
 #include "src/cli/serve_environment.h"
 #include "src/cli/serve_xds.h"
@@ -34,12 +33,13 @@
 #include "src/server/http_server.h"
 #include "src/server/listen_address.h"
 #include "src/server/metrics.h"
+#include "src/server/resilience_log.h"
 #include "src/server/rls_grpc.h"
 #include "src/server/rls_service.h"
 #include "src/server/tracing.h"
+#include "tollgate/fleet.h"
 #include "tollgate/limiter.h"
-#include "tollgate/memory_store.h"
-#include "tollgate/resilience.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::cli {
 namespace {
@@ -48,116 +48,39 @@ namespace {
 constexpr std::chrono::seconds kDrainTimeout(10);
 // How often the config files are looked at for a change.
 constexpr absl::Duration kConfigPollInterval = absl::Seconds(1);
+// How often the fleet's registry probes Redis (InstanceRegistryOptions' default): the ceiling
+// of the connections' reconnect backoff, so that readiness, which follows the probe, comes
+// back within about a probe interval of Redis' return.
+constexpr int64_t kProbeIntervalMs = 250;
 
-// What identifies a version of a file: a rewrite changes the mtime or the size, a
-// replace-by-rename the inode (a Kubernetes ConfigMap's swap of its ..data link too: stat
-// follows the links). All zero when the file cannot be read.
-struct FileVersion {
-  std::string path;
-  int64_t mtime_nanos = 0;
-  int64_t size = 0;
-  uint64_t inode = 0;
-  bool operator==(const FileVersion&) const = default;
-};
-
-// The --config files, then the files of the --config-dir directories as they are now.
-absl::StatusOr<std::vector<std::string>> ConfigFiles(const ServeOptions& options) {
-  std::vector<std::string> files = options.config_paths;
-  if (options.config_dirs.empty()) return files;
-  absl::StatusOr<std::vector<std::string>> listed =
-      ListConfigDirectories(options.config_dirs, options.config_ignore_dotfiles);
-  if (!listed.ok()) return listed.status();
-  files.insert(files.end(), listed->begin(), listed->end());
-  return files;
+// The fleet the service checks against (tollgate/fleet.h): in memory without a Redis URL,
+// else Redis on the service's loops, with deadlines, sync rounds and heartbeats on `timers`
+// and N counted in the group the config names. Each state change of Redis, the breaker, the
+// fallback and N is one (rate-limited) log line.
+absl::StatusOr<std::unique_ptr<Fleet>> ConnectFleet(const ServeOptions& options,
+                                                    const LoadedConfigs& config,
+                                                    std::vector<boost::asio::io_context*> loops,
+                                                    std::shared_ptr<Timers> timers) {
+  auto log = std::make_shared<server::ResilienceLog>();
+  absl::StatusOr<std::unique_ptr<Fleet>> fleet = Fleet::Connect({
+      .redis = {.url = options.redis_url,
+                .reconnect_max_ms = kProbeIntervalMs,
+                .caller_loops = std::move(loops)},
+      .key_prefix = options.redis_key_prefix,
+      .instance_group = InstanceGroup(config),
+      .instances = options.instances,
+      .memory_max_keys = options.memory_max_keys,
+      .timers = std::move(timers),
+      .on_event = [log](const ResilienceEvent& event) { log->Log(event); },
+  });
+  if (!fleet.ok()) return fleet.status();
+  for (const std::string& warning : (*fleet)->warnings()) spdlog::warn("redis: {}", warning);
+  if ((*fleet)->shared() && options.instances <= 0) {
+    spdlog::info("instance {}: {} live instance(s)", (*fleet)->instance_id(),
+                 (*fleet)->InstanceCount());
+  }
+  return fleet;
 }
-
-std::vector<FileVersion> FileVersions(const std::vector<std::string>& paths) {
-  std::vector<FileVersion> versions;
-  for (const std::string& path : paths) {
-    struct stat info {};
-    FileVersion version;
-    version.path = path;
-    if (stat(path.c_str(), &info) == 0) {
-      version.mtime_nanos =
-          static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-      version.size = info.st_size;
-      version.inode = info.st_ino;
-    }
-    versions.push_back(version);
-  }
-  return versions;
-}
-
-// Reloads every --config file into the running servers. Thread-safe (SIGHUP and the file
-// poller may both ask).
-class Reloader {
- public:
-  // `memory_store_max_keys`: the config's memory_store.max_keys at start; `given_memory_max_keys`:
-  // whether --memory-max-keys overrode it.
-  Reloader(const ServeOptions& options, server::Metrics& metrics, server::CheckService& service,
-           std::vector<FileVersion> versions, int64_t memory_store_max_keys,
-           bool given_memory_max_keys)
-      : options_(options),
-        metrics_(metrics),
-        service_(service),
-        given_memory_max_keys_(given_memory_max_keys),
-        versions_(std::move(versions)),
-        memory_store_max_keys_(memory_store_max_keys) {}
-
-  // Loads and validates all files; a valid whole replaces the running config (HTTP and
-  // Envoy's alike, in one swap), an invalid one is logged and the old config keeps serving.
-  void Reload(std::string_view why) {
-    absl::MutexLock lock(&mu_);
-    absl::StatusOr<std::vector<std::string>> files = ConfigFiles(options_);
-    versions_ = files.ok() ? FileVersions(*files) : std::vector<FileVersion>();
-    absl::StatusOr<LoadedConfigs> config =
-        files.ok() ? LoadConfigs(*files) : absl::StatusOr<LoadedConfigs>(files.status());
-    const size_t limits = config.ok() ? config->limits.size() : 0;
-    const size_t domains = config.ok() ? config->envoy_domains.size() : 0;
-    const int64_t memory_store_max_keys = config.ok() ? config->memory_store_max_keys : 0;
-    absl::Status status = config.ok() ? service_.Reload(*std::move(config)) : config.status();
-    if (!status.ok()) {
-      metrics_.RecordReload(false);
-      // One record per error (LoadConfigs reports each on a line of its own).
-      for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
-        spdlog::error("config reload ({}) refused, the old config keeps serving: {}", why,
-                      std::string(line));
-      }
-      return;
-    }
-    metrics_.RecordReload(true);
-    spdlog::info("config reloaded ({}): {} limits and {} Envoy domains", why, limits, domains);
-    if (memory_store_max_keys != memory_store_max_keys_) {
-      spdlog::warn(
-          "memory_store.max_keys changed in the config; the store keeps its cap of {} keys "
-          "until a restart{}",
-          options_.memory_max_keys,
-          given_memory_max_keys_ ? " (and --memory-max-keys overrides the config's)" : "");
-      memory_store_max_keys_ = memory_store_max_keys;
-    }
-  }
-
-  // Reloads when a file's version differs from the last one loaded.
-  void ReloadIfChanged() {
-    absl::StatusOr<std::vector<std::string>> files = ConfigFiles(options_);
-    std::vector<FileVersion> now = files.ok() ? FileVersions(*files) : std::vector<FileVersion>();
-    {
-      absl::MutexLock lock(&mu_);
-      if (now == versions_) return;
-    }
-    Reload("a config file changed");
-  }
-
- private:
-  const ServeOptions& options_;
-  server::Metrics& metrics_;
-  server::CheckService& service_;
-  absl::Mutex mu_;  // one reload at a time
-  const bool given_memory_max_keys_;
-  std::vector<FileVersion> versions_ ABSL_GUARDED_BY(mu_);
-  // The config's memory_store.max_keys last loaded (the store's cap is set at start only).
-  int64_t memory_store_max_keys_ ABSL_GUARDED_BY(mu_);
-};
 
 }  // namespace
 
@@ -235,7 +158,8 @@ int RunServe(const ServeOptions& given) {
         config->memory_store_max_keys > 0 ? config->memory_store_max_keys : kDefaultMemoryMaxKeys;
   }
   // Every connection of the service runs on these loops: HTTP and gRPC sessions, and the
-  // Redis connections their checks use. Declared before the store, so destroyed after it.
+  // Redis connections their checks use; and every timer, on `timers`. Declared before the
+  // fleet, so destroyed after it.
   absl::StatusOr<std::unique_ptr<server::EventLoops>> loops =
       server::EventLoops::Start(options.threads);
   if (!loops.ok()) {
@@ -244,19 +168,23 @@ int RunServe(const ServeOptions& given) {
   }
   std::vector<boost::asio::io_context*> loop_contexts;
   for (int i = 0; i < (*loops)->size(); ++i) loop_contexts.push_back(&(*loops)->loop(i));
-  absl::StatusOr<ServeStore> store = MakeStore(options, *config, loop_contexts);
+  // Deadlines, sync rounds and heartbeats run on the loops' timers; the servers and metrics
+  // only read monotonic time, from a clock that never touches the loops (their sessions may
+  // be the last to let go of it, while the loops are destroyed).
+  const std::shared_ptr<Timers> timers = LoopTimers(loop_contexts);
+  const std::shared_ptr<Timers> monotonic = LoopTimers({});
+  absl::StatusOr<std::unique_ptr<Fleet>> fleet =
+      ConnectFleet(options, *config, loop_contexts, timers);
   // Redis unreachable at start (a pod starting before its Redis): with
   // --redis-startup-wait-ms, try again with backoff, until then or a stop signal.
-  const auto wait_started = std::chrono::steady_clock::now();
+  const int64_t wait_started_micros = timers->NowMicros();
   int64_t retry_ms = std::max<int64_t>(options.redis_startup_retry_initial_ms, 1);
-  while (!store.ok() && store.status().code() == absl::StatusCode::kUnavailable &&
+  while (!fleet.ok() && fleet.status().code() == absl::StatusCode::kUnavailable &&
          options.redis_startup_wait_ms != 0) {
-    const int64_t waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::steady_clock::now() - wait_started)
-                                  .count();
+    const int64_t waited_ms = (timers->NowMicros() - wait_started_micros) / 1000;
     if (options.redis_startup_wait_ms > 0 && waited_ms >= options.redis_startup_wait_ms) break;
     spdlog::warn("redis unreachable at start ({}); trying again in {} ms",
-                 std::string(store.status().message()), retry_ms);
+                 std::string(fleet.status().message()), retry_ms);
     const timespec pause{static_cast<time_t>(retry_ms / 1000),
                          static_cast<long>(retry_ms % 1000) * 1'000'000};  // NOLINT(runtime/int)
     const int signal_number = sigtimedwait(&stop_signals, nullptr, &pause);
@@ -265,34 +193,32 @@ int RunServe(const ServeOptions& given) {
       return 0;
     }
     retry_ms = std::min(retry_ms * 2, std::max<int64_t>(options.redis_startup_retry_max_ms, 1));
-    store = MakeStore(options, *config, loop_contexts);
+    fleet = ConnectFleet(options, *config, loop_contexts, timers);
   }
-  if (!store.ok()) {
-    spdlog::error("{}", std::string(store.status().message()));
-    return store.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  if (!fleet.ok()) {
+    spdlog::error("{}", std::string(fleet.status().message()));
+    return fleet.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  const Fleet& stack = **fleet;
   const size_t limit_count = config->limits.size();
   const int64_t config_memory_store_max_keys = config->memory_store_max_keys;
   const size_t domain_count = config->envoy_domains.size();
 
   // Outlives both servers (declared before them).
-  server::Metrics metrics;
+  server::Metrics metrics(monotonic);
   if (options.ratelimit_metrics) metrics.EnableRatelimitFamilies(options.near_limit_ratio);
   metrics.RecordInitialLoad();
-  metrics.set_resilient_store(store->resilient);
+  metrics.set_resilient_store(stack.resilient_store());
   if (grpc_tls != nullptr) metrics.set_grpc_tls(&grpc_tls->counters());
-  if (store->memory != nullptr) metrics.set_memory_store(store->memory, options.memory_max_keys);
-  if (options.instances > 0) {
-    metrics.set_instance_count([instances = options.instances] { return instances; });
-  } else if (store->registry != nullptr) {
-    const InstanceRegistry* registry = store->registry.get();
-    metrics.set_instance_count([registry] { return registry->Count(); });
+  if (stack.memory_store() != nullptr) {
+    metrics.set_memory_store(stack.memory_store(), options.memory_max_keys);
   }
-  if (store->fallback_shares != nullptr) {
+  if (options.instances > 0 || stack.shared()) {
+    metrics.set_instance_count([&stack] { return stack.InstanceCount(); });
+  }
+  if (stack.fallback_shares() != nullptr) {
     metrics.set_fallback_shares(
-        [shares = store->fallback_shares, registry = store->registry.get()] {
-          return shares->Fractions(registry->Count());
-        });
+        [&stack] { return stack.fallback_shares()->Fractions(stack.InstanceCount()); });
   }
   // Tracing: spans of ShouldRateLimit, exported off the request path. Declared before the
   // RLS service that records into it, so destroyed after it.
@@ -307,20 +233,28 @@ int RunServe(const ServeOptions& given) {
     tracer = *std::move(started);
     metrics.set_tracing_stats([raw = tracer.get()] { return raw->stats(); });
   }
-  // One check service for HTTP and Envoy's API: one snapshot, one Limiter over both stores.
-  absl::StatusOr<std::unique_ptr<server::CheckService>> made_service =
-      server::CheckService::Create({.store = store->store,
-                                    .sync_store = store->sync_store,
-                                    .clock = nullptr,
-                                    .metrics = &metrics,
-                                    .max_override_limits = 1000,
-                                    .default_envoy_algorithm = options.default_algorithm},
-                                   *std::move(config));
+  // One check service for HTTP and Envoy's API: one snapshot, one Limiter over the fleet's
+  // stores, made again at each reload.
+  absl::StatusOr<std::unique_ptr<server::CheckService>> made_service = server::CheckService::Create(
+      {.new_limiter =
+           [&stack](std::vector<Limit> limits) { return stack.NewLimiter(std::move(limits)); },
+       .clock = nullptr,
+       .metrics = &metrics,
+       .max_override_limits = 1000,
+       .default_envoy_algorithm = options.default_algorithm},
+      *std::move(config));
   if (!made_service.ok()) {
     spdlog::error("invalid config: {}", std::string(made_service.status().message()));
     return 1;
   }
-  std::shared_ptr<server::CheckService> check_service = *std::move(made_service);
+  // Held by the servers, their connections and readiness; once the last of them lets go,
+  // the service is destroyed (on that thread) and `service_released` tells the shutdown below.
+  auto service_released = std::make_shared<absl::Notification>();
+  std::shared_ptr<server::CheckService> check_service(
+      made_service->release(), [service_released](server::CheckService* service) {
+        delete service;
+        service_released->Notify();
+      });
 
   // Config over xDS (serve_xds.h): the control plane's domains beside the files'. Without
   // --start-without-config the ports open once its first config is applied.
@@ -367,6 +301,7 @@ int RunServe(const ServeOptions& given) {
   grpc_options.address = *grpc_address;
   grpc_options.max_message_bytes = static_cast<uint32_t>(options.max_body_bytes);
   grpc_options.tls = grpc_tls;
+  grpc_options.timers = monotonic;
   absl::StatusOr<std::unique_ptr<server::GrpcServer>> grpc =
       server::GrpcServer::Start(**loops, grpc_options, std::move(grpc_methods));
   if (!grpc.ok()) {
@@ -378,6 +313,7 @@ int RunServe(const ServeOptions& given) {
   http_options.host = http_address->host;
   http_options.port = http_address->port;
   http_options.loops = loops->get();
+  http_options.timers = monotonic;
   http_options.max_checks_per_request = static_cast<size_t>(options.max_descriptors);
   http_options.limits.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
   http_options.limits.max_header_bytes = static_cast<uint32_t>(options.max_header_bytes);
@@ -387,9 +323,8 @@ int RunServe(const ServeOptions& given) {
   http_options.metrics = &metrics;
   // Ready when the instance's own probe of Redis (the registry's, every 250 ms, whatever
   // the traffic) is answered, or when no limit needs Redis to answer correctly.
-  const InstanceRegistry* probe = store->registry.get();
-  http_options.readiness = [probe, check_service]() -> absl::Status {
-    if (probe == nullptr || probe->StoreReachable()) return absl::OkStatus();  // or in memory
+  http_options.readiness = [&stack, check_service]() -> absl::Status {
+    if (stack.StoreReachable()) return absl::OkStatus();  // always in memory
     const std::string limit = check_service->snapshot()->fail_closed_limit;
     if (limit.empty()) return absl::OkStatus();
     return absl::UnavailableError(absl::StrCat(
@@ -398,7 +333,7 @@ int RunServe(const ServeOptions& given) {
   // GET /healthcheck, as envoyproxy/ratelimit answers it (Envoy Gateway's probes): 500 once
   // a stop signal came, and with the options that ask for it, without Redis.
   std::atomic<bool> draining{false};
-  http_options.health_check = [&draining, probe, &options,
+  http_options.health_check = [&draining, &stack, &options,
                                xds = xds_client.get()]() -> absl::Status {
     if (draining.load(std::memory_order_acquire)) {
       return absl::UnavailableError("draining: a stop signal came");
@@ -406,7 +341,7 @@ int RunServe(const ServeOptions& given) {
     if (options.health_requires_config && xds != nullptr && !xds->has_config()) {
       return absl::UnavailableError("no config from xDS yet");
     }
-    if (options.health_requires_redis && probe != nullptr && !probe->StoreReachable()) {
+    if (options.health_requires_redis && !stack.StoreReachable()) {
       return absl::UnavailableError("redis is unreachable (this instance's probe fails)");
     }
     return absl::OkStatus();
@@ -435,6 +370,7 @@ int RunServe(const ServeOptions& given) {
     metrics_options.host = address->host;
     metrics_options.port = address->port;
     metrics_options.loops = loops->get();
+    metrics_options.timers = monotonic;
     metrics_options.metrics = &metrics;
     metrics_options.metrics_only_path = options.metrics_path;
     absl::StatusOr<std::unique_ptr<server::HttpServer>> started =
@@ -448,7 +384,7 @@ int RunServe(const ServeOptions& given) {
   spdlog::info("tollgate {} (commit {})", kBuildVersion, kBuildCommit);
   spdlog::info("{} limits and {} Envoy domains from {}, store {}", limit_count, domain_count,
                config_files->empty() ? "no config file" : absl::StrJoin(*config_files, ", "),
-               store->store->Name());
+               stack.shared() ? "redis" : "memory");
   if (xds_client != nullptr) {
     spdlog::info("xds: Envoy domains from {}{}", options.xds.server_address,
                  xds_client->has_config()
@@ -508,15 +444,15 @@ int RunServe(const ServeOptions& given) {
   if (!drained)
     spdlog::warn("requests still in flight after {}s were dropped", kDrainTimeout.count());
   // Both servers go before the RLS service they call. The loops (declared first) stop last,
-  // after the store has shut its connections on them down.
+  // after the fleet has shut its connections on them down.
   http->reset();
   metrics_http.reset();
   grpc->reset();
-  // Connections still closing on the loops hold the check service, and so the stores, for a
-  // moment: the stores are destroyed here, while the loops still run, once they let go.
-  const auto let_go = std::chrono::steady_clock::now() + kDrainTimeout;
-  while (check_service.use_count() > 1 && std::chrono::steady_clock::now() < let_go) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Connections still closing on the loops hold the check service (and its limiters) for a
+  // moment: it goes once they let go, while the loops still run, and before the fleet.
+  check_service.reset();
+  if (!service_released->WaitForNotificationWithTimeout(absl::FromChrono(kDrainTimeout))) {
+    spdlog::warn("connections still held the check service after {}s", kDrainTimeout.count());
   }
   if (tracer != nullptr) tracer->Shutdown();  // exports what is queued, within its bound
   spdlog::info("stopped");

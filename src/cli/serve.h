@@ -14,15 +14,7 @@
 #include "src/server/ratelimit_headers.h"
 #include "src/server/tracing.h"
 #include "src/xds/xds_options.h"
-#include "tollgate/fallback_shares.h"
-#include "tollgate/memory_store.h"
-#include "tollgate/redis_connections.h"
-#include "tollgate/resilience.h"
-#include "tollgate/store.h"
-
-namespace boost::asio {
-class io_context;
-}  // namespace boost::asio
+#include "tollgate/limit.h"
 
 namespace tollgate::cli {
 
@@ -148,40 +140,12 @@ struct ServeOptions {
   server::TracingOptions tracing;
 };
 
-// The store and what keeps it running.
-struct ServeStore {
-  // With --redis: the one set of Redis connections the stores and the registry share (on the
-  // service's loops). Declared first, so this reference goes last.
-  std::shared_ptr<RedisConnections> redis;
-  // With --redis: the live instance count (heartbeats into Redis). Declared before the
-  // stores, so destroyed after them: they read it.
-  // Shared: the stores' instance counts hold it, however long the stores live.
-  std::shared_ptr<InstanceRegistry> registry;
-  // With --redis and a learned N: fail_open's demand-weighted shares (the registry learns
-  // them, `store` uses them).
-  std::shared_ptr<FallbackShares> fallback_shares;
-  std::shared_ptr<Store> store;
-  // With --redis: where `mode: sync` limits live (local counts synced with Redis); else
-  // nullptr and they are checked exactly in `store`.
-  std::shared_ptr<Store> sync_store;
-  // What `store` is, for its metrics: exactly one is set, and it points into `store`.
-  const MemoryStore* memory = nullptr;        // without --redis
-  const ResilientStore* resilient = nullptr;  // with --redis
-};
-
-// The store the service checks against: in memory (at most `options.memory_max_keys`
-// entries, or kDefaultMemoryMaxKeys when 0; already resolved with the config's
-// memory_store.max_keys) without `redis_url`; else Redis at `redis_url` (already resolved:
-// the file options are not read here) behind deadlines, a circuit breaker and each limit's
-// failure policy, with N learned from heartbeats. Checks issued on one of `loops` talk to
-// Redis over connections of that loop (RedisStoreOptions::caller_loops). `config` is what
-// the --config files hold at start: it decides whether sync mode can be served and names
-// the group N is counted in. REQUIRES: the loops outlive the store.
-absl::StatusOr<ServeStore> MakeStore(const ServeOptions& options, const LoadedConfigs& config,
-                                     std::vector<boost::asio::io_context*> loops = {});
-
 // Loads the configs (and with options.xds, waits for the control plane's first config unless
-// start_without_config), builds the limiter and serves HTTP and gRPC until SIGTERM or SIGINT,
+// start_without_config), connects the fleet (tollgate/fleet.h: in memory without
+// `redis_url`, at most `memory_max_keys` entries; else Redis behind deadlines, a circuit
+// breaker and each limit's failure policy, with N learned from heartbeats in the group the
+// config names, src/cli/instance_group.h) on the service's event loops, and serves HTTP and
+// gRPC until SIGTERM or SIGINT,
 // then finishes the requests in flight. On SIGHUP, and when a config file changes (looked
 // at every second), reloads every config file: a valid whole replaces the running config
 // without dropping requests (counters carry on in the store); an invalid one is logged and

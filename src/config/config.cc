@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -32,6 +33,7 @@
 #include "src/config/problems.h"
 #include "src/config/yaml_node.h"
 #include "src/core/absl_view.h"
+#include "src/core/limit_problems.h"
 #include "tollgate/limit.h"
 
 namespace tollgate {
@@ -41,13 +43,8 @@ constexpr int64_t kMillisecond = 1'000;
 constexpr int64_t kSecond = 1'000'000;
 constexpr int64_t kDay = 86'400 * kSecond;
 
-// Counts above this are almost certainly typos (and keep the stores' arithmetic, which mixes
-// int64 and double, exact).
-constexpr int64_t kMaxCount = 1'000'000'000'000;
-constexpr double kMaxRefillPerSecond = 1e12;
-// A token bucket must refill completely within this, so the time its key lives in the store
-// stays a sane number of microseconds. Slower limits are better written as a window.
-constexpr double kMaxFillSeconds = 365.0 * 86'400;
+constexpr int64_t kMaxCount = internal::kMaxLimitCount;
+constexpr double kMaxRefillPerSecond = internal::kMaxRefillPerSecond;
 
 // The accepted durations of one field, and how an error message states them.
 struct DurationRange {
@@ -107,19 +104,6 @@ struct Fields {
 };
 
 std::string Describe(const YAML::Node& node) { return config::DescribeNode(node); }
-
-// 90'000'000 -> "90s", 600'000'000 -> "10m": the largest unit that divides evenly.
-std::string FormatDuration(int64_t micros) {
-  constexpr std::pair<int64_t, absl::string_view> kUnits[] = {{kDay, "d"},
-                                                              {3'600 * kSecond, "h"},
-                                                              {60 * kSecond, "m"},
-                                                              {kSecond, "s"},
-                                                              {kMillisecond, "ms"}};
-  for (const auto& [unit_micros, suffix] : kUnits) {
-    if (micros % unit_micros == 0) return absl::StrCat(micros / unit_micros, suffix);
-  }
-  return absl::StrCat(micros, "us");
-}
 
 std::string OneOf(absl::Span<const absl::string_view> words) { return absl::StrJoin(words, ", "); }
 
@@ -343,15 +327,6 @@ std::optional<LimitNumbers> Parser::ParseNumbers(const Fields& fields, const Fie
       rate = ParseRate(*rate_field, absl::StrCat(path, ".refill_per_second"));
     }
     if (capacity.ok() && rate.ok()) {
-      if (static_cast<double>(*capacity) / *rate > kMaxFillSeconds) {
-        ReportAtValue(*rate_field, absl::StrCat(path, ".refill_per_second"),
-                      absl::StrCat("expected a rate that refills the bucket within 365d (at least ",
-                                   static_cast<double>(*capacity) / kMaxFillSeconds,
-                                   " per second for capacity ", *capacity,
-                                   "; use a window for slower "
-                                   "limits), got ",
-                                   Describe(rate_field->value)));
-      }
       numbers.capacity = *capacity;
       numbers.refill_per_second = *rate;
     }
@@ -404,26 +379,19 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
   }
 
   const Field* local = fields.Find("local");
-  if (!failure_known) {
-    // Nothing to check `local:` against.
-  } else if (limit.on_store_failure == FailureMode::kLocal) {
-    if (local == nullptr) {
-      Report(entry.key.Mark(), sub("local"),
-             "required with on_store_failure: local (the strict local limit's "
-             "algorithm and numbers), missing");
-    } else if (!local->value.IsMap()) {
+  std::optional<Fields> local_fields;
+  if (local != nullptr && failure_known && limit.on_store_failure == FailureMode::kLocal) {
+    if (!local->value.IsMap()) {
       ReportAtValue(*local, sub("local"),
                     absl::StrCat("expected a map with algorithm and its numbers, got ",
                                  Describe(local->value)));
     } else {
-      const Fields local_fields = ReadMap(local->value, sub("local"), kNumberKeys);
-      std::optional<LimitNumbers> local_numbers = ParseNumbers(local_fields, *local, sub("local"));
+      local_fields = ReadMap(local->value, sub("local"), kNumberKeys);
+      std::optional<LimitNumbers> local_numbers = ParseNumbers(*local_fields, *local, sub("local"));
       if (local_numbers.has_value()) limit.local = *local_numbers;
     }
   } else if (local != nullptr) {
-    Report(local->key.Mark(), sub("local"),
-           absl::StrCat("only allowed with on_store_failure: local, got on_store_failure: ",
-                        std::string(FailureModeName(limit.on_store_failure))));
+    limit.local = LimitNumbers();  // present: ValidateLimit says where it is not allowed
   }
 
   if (const Field* field = fields.Find("timeout")) {
@@ -443,17 +411,6 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
       if (ttl.ok()) limit.reservation_ttl_micros = *ttl;
     }
   }
-  if (concurrency && limit.local.has_value() && limit.local->algorithm != Algorithm::kConcurrency) {
-    Report(local->key.Mark(), sub("local.algorithm"),
-           absl::StrCat("a concurrency limit's local limit holds leases too: expected "
-                        "concurrency, got ",
-                        std::string(AlgorithmName(limit.local->algorithm))));
-  } else if (numbers.has_value() && !concurrency && limit.local.has_value() &&
-             limit.local->algorithm == Algorithm::kConcurrency) {
-    Report(local->key.Mark(), sub("local.algorithm"),
-           absl::StrCat("a rate limit's local limit is a rate too: expected one of token_bucket, "
-                        "fixed_window, sliding_window, got concurrency"));
-  }
 
   const Field* mode = fields.Find("mode");
   bool mode_known = true;
@@ -462,61 +419,18 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
     if (index.ok()) limit.mode = *index == 0 ? Mode::kExact : Mode::kSync;
     mode_known = index.ok();
   }
-
-  std::optional<bool> allow_sync_with_fail_closed = false;
   if (const Field* field = fields.Find("allow_sync_with_fail_closed")) {
     absl::StatusOr<bool> allow = ParseBool(*field, sub("allow_sync_with_fail_closed"));
-    allow_sync_with_fail_closed = allow.ok() ? std::optional<bool>(*allow) : std::nullopt;
+    if (allow.ok()) limit.allow_sync_with_fail_closed = *allow;
   }
-
   const Field* sync_interval = fields.Find("sync_interval");
-  if (mode_known && limit.mode != Mode::kSync) {
-    if (sync_interval != nullptr) {
-      Report(sync_interval->key.Mark(), sub("sync_interval"),
-             "only allowed with mode: sync, got mode: exact");
-    }
-  } else if (mode_known) {
-    if (concurrency) {
-      ReportAtValue(*mode, sub("mode"),
-                    "a concurrency limit's leases are taken and released in one atomic store "
-                    "step, which sync mode's local counts cannot give: expected mode: exact, got "
-                    "'sync'");
-    }
-    if (numbers.has_value() && limit.numbers.algorithm == Algorithm::kTokenBucket) {
-      ReportAtValue(*mode, sub("mode"),
-                    "sync mode counts requests per window and supports fixed_window and "
-                    "sliding_window only, got mode 'sync' with algorithm token_bucket");
-    }
-    if (failure_known && limit.on_store_failure == FailureMode::kFailClosed &&
-        allow_sync_with_fail_closed.has_value() && !*allow_sync_with_fail_closed) {
-      ReportAtValue(
-          *mode, sub("mode"),
-          "sync mode admits a bounded overshoot between syncs, but on_store_failure: fail_closed "
-          "marks a limit that must stay exact (like 5 OTP guesses), which belongs on exact store "
-          "checks; expected mode: exact, or set allow_sync_with_fail_closed: true to accept the "
-          "overshoot, got 'sync'");
-    }
-    bool interval_known = true;
-    if (sync_interval != nullptr) {
-      absl::StatusOr<int64_t> interval =
-          ParseDuration(*sync_interval, sub("sync_interval"), kSyncIntervalRange);
-      if (interval.ok()) limit.sync_interval_micros = *interval;
-      interval_known = interval.ok();
-    }
-    // Instances decide on counts up to one interval old; an interval longer than the window
-    // would let whole windows pass on stale counts.
-    if (numbers.has_value() && interval_known && limit.numbers.window_micros > 0 &&
-        limit.sync_interval_micros > limit.numbers.window_micros) {
-      const YAML::Mark mark =
-          sync_interval != nullptr ? sync_interval->value.Mark() : mode->value.Mark();
-      Report(mark, sub("sync_interval"),
-             absl::StrCat("expected at most the window (",
-                          FormatDuration(limit.numbers.window_micros), "), got ",
-                          sync_interval != nullptr
-                              ? Describe(sync_interval->value)
-                              : absl::StrCat("the default '",
-                                             FormatDuration(limit.sync_interval_micros), "'")));
-    }
+  if (sync_interval != nullptr && mode_known && limit.mode != Mode::kSync) {
+    Report(sync_interval->key.Mark(), sub("sync_interval"),
+           "only allowed with mode: sync, got mode: exact");
+  } else if (sync_interval != nullptr) {
+    absl::StatusOr<int64_t> interval =
+        ParseDuration(*sync_interval, sub("sync_interval"), kSyncIntervalRange);
+    if (interval.ok()) limit.sync_interval_micros = *interval;
   }
   // `shares` divides sync mode's grants and the fail_open fallback's local limits; anywhere
   // else it would silently do nothing.
@@ -529,6 +443,35 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
              absl::StrCat("only allowed with mode: sync or on_store_failure: fail_open (it divides "
                           "their shares among instances), got mode: exact and on_store_failure: ",
                           std::string(FailureModeName(limit.on_store_failure))));
+    }
+  }
+  if (problems_.size() != errors_before) return std::nullopt;
+  // What the file says is well formed: the one rule of what a limit may be, each problem
+  // at its field (or, for a field left out, where the limit or its default shows).
+  for (const internal::LimitProblem& problem : internal::LimitProblems(limit)) {
+    const bool in_local = absl::StartsWith(problem.field, "local.");
+    const Field* field = in_local && local_fields.has_value()
+                             ? local_fields->Find(problem.field.substr(6))
+                             : fields.Find(problem.field);
+    if (in_local && problem.field == "local.algorithm") field = nullptr;
+    std::string message = problem.expected;
+    if (field != nullptr && problem.got_is_value) {
+      absl::StrAppend(&message, ", got ", Describe(field->value));
+    } else if (problem.got_is_value && !problem.got.empty()) {
+      absl::StrAppend(&message, ", got the default ", problem.got);
+    } else if (!problem.got.empty()) {
+      absl::StrAppend(&message, ", got ", problem.got);
+    }
+    YAML::Mark mark = entry.key.Mark();
+    if (problem.field == "local" || in_local) {
+      if (local != nullptr) mark = local->key.Mark();
+    } else if (problem.field == "sync_interval" && field == nullptr && mode != nullptr) {
+      mark = mode->value.Mark();
+    }
+    if (field != nullptr && problem.field != "local") {
+      ReportAtValue(*field, sub(problem.field), message);
+    } else {
+      Report(mark, sub(problem.field), message);
     }
   }
   if (problems_.size() != errors_before) return std::nullopt;

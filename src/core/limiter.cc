@@ -1,57 +1,24 @@
-// Copyright tollgate authors.
+// Copyright tollgate authors. Limiter: creation, Check and CheckAll (the metered verbs are in
+// limiter_metered.cc).
 #include "tollgate/limiter.h"
 
-#include <cmath>
-#include <optional>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/base/optimization.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "src/core/absl_view.h"
 #include "src/core/batch.h"
+#include "src/core/limiter_state.h"
 #include "src/core/metered_ids.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {
-namespace {
+namespace internal {
 
-absl::Status ValidateNumbers(const std::string& name, const LimitNumbers& numbers) {
-  switch (numbers.algorithm) {
-    case Algorithm::kTokenBucket:
-      if (numbers.capacity < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": capacity must be >= 1"));
-      }
-      if (!(numbers.refill_per_second > 0) || !std::isfinite(numbers.refill_per_second)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("limit ", name, ": refill_per_second must be a positive number"));
-      }
-      return absl::OkStatus();
-    case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindow:
-      if (numbers.limit < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
-      }
-      if (numbers.window_micros < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": window must be > 0"));
-      }
-      return absl::OkStatus();
-    case Algorithm::kConcurrency:
-      if (numbers.limit < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": limit must be >= 1"));
-      }
-      if (numbers.window_micros < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": lease must be > 0"));
-      }
-      return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("limit ", name, ": unknown algorithm"));
-}
-
-// The checks every request gets before it reaches a store, with the messages users see.
 absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_t cost) {
   const absl::string_view limit = AbslView(name);
   if (key.empty()) {
@@ -68,19 +35,6 @@ absl::Status ValidateRequest(std::string_view name, std::string_view key, int64_
   return absl::OkStatus();
 }
 
-// A check of a concurrency limit that would take a slot without keeping its lease.
-absl::Status LeaseNeedsAcquire(std::string_view limit) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("limit '", AbslView(limit),
-                   "' is a concurrency limit: take a slot with Acquire (or in CheckAll), which "
-                   "keeps the lease; Check may only peek (cost 0)"));
-}
-
-absl::Status UnknownLimit(std::string_view limit) {
-  return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
-}
-
-// What an item's op asks of its limit, beyond ValidateRequest.
 absl::Status ValidateOp(const CheckItem& item) {
   const absl::string_view name = AbslView(item.limit->name);
   const bool concurrency = item.limit->numbers.algorithm == Algorithm::kConcurrency;
@@ -111,12 +65,28 @@ absl::Status ValidateOp(const CheckItem& item) {
   return absl::OkStatus();
 }
 
-// Whether a batch needs Store::ApplyAsync: an op other than kCheck, or a lease to take.
-bool NeedsApply(const std::vector<CheckItem>& items) {
-  for (const CheckItem& item : items) {
-    if (item.op != ItemOp::kCheck || !item.id.empty()) return true;
+absl::Status UnknownLimit(std::string_view limit) {
+  return absl::NotFoundError(absl::StrCat("unknown limit '", AbslView(limit), "'"));
+}
+
+absl::StatusOr<Decision> SingleDecision(absl::StatusOr<MultiDecision> result) {
+  if (!result.ok()) return result.status();
+  if (result->decisions.size() != 1) {
+    return absl::InternalError("the store returned a wrong number of decisions");
   }
-  return false;
+  return result->decisions.front();
+}
+
+}  // namespace internal
+
+namespace {
+
+// A check of a concurrency limit that would take a slot without keeping its lease.
+absl::Status LeaseNeedsAcquire(std::string_view limit) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("limit '", AbslView(limit),
+                   "' is a concurrency limit: take a slot with Acquire (or in CheckAll), which "
+                   "keeps the lease; Check may only peek (cost 0)"));
 }
 
 // Whether `item` takes a lease of a concurrency limit (and so needs an id).
@@ -125,52 +95,22 @@ bool TakesLease(const CheckItem& item) {
          item.limit->numbers.algorithm == Algorithm::kConcurrency;
 }
 
-}  // namespace
+// The one decision of a store's answer to one item.
+absl::StatusOr<Decision> OnlyDecision(absl::StatusOr<std::vector<Decision>> decisions) {
+  if (!decisions.ok()) return decisions.status();
+  if (decisions->size() != 1) {
+    return absl::InternalError("the store returned a wrong number of decisions");
+  }
+  return decisions->front();
+}
 
-struct Limiter::State {
-  std::vector<Limit> limits;
-  // Each limit's index in `limits`. Keys view the names in `limits`, which never change
-  // after Create().
-  absl::flat_hash_map<std::string_view, size_t> by_name;
-  std::shared_ptr<Store> store;
-  std::shared_ptr<Store> sync_store;
-  // Every limit prepared on `store` (parallel to `limits`), where the store decides inline
-  // (Store::PrepareCheck); null elsewhere (a remote store, or numbers the store refuses,
-  // whose checks then answer why). Declared after `store`, so destroyed before it.
-  std::vector<std::unique_ptr<PreparedCheck>> prepared;
-};
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Limiter>> Limiter::Create(LimiterOptions options) {
   auto state = std::make_unique<State>();
   state->limits = std::move(options.limits);
   for (const Limit& limit : state->limits) {
-    if (limit.name.empty()) return absl::InvalidArgumentError("a limit has an empty name");
-    if (absl::Status status = ValidateNumbers(limit.name, limit.numbers); !status.ok()) {
-      return status;
-    }
-    if (limit.on_store_failure == FailureMode::kLocal) {
-      if (!limit.local.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("limit ", limit.name, ": on_store_failure local needs local numbers"));
-      }
-      if (absl::Status status = ValidateNumbers(limit.name, *limit.local); !status.ok()) {
-        return status;
-      }
-    }
-    if (limit.numbers.algorithm == Algorithm::kConcurrency && limit.mode == Mode::kSync) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("limit ", limit.name,
-                       ": a concurrency limit cannot be in sync mode (leases need one "
-                       "atomic store step)"));
-    }
-    if (limit.on_store_failure == FailureMode::kLocal && limit.local.has_value() &&
-        (limit.local->algorithm == Algorithm::kConcurrency) !=
-            (limit.numbers.algorithm == Algorithm::kConcurrency)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("limit ", limit.name,
-                       ": local numbers of a concurrency limit must be concurrency "
-                       "too, and of a rate limit a rate"));
-    }
+    if (absl::Status status = ValidateLimit(limit); !status.ok()) return status;
     if (!state->by_name.emplace(limit.name, state->by_name.size()).second) {
       return absl::InvalidArgumentError(absl::StrCat("two limits are named ", limit.name));
     }
@@ -202,41 +142,122 @@ const Limit* Limiter::FindLimit(std::string_view name) const {
 
 const std::vector<Limit>& Limiter::limits() const { return state_->limits; }
 
-Store& Limiter::store() const { return *state_->store; }
+absl::StatusOr<const Limit*> Limiter::Resolve(LimitRef ref) const {
+  if (ref.limit() != nullptr) return ref.limit();
+  const Limit* found = FindLimit(ref.name());
+  if (found == nullptr) return internal::UnknownLimit(ref.name());
+  return found;
+}
 
-void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCallback done) {
-  if (requests.empty()) {
-    std::move(done)(absl::InvalidArgumentError("no limits to check"));
+absl::StatusOr<Decision> Limiter::Check(LimitRef limit, std::string_view key, int64_t cost) {
+  // The single-item path: no vectors, no MultiDecision, no callback; the memory store answers
+  // it without allocating.
+  absl::StatusOr<const Limit*> found = Resolve(limit);
+  if (!found.ok()) return found.status();
+  const Limit& resolved = **found;
+  if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
+    return internal::ValidateRequest(resolved.name, key, cost);
+  }
+  if (ABSL_PREDICT_FALSE(resolved.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
+    return LeaseNeedsAcquire(resolved.name);
+  }
+  const bool sync = resolved.mode == Mode::kSync && state_->sync_store != nullptr;
+  if (!sync) {
+    // One of ours, on a store that decides inline: its prepared form.
+    const Limit* first = state_->limits.data();
+    if (&resolved >= first && &resolved < first + state_->limits.size()) {
+      if (PreparedCheck* prepared = state_->prepared[&resolved - first].get()) {
+        return prepared->CheckOne(key, cost);
+      }
+    }
+  }
+  Store& store = sync ? *state_->sync_store : *state_->store;
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&resolved, std::string(key), cost});
+  return OnlyDecision(store.Apply(std::move(items)));
+}
+
+void Limiter::CheckAsync(LimitRef limit, std::string_view key, int64_t cost,
+                         DecisionCallback done) {
+  absl::StatusOr<const Limit*> found = Resolve(limit);
+  if (ABSL_PREDICT_FALSE(!found.ok())) {
+    std::move(done)(found.status());
     return;
   }
+  const Limit& resolved = **found;
+  if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
+    std::move(done)(internal::ValidateRequest(resolved.name, key, cost));
+    return;
+  }
+  if (ABSL_PREDICT_FALSE(resolved.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
+    std::move(done)(LeaseNeedsAcquire(resolved.name));
+    return;
+  }
+  const bool sync = resolved.mode == Mode::kSync && state_->sync_store != nullptr;
+  if (!sync) {
+    // One of ours, on a store that decides inline: its prepared form. Another limit (an
+    // override) goes the general way.
+    const Limit* first = state_->limits.data();
+    if (&resolved >= first && &resolved < first + state_->limits.size()) {
+      if (PreparedCheck* prepared = state_->prepared[&resolved - first].get()) {
+        std::move(done)(prepared->CheckOne(key, cost));
+        return;
+      }
+    }
+  }
+  Store& store = sync ? *state_->sync_store : *state_->store;
+  std::vector<CheckItem> items;
+  items.push_back(CheckItem{&resolved, std::string(key), cost});
+  store.ApplyAsync(std::move(items), [done = std::move(done)](
+                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
+    std::move(done)(OnlyDecision(std::move(decisions)));
+  });
+}
+
+absl::StatusOr<MultiDecision> Limiter::CheckAll(std::vector<CheckRequest> requests) {
+  return internal::Wait<MultiDecision>(
+      [&](MultiDecisionCallback done) { CheckAllAsync(std::move(requests), std::move(done)); });
+}
+
+void Limiter::CheckAllAsync(std::vector<CheckRequest> requests, MultiDecisionCallback done) {
   std::vector<CheckItem> items;
   items.reserve(requests.size());
   for (CheckRequest& request : requests) {
-    const Limit* limit = FindLimit(request.limit);
-    if (limit == nullptr) {
-      std::move(done)(UnknownLimit(request.limit));
+    absl::StatusOr<const Limit*> limit = Resolve(request.limit);
+    if (!limit.ok()) {
+      std::move(done)(limit.status());
       return;
     }
-    items.push_back(CheckItem{limit, std::move(request.key), request.cost});
-    if (request.reserve) items.back().op = ItemOp::kReserve;
+    if (request.op != ItemOp::kCheck && request.op != ItemOp::kReserve &&
+        request.op != ItemOp::kCharge) {
+      std::move(done)(absl::InvalidArgumentError(absl::StrCat(
+          "limit '", (*limit)->name,
+          "': CheckAll takes checks, reservations and charges; settle, release and renew "
+          "have verbs of their own")));
+      return;
+    }
+    CheckItem& item = items.emplace_back(CheckItem{*limit, std::move(request.key), request.cost});
+    item.op = request.op;
+    item.shadow = request.shadow;
   }
-  CheckItemsAsync(std::move(items), std::move(done));
+  ApplyItems(std::move(items), std::move(done));
 }
 
-void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallback done) {
+void Limiter::ApplyItems(std::vector<CheckItem> items, MultiDecisionCallback done) {
   if (items.empty()) {
     std::move(done)(absl::InvalidArgumentError("no limits to check"));
     return;
   }
   size_t sync_items = 0;
   bool any_shadow = false;
+  bool any_op = false;  // an op other than kCheck, or a lease to take
   for (CheckItem& item : items) {
-    if (absl::Status status = ValidateRequest(item.limit->name, item.key, item.cost);
+    if (absl::Status status = internal::ValidateRequest(item.limit->name, item.key, item.cost);
         !status.ok()) {
       std::move(done)(std::move(status));
       return;
     }
-    if (absl::Status status = ValidateOp(item); !status.ok()) {
+    if (absl::Status status = internal::ValidateOp(item); !status.ok()) {
       std::move(done)(std::move(status));
       return;
     }
@@ -245,6 +266,7 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     }
     if (item.limit->mode == Mode::kSync && state_->sync_store != nullptr) ++sync_items;
     any_shadow |= item.shadow;
+    any_op |= item.op != ItemOp::kCheck || !item.id.empty();
   }
   if (sync_items != 0 && sync_items != items.size()) {
     std::move(done)(absl::InvalidArgumentError(
@@ -253,7 +275,6 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     return;
   }
   Store& store = sync_items != 0 ? *state_->sync_store : *state_->store;
-  const bool apply = NeedsApply(items);
   // What the answer needs of the items once the store has them: which ones decide the batch
   // and, for the reservations, what their tokens name. Kept only when there is more to it
   // than "every item decides".
@@ -261,7 +282,7 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     std::vector<CheckItem> items;  // without keys, except for reservations
   };
   std::shared_ptr<Kept> kept;
-  if (apply || any_shadow) {
+  if (any_op || any_shadow) {
     kept = std::make_shared<Kept>();
     kept->items.reserve(items.size());
     for (const CheckItem& item : items) {
@@ -273,8 +294,8 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
       kept->items.push_back(std::move(copy));
     }
   }
-  auto answer = [done = std::move(done),
-                 kept = std::move(kept)](absl::StatusOr<std::vector<Decision>> decisions) mutable {
+  store.ApplyAsync(std::move(items), [done = std::move(done), kept = std::move(kept)](
+                                         absl::StatusOr<std::vector<Decision>> decisions) mutable {
     if (!decisions.ok()) {
       std::move(done)(decisions.status());
       return;
@@ -299,305 +320,19 @@ void Limiter::CheckItemsAsync(std::vector<CheckItem> items, MultiDecisionCallbac
     }
     result.decisions = std::move(*decisions);
     std::move(done)(std::move(result));
-  };
-  if (apply) {
-    store.ApplyAsync(std::move(items), std::move(answer));
-  } else {
-    store.CheckAsync(std::move(items), std::move(answer));
-  }
+  });
 }
 
-void Limiter::CheckAsync(const Limit& limit, std::string_view key, int64_t cost,
-                         DecisionCallback done) {
-  if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
-    std::move(done)(ValidateRequest(limit.name, key, cost));
-    return;
-  }
-  if (ABSL_PREDICT_FALSE(limit.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
-    std::move(done)(LeaseNeedsAcquire(limit.name));
-    return;
-  }
-  if (limit.mode == Mode::kSync && state_->sync_store != nullptr) {
-    // Local decisions: the sync store answers inline.
-    std::move(done)(state_->sync_store->CheckOne(limit, key, cost));
-    return;
-  }
-  // One of ours, on a store that decides inline: its prepared form. Another limit (an
-  // override) goes the general way.
-  const Limit* first = state_->limits.data();
-  if (&limit >= first && &limit < first + state_->limits.size()) {
-    if (PreparedCheck* prepared = state_->prepared[&limit - first].get(); prepared != nullptr) {
-      std::move(done)(prepared->CheckOne(key, cost));
-      return;
-    }
-  }
+void Limiter::ApplyOne(const Limit& limit, std::string_view key, int64_t cost, ItemOp op,
+                       std::string id, DecisionCallback done) {
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, std::string(key), cost});
-  state_->store->CheckAsync(
-      std::move(items),
-      [done = std::move(done)](absl::StatusOr<std::vector<Decision>> decisions) mutable {
-        if (!decisions.ok()) {
-          std::move(done)(decisions.status());
-        } else if (decisions->size() != 1) {
-          std::move(done)(absl::InternalError("the store returned a wrong number of decisions"));
-        } else {
-          std::move(done)(decisions->front());
-        }
-      });
-}
-
-absl::StatusOr<MultiDecision> Limiter::CheckAll(absl::Span<const CheckRequest> requests) {
-  // The callback writes into this frame, which outlives it: we wait for it before returning.
-  // (The memory store answers inline, so the wait is usually already over.)
-  absl::Notification answered;
-  absl::StatusOr<MultiDecision> result;
-  CheckAllAsync(std::vector<CheckRequest>(requests.begin(), requests.end()),
-                [&](absl::StatusOr<MultiDecision> decision) {
-                  result = std::move(decision);
-                  answered.Notify();
-                });
-  answered.WaitForNotification();
-  return result;
-}
-
-std::future<absl::StatusOr<MultiDecision>> Limiter::CheckAllFuture(
-    std::vector<CheckRequest> requests) {
-  auto promise = std::make_shared<std::promise<absl::StatusOr<MultiDecision>>>();
-  std::future<absl::StatusOr<MultiDecision>> result = promise->get_future();
-  CheckAllAsync(std::move(requests), [promise](absl::StatusOr<MultiDecision> decision) {
-    promise->set_value(std::move(decision));
-  });
-  return result;
-}
-
-namespace {
-
-// Runs `start` with a callback and waits for it: the callback writes into this frame, which
-// outlives it.
-template <typename T, typename Start>
-absl::StatusOr<T> Wait(Start start) {
-  absl::Notification answered;
-  absl::StatusOr<T> result;
-  start([&](absl::StatusOr<T> answer) {
-    result = std::move(answer);
-    answered.Notify();
-  });
-  answered.WaitForNotification();
-  return result;
-}
-
-// The one decision of a one-item MultiDecision.
-absl::StatusOr<Decision> Single(absl::StatusOr<MultiDecision> result) {
-  if (!result.ok()) return result.status();
-  if (result->decisions.size() != 1) {
-    return absl::InternalError("the store returned a wrong number of decisions");
-  }
-  return result->decisions.front();
-}
-
-}  // namespace
-
-absl::StatusOr<MultiDecision> Limiter::ChargeAll(absl::Span<const CheckRequest> requests) {
-  std::vector<CheckItem> items;
-  items.reserve(requests.size());
-  for (const CheckRequest& request : requests) {
-    const Limit* limit = FindLimit(request.limit);
-    if (limit == nullptr) return UnknownLimit(request.limit);
-    items.push_back(CheckItem{limit, request.key, request.cost});
-    items.back().op = ItemOp::kCharge;
-  }
-  return Wait<MultiDecision>(
-      [&](MultiDecisionCallback done) { CheckItemsAsync(std::move(items), std::move(done)); });
-}
-
-absl::StatusOr<Decision> Limiter::Charge(std::string_view limit, std::string_view key,
-                                         int64_t cost) {
-  const CheckRequest request{std::string(limit), std::string(key), cost};
-  return Single(ChargeAll(absl::MakeConstSpan(&request, 1)));
-}
-
-absl::StatusOr<Reservation> Limiter::Reserve(std::string_view limit, std::string_view key,
-                                             int64_t cost) {
-  const CheckRequest request{std::string(limit), std::string(key), cost, /*reserve=*/true};
-  absl::StatusOr<MultiDecision> result = Wait<MultiDecision>([&](MultiDecisionCallback done) {
-    CheckAllAsync(std::vector<CheckRequest>{request}, std::move(done));
-  });
-  absl::StatusOr<Decision> decision = Single(result);
-  if (!decision.ok()) return decision.status();
-  Reservation reservation{*decision, ""};
-  if (!result->tokens.empty()) reservation.token = std::move(result->tokens[0]);
-  return reservation;
-}
-
-void Limiter::SettleAsync(std::string_view reservation, int64_t cost, DecisionCallback done) {
-  std::optional<internal::ReservationParts> parts = internal::ParseReservationToken(reservation);
-  if (!parts.has_value()) {
-    std::move(done)(absl::InvalidArgumentError("reservation: not a reservation token"));
-    return;
-  }
-  const Limit* limit = FindLimit(parts->limit);
-  if (limit == nullptr) {
-    // Made by a limit this configuration no longer has (or forged): nothing to settle.
-    Decision decision;
-    decision.reason = DenyReason::kNotFound;
-    std::move(done)(decision);
-    return;
-  }
-  std::vector<CheckItem> items;
-  items.push_back(CheckItem{limit, std::move(parts->key), cost});
-  items.back().op = ItemOp::kSettle;
-  items.back().id = std::move(parts->id);
-  CheckItemsAsync(std::move(items),
-                  [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
-                    std::move(done)(Single(std::move(result)));
-                  });
-}
-
-absl::StatusOr<Decision> Limiter::Settle(std::string_view reservation, int64_t cost) {
-  return Wait<Decision>(
-      [&](DecisionCallback done) { SettleAsync(reservation, cost, std::move(done)); });
-}
-
-void Limiter::LeaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
-                         ItemOp op, DecisionCallback done) {
-  std::vector<CheckItem> items;
-  items.push_back(CheckItem{&limit, std::string(key), 1});
   items.back().op = op;
-  items.back().id = std::string(lease);
-  if (!internal::IsMeteredId(lease)) {
-    // Not an id this library could have made: held by no one. The answer describes the
-    // limit as its store sees it (a look, cost 0), as for a lease that is no longer held.
-    if (absl::Status status = ValidateOp(items.back()); !status.ok()) {
-      std::move(done)(std::move(status));
-      return;
-    }
-    items.back() = CheckItem{&limit, std::string(key), 0};
-    CheckItemsAsync(std::move(items),
-                    [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
-                      absl::StatusOr<Decision> decision = Single(std::move(result));
-                      if (decision.ok()) {
-                        decision->allowed = false;
-                        decision->reason = DenyReason::kNotFound;
-                        decision->retry_after_micros = 0;
-                      }
-                      std::move(done)(std::move(decision));
-                    });
-    return;
-  }
-  CheckItemsAsync(std::move(items),
-                  [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
-                    std::move(done)(Single(std::move(result)));
-                  });
-}
-
-void Limiter::ReleaseAsync(const Limit& limit, std::string_view key, std::string_view lease,
-                           DecisionCallback done) {
-  LeaseAsync(limit, key, lease, ItemOp::kRelease, std::move(done));
-}
-
-void Limiter::RenewAsync(const Limit& limit, std::string_view key, std::string_view lease,
-                         DecisionCallback done) {
-  LeaseAsync(limit, key, lease, ItemOp::kRenew, std::move(done));
-}
-
-absl::StatusOr<Decision> Limiter::Release(std::string_view limit, std::string_view key,
-                                          std::string_view lease) {
-  const Limit* found = FindLimit(limit);
-  if (found == nullptr) return UnknownLimit(limit);
-  return Wait<Decision>(
-      [&](DecisionCallback done) { ReleaseAsync(*found, key, lease, std::move(done)); });
-}
-
-absl::StatusOr<Decision> Limiter::Renew(std::string_view limit, std::string_view key,
-                                        std::string_view lease) {
-  const Limit* found = FindLimit(limit);
-  if (found == nullptr) return UnknownLimit(limit);
-  return Wait<Decision>(
-      [&](DecisionCallback done) { RenewAsync(*found, key, lease, std::move(done)); });
-}
-
-absl::StatusOr<Lease> Limiter::Acquire(std::string_view limit, std::string_view key) {
-  const Limit* found = FindLimit(limit);
-  if (found == nullptr) return UnknownLimit(limit);
-  if (found->numbers.algorithm != Algorithm::kConcurrency) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "limit '", AbslView(limit), "' is not a concurrency limit: nothing to acquire"));
-  }
-  std::vector<CheckItem> items;
-  items.push_back(CheckItem{found, std::string(key), 1});
-  absl::StatusOr<MultiDecision> result = Wait<MultiDecision>(
-      [&](MultiDecisionCallback done) { CheckItemsAsync(std::move(items), std::move(done)); });
-  absl::StatusOr<Decision> decision = Single(result);
-  if (!decision.ok()) return decision.status();
-  Lease lease;
-  lease.decision_ = *decision;
-  if (decision->allowed && !result->tokens.empty()) {
-    lease.limiter_ = this;
-    lease.limit_ = found;
-    lease.key_ = std::string(key);
-    lease.id_ = std::move(result->tokens[0]);
-  }
-  return lease;
-}
-
-Lease::Lease(Lease&& other) noexcept
-    : limiter_(std::exchange(other.limiter_, nullptr)),
-      limit_(other.limit_),
-      key_(std::move(other.key_)),
-      id_(std::move(other.id_)),
-      decision_(other.decision_) {}
-
-Lease& Lease::operator=(Lease&& other) noexcept {
-  if (this != &other) {
-    (void)Release();
-    limiter_ = std::exchange(other.limiter_, nullptr);
-    limit_ = other.limit_;
-    key_ = std::move(other.key_);
-    id_ = std::move(other.id_);
-    decision_ = other.decision_;
-  }
-  return *this;
-}
-
-Lease::~Lease() { (void)Release(); }
-
-absl::StatusOr<Decision> Lease::Renew() {
-  if (limiter_ == nullptr) return absl::FailedPreconditionError("no lease held");
-  absl::StatusOr<Decision> renewed = Wait<Decision>(
-      [&](DecisionCallback done) { limiter_->RenewAsync(*limit_, key_, id_, std::move(done)); });
-  // Expired: its slot may be another's; this object no longer holds it.
-  if (renewed.ok() && !renewed->allowed) limiter_ = nullptr;
-  return renewed;
-}
-
-absl::Status Lease::Release() {
-  if (limiter_ == nullptr) return absl::OkStatus();
-  Limiter* limiter = std::exchange(limiter_, nullptr);
-  absl::StatusOr<Decision> released = Wait<Decision>(
-      [&](DecisionCallback done) { limiter->ReleaseAsync(*limit_, key_, id_, std::move(done)); });
-  return released.status();
-}
-
-absl::StatusOr<Decision> Limiter::Check(std::string_view limit, std::string_view key,
-                                        int64_t cost) {
-  // The single-item path: no request vector, no MultiDecision, no callback; the memory store
-  // answers it without allocating.
-  auto it = state_->by_name.find(limit);
-  if (it == state_->by_name.end()) return UnknownLimit(limit);
-  if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
-    return ValidateRequest(limit, key, cost);
-  }
-  const Limit& found = state_->limits[it->second];
-  if (ABSL_PREDICT_FALSE(found.numbers.algorithm == Algorithm::kConcurrency && cost > 0)) {
-    return LeaseNeedsAcquire(found.name);
-  }
-  if (found.mode == Mode::kSync && state_->sync_store != nullptr) {
-    return state_->sync_store->CheckOne(found, key, cost);
-  }
-  if (PreparedCheck* prepared = state_->prepared[it->second].get(); prepared != nullptr) {
-    return prepared->CheckOne(key, cost);
-  }
-  return state_->store->CheckOne(found, key, cost);
+  items.back().id = std::move(id);
+  ApplyItems(std::move(items),
+             [done = std::move(done)](absl::StatusOr<MultiDecision> result) mutable {
+               std::move(done)(internal::SingleDecision(std::move(result)));
+             });
 }
 
 }  // namespace tollgate

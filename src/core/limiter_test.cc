@@ -110,8 +110,7 @@ TEST_F(LimiterTest, AsyncAndFutureFormsAnswerOnce) {
                             EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
                           });
   EXPECT_EQ(calls, 2);
-  std::future<absl::StatusOr<MultiDecision>> future = limiter_->CheckAllFuture(one);
-  absl::StatusOr<MultiDecision> result = future.get();
+  absl::StatusOr<MultiDecision> result = limiter_->CheckAll(one);
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->decisions[0].remaining, 1);
 }
@@ -121,7 +120,8 @@ TEST_F(LimiterTest, CheckAsyncAnswersInlineOnTheMemoryStoreAsCheckDoes) {
   ASSERT_NE(api, nullptr);
   for (int i = 0; i < 4; ++i) {
     std::optional<absl::StatusOr<Decision>> answer;
-    limiter_->CheckAsync(*api, "user:async", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+    limiter_->CheckAsync(*api, "user:async", 1,
+                         [&](const absl::StatusOr<Decision>& d) { answer = d; });
     ASSERT_TRUE(answer.has_value()) << "answered before CheckAsync returned";
     ASSERT_TRUE(answer->ok()) << answer->status();
     EXPECT_EQ((*answer)->allowed, i < 3) << i;
@@ -132,37 +132,37 @@ TEST_F(LimiterTest, CheckAsyncAnswersInlineOnTheMemoryStoreAsCheckDoes) {
   // A limit the limiter was not created with (an override) is checked by its numbers.
   const Limit other = FixedWindow("other", 1, 600'000'000);
   std::optional<absl::StatusOr<Decision>> answer;
-  limiter_->CheckAsync(other, "k", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+  limiter_->CheckAsync(other, "k", 1, [&](const absl::StatusOr<Decision>& d) { answer = d; });
   ASSERT_TRUE(answer.has_value() && answer->ok());
   EXPECT_TRUE((*answer)->allowed);
-  limiter_->CheckAsync(other, "", 1, [&](absl::StatusOr<Decision> d) { answer = d; });
+  limiter_->CheckAsync(other, "", 1, [&](const absl::StatusOr<Decision>& d) { answer = d; });
   EXPECT_EQ(answer->status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(LimiterTest, CheckItemsAsyncIsAllOrNothingOverTheEnforcedItems) {
+TEST_F(LimiterTest, CheckAllAsyncIsAllOrNothingOverTheEnforcedItems) {
   const Limit* api = limiter_->FindLimit("api");
   const Limit* otp = limiter_->FindLimit("otp");
   ASSERT_TRUE(limiter_->Check("otp", "u", 2)->allowed);  // otp is full
-  std::vector<CheckItem> items = {CheckItem{api, "u", 1}, CheckItem{otp, "u", 1}};
+  std::vector<CheckRequest> items = {CheckRequest{*api, "u", 1}, CheckRequest{*otp, "u", 1}};
   items[1].shadow = true;
   std::optional<absl::StatusOr<MultiDecision>> result;
-  limiter_->CheckItemsAsync(items, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  limiter_->CheckAllAsync(items, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
   ASSERT_TRUE(result.has_value() && result->ok());
   EXPECT_TRUE((*result)->allowed);  // refused only by the shadow item
   EXPECT_FALSE((*result)->decisions[1].allowed);
   EXPECT_EQ(limiter_->Check("api", "u", 0)->remaining, 2);  // the enforced item was counted
 
   items[1].shadow = false;
-  limiter_->CheckItemsAsync(items, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  limiter_->CheckAllAsync(items, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
   ASSERT_TRUE(result->ok());
   EXPECT_FALSE((*result)->allowed);
   EXPECT_EQ((*result)->decisions[0].remaining, 2);  // what is left: nothing was taken
   EXPECT_EQ(limiter_->Check("api", "u", 0)->remaining, 2);
 
-  limiter_->CheckItemsAsync({}, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  limiter_->CheckAllAsync({}, [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
   EXPECT_EQ(result->status().code(), absl::StatusCode::kInvalidArgument);
-  limiter_->CheckItemsAsync({CheckItem{api, "u", -1}},
-                            [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+  limiter_->CheckAllAsync({CheckRequest{*api, "u", -1}},
+                          [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
   EXPECT_EQ(result->status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -184,7 +184,7 @@ TEST_F(LimiterTest, ManyThreadsOnOneKeyGetExactlyTheCapacity) {
 }
 
 // On a memory store, Check() goes through limits the limiter prepared for it; CheckAll and
-// the store's own CheckOne go by Limit. All three spend one bucket per key.
+// the store's own Apply go by Limit. All three spend one bucket per key.
 TEST(LimiterStoreTest, CheckAndTheByLimitPathsSpendTheSameBucket) {
   SimulatedClock clock;
   std::shared_ptr<MemoryStore> store = *MemoryStore::Create({.clock = &clock});
@@ -196,9 +196,11 @@ TEST(LimiterStoreTest, CheckAndTheByLimitPathsSpendTheSameBucket) {
     absl::StatusOr<MultiDecision> both = (*limiter)->CheckAll({{name, "u", 1}});
     ASSERT_TRUE(both.ok()) << both.status();
     EXPECT_TRUE(both->allowed) << name;
-    absl::StatusOr<Decision> direct = store->CheckOne(*(*limiter)->FindLimit(name), "u", 1);
+    absl::StatusOr<std::vector<Decision>> direct =
+        store->Apply({CheckItem{(*limiter)->FindLimit(name), "u", 1}});
     ASSERT_TRUE(direct.ok()) << direct.status();
-    EXPECT_EQ(direct->remaining, (*limiter)->FindLimit(name)->numbers.MaxCost() - 3) << name;
+    EXPECT_EQ(direct->front().remaining, (*limiter)->FindLimit(name)->numbers.MaxCost() - 3)
+        << name;
     absl::StatusOr<Decision> last = (*limiter)->Check(name, "u", 1);
     ASSERT_TRUE(last.ok()) << last.status();
     EXPECT_EQ(last->allowed, std::string_view(name) == "api") << name;
@@ -228,14 +230,14 @@ TEST(LimiterRoutingTest, SyncModeLimitsGoToTheSyncStoreAndAreNotMixedWithExactOn
   EXPECT_EQ((*limiter)->Check("api", "u1", 0)->remaining, 2);  // nothing consumed
 }
 
-// A store with only the batch interface: Limiter::Check reaches it through the default
-// Store::CheckOne, which must give the same answers as the memory store's own fast path.
+// A store without a prepared path: Limiter::Check reaches it through Store::ApplyAsync,
+// which must give the same answers as the memory store's own fast path.
 class BatchOnlyStore final : public Store {
  public:
   explicit BatchOnlyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
     batches.fetch_add(1);
-    inner_->CheckAsync(std::move(items), std::move(done));
+    inner_->ApplyAsync(std::move(items), std::move(done));
   }
   std::string_view Name() const override { return "batch_only"; }
 
@@ -260,8 +262,7 @@ TEST(LimiterStoreTest, CheckWorksOnAStoreWithoutASingleItemPath) {
   // Invalid requests never reach the store.
   EXPECT_EQ((*limiter)->Check("api", "", 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*limiter)->Check("nope", "u").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(store->CheckOne((*limiter)->limits().front(), "u", -1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*limiter)->Check("api", "u", -1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store->batches.load(), 3);
 }
 

@@ -1,6 +1,4 @@
 // Copyright tollgate authors.
-#include "tollgate/fallback_shares.h"
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -14,9 +12,10 @@
 #include "absl/synchronization/mutex.h"
 #include "src/algorithm/share.h"
 #include "src/core/absl_view.h"
+#include "src/resilience/fallback_shares_impl.h"
 
 namespace tollgate {
-
+namespace resilience {
 namespace {
 
 using Units = absl::flat_hash_map<std::string, int64_t>;
@@ -30,7 +29,7 @@ int64_t UnitsOf(const Units& units, std::string_view limit) {
 
 }  // namespace
 
-struct FallbackShares::State {
+struct FallbackSharesImpl::State {
   static uint64_t NextId() {
     static std::atomic<uint64_t> last{0};
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -97,14 +96,14 @@ struct FallbackShares::State {
   }
 };
 
-FallbackShares::FallbackShares(FallbackSharesOptions options)
+FallbackSharesImpl::FallbackSharesImpl(FallbackSharesOptions options)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : &SystemClock()),
       state_(std::make_unique<State>()) {}
 
-FallbackShares::~FallbackShares() = default;
+FallbackSharesImpl::~FallbackSharesImpl() = default;
 
-void FallbackShares::Count(std::string_view limit, int64_t units) {
+void FallbackSharesImpl::Count(std::string_view limit, int64_t units) {
   if (units <= 0) return;
   // Every check of a demand-shared limit counts here, on every event loop: each thread
   // keeps the counters it has found (for the last object it counted for), so that a count
@@ -137,7 +136,7 @@ void FallbackShares::Count(std::string_view limit, int64_t units) {
   counter->fetch_add(units, std::memory_order_relaxed);
 }
 
-FallbackShares::Counts FallbackShares::TakeCounts() {
+FallbackSharesImpl::Counts FallbackSharesImpl::TakeCounts() {
   Counts counts;
   absl::ReaderMutexLock lock(&state_->counters_mu);
   for (const auto& [limit, counter] : state_->counters) {
@@ -147,13 +146,13 @@ FallbackShares::Counts FallbackShares::TakeCounts() {
   return counts;
 }
 
-int64_t FallbackShares::period() const {
+int64_t FallbackSharesImpl::period() const {
   absl::ReaderMutexLock lock(&state_->learned_mu);
   return state_->period;
 }
 
-void FallbackShares::Learn(int64_t period, std::string_view created, const Counts& reported,
-                           const std::vector<PeriodTotals>* previous) {
+void FallbackSharesImpl::Learn(int64_t period, std::string_view created, const Counts& reported,
+                               const std::vector<PeriodTotals>* previous) {
   const int64_t now_micros = clock_->NowMicros();
   absl::MutexLock lock(&state_->learned_mu);
   State& state = *state_;
@@ -185,14 +184,14 @@ void FallbackShares::Learn(int64_t period, std::string_view created, const Count
   state.learned_at_micros = now_micros;
 }
 
-double FallbackShares::Fraction(std::string_view limit, int64_t instances) const {
+double FallbackSharesImpl::Fraction(std::string_view limit, int64_t instances) const {
   const int64_t now_micros = clock_->NowMicros();
   absl::ReaderMutexLock lock(&state_->learned_mu);
   if (state_->period < 0) return 1.0 / static_cast<double>(std::max<int64_t>(1, instances));
   return state_->Fraction(limit, instances, now_micros, options_.horizon_ms * 1000);
 }
 
-std::vector<std::pair<std::string, double>> FallbackShares::Fractions(int64_t instances) const {
+std::vector<std::pair<std::string, double>> FallbackSharesImpl::Fractions(int64_t instances) const {
   std::vector<std::string> names;
   {
     absl::ReaderMutexLock lock(&state_->counters_mu);
@@ -210,6 +209,12 @@ std::vector<std::pair<std::string, double>> FallbackShares::Fractions(int64_t in
   fractions.reserve(names.size());
   for (const std::string& name : names) fractions.emplace_back(name, Fraction(name, instances));
   return fractions;
+}
+
+}  // namespace resilience
+
+std::shared_ptr<FallbackShares> FallbackShares::Create(FallbackSharesOptions options) {
+  return std::make_shared<resilience::FallbackSharesImpl>(options);
 }
 
 }  // namespace tollgate

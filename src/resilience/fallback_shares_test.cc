@@ -1,6 +1,4 @@
 // Copyright tollgate authors.
-#include "tollgate/fallback_shares.h"
-
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -10,12 +8,14 @@
 
 #include "gtest/gtest.h"
 #include "src/algorithm/share.h"
+#include "src/resilience/fallback_shares_impl.h"
 #include "tollgate/clock.h"
 
 namespace tollgate {
 namespace {
 
-using Totals = FallbackShares::PeriodTotals;
+using resilience::FallbackSharesImpl;
+using Totals = FallbackSharesImpl::PeriodTotals;
 
 // The totals of period - 1 and period - 2, as a heartbeat in a new period brings them.
 std::vector<Totals> Previous(Totals previous, Totals before) {
@@ -30,11 +30,11 @@ double G(double own, double fleet, int n) {
 }
 
 TEST(FallbackSharesTest, NothingLearnedIsTheEqualShare) {
-  FallbackShares shares;
+  FallbackSharesImpl shares;
   shares.Count("api", 10);
   EXPECT_DOUBLE_EQ(shares.Fraction("api", 4), 0.25);
   EXPECT_EQ(shares.period(), -1);
-  const FallbackShares::Counts counts = shares.TakeCounts();
+  const FallbackSharesImpl::Counts counts = shares.TakeCounts();
   ASSERT_EQ(counts.size(), 1u);
   EXPECT_EQ(counts[0], (std::pair<std::string, int64_t>("api", 10)));
   EXPECT_TRUE(shares.TakeCounts().empty());  // taken: zero until counted again
@@ -42,7 +42,7 @@ TEST(FallbackSharesTest, NothingLearnedIsTheEqualShare) {
 
 TEST(FallbackSharesTest, LearnsItsShareOfTheFleetsDemandOverTwoPeriods) {
   SimulatedClock clock;
-  FallbackShares shares({.clock = &clock});
+  FallbackSharesImpl shares({.clock = &clock});
   // Period 10: this instance reports 30 units of api into the incarnation "a".
   shares.Learn(10, "a", {{"api", 30}}, nullptr);
   // Period 11 (the fleet asked 100 in period 10, of which these 30): then 40 more.
@@ -82,7 +82,7 @@ TEST(FallbackSharesTest, LearnsItsShareOfTheFleetsDemandOverTwoPeriods) {
 
 TEST(FallbackSharesTest, UnitsAddedToALostIncarnationDoNotCount) {
   SimulatedClock clock;
-  FallbackShares shares({.clock = &clock});
+  FallbackSharesImpl shares({.clock = &clock});
   shares.Learn(10, "a", {{"api", 90}}, nullptr);
   // Redis lost period 10's hash; another instance re-created it ("a2") and this one adds 10.
   shares.Learn(10, "a2", {{"api", 10}}, nullptr);
@@ -100,7 +100,7 @@ TEST(FallbackSharesTest, UnitsAddedToALostIncarnationDoNotCount) {
 
 TEST(FallbackSharesTest, LearnedSharesDecayToEqualOverTheHorizon) {
   SimulatedClock clock;
-  FallbackShares shares({.clock = &clock, .horizon_ms = 10'000});
+  FallbackSharesImpl shares({.clock = &clock, .horizon_ms = 10'000});
   shares.Learn(10, "a", {{"api", 50}}, nullptr);
   const std::vector<Totals> at_11 =
       Previous({.created = "a", .units = {{"api", 50}}}, {.created = "z", .units = {{"api", 50}}});
@@ -124,12 +124,12 @@ TEST(FallbackSharesTest, LearnedSharesDecayToEqualOverTheHorizon) {
 }
 
 TEST(FallbackSharesTest, CountsAtMostMaxLimits) {
-  FallbackShares shares({.max_limits = 2});
+  FallbackSharesImpl shares({.max_limits = 2});
   shares.Count("a", 1);
   shares.Count("b", 2);
   shares.Count("c", 3);
   shares.Count("a", 0);  // nothing asked
-  const FallbackShares::Counts counts = shares.TakeCounts();
+  const FallbackSharesImpl::Counts counts = shares.TakeCounts();
   ASSERT_EQ(counts.size(), 2u);
   int64_t total = 0;
   for (const auto& [limit, units] : counts) total += units;
@@ -140,20 +140,20 @@ TEST(FallbackSharesTest, CountsAtMostMaxLimits) {
 // where an earlier one was freed) adds each count to its own object.
 TEST(FallbackSharesTest, CountsReachTheirOwnObjectWhenOneThreadCountsForSeveral) {
   for (int round = 0; round < 3; ++round) {
-    auto first = std::make_unique<FallbackShares>(FallbackSharesOptions{});
-    FallbackShares second(FallbackSharesOptions{});
+    auto first = std::make_unique<FallbackSharesImpl>(FallbackSharesOptions{});
+    FallbackSharesImpl second(FallbackSharesOptions{});
     first->Count("api", 2);
     second.Count("api", 5);
     first->Count("api", 3);
     second.Count("web", 1);
-    EXPECT_EQ(first->TakeCounts(), (FallbackShares::Counts{{"api", 5}}));
-    FallbackShares::Counts counts = second.TakeCounts();
+    EXPECT_EQ(first->TakeCounts(), (FallbackSharesImpl::Counts{{"api", 5}}));
+    FallbackSharesImpl::Counts counts = second.TakeCounts();
     std::sort(counts.begin(), counts.end());
-    EXPECT_EQ(counts, (FallbackShares::Counts{{"api", 5}, {"web", 1}}));
+    EXPECT_EQ(counts, (FallbackSharesImpl::Counts{{"api", 5}, {"web", 1}}));
     // Counted from another thread too, both reach the same counter.
     std::thread([&] { first->Count("api", 4); }).join();
     first->Count("api", 1);
-    EXPECT_EQ(first->TakeCounts(), (FallbackShares::Counts{{"api", 5}}));
+    EXPECT_EQ(first->TakeCounts(), (FallbackSharesImpl::Counts{{"api", 5}}));
   }
 }
 

@@ -17,12 +17,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "src/core/timer_task.h"
+#include "src/resilience/fallback_shares_impl.h"
 #include "src/store/redis/lua_scripts.h"
-#include "src/store/redis/redis_url.h"
+#include "src/store/redis/redis_connections_impl.h"
 #include "src/store/redis/resp.h"
 #include "src/store/redis/router.h"
 #include "src/store/redis/slot.h"
-#include "tollgate/fallback_shares.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate {
@@ -39,8 +39,6 @@ std::string DefaultInstanceId() {
 
 class RedisInstanceRegistry final : public InstanceRegistry {
  public:
-  // `connections`: shared ones; null to make its own (on the first probe, and again after
-  // each that could not connect).
   RedisInstanceRegistry(InstanceRegistryOptions options,
                         std::shared_ptr<RedisConnections> connections,
                         std::shared_ptr<Timers> timers)
@@ -60,9 +58,9 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     // A probe in progress uses the registry until it is settled (answered or timed out).
     if (task_ != nullptr) task_->StopAndWait();
     // Leave the set at once, so the others' share grows without waiting for the TTL.
-    std::shared_ptr<RedisConnections> connections = CurrentConnections();
-    if (connections != nullptr && options_.announce) {
-      (void)connections->router().Command({"ZREM", options_.key, options_.instance_id}, slot_);
+    if (options_.announce) {
+      (void)redis::RouterOf(*connections_)
+          .Command({"ZREM", options_.key, options_.instance_id}, slot_);
     }
   }
 
@@ -84,11 +82,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
         started.Notify();
       });
     };
-    if (std::shared_ptr<RedisConnections> connections = CurrentConnections()) {
-      connections->router().Post(std::move(first));
-    } else {
-      std::move(first)();
-    }
+    redis::RouterOf(*connections_).Post(std::move(first));
     started.WaitForNotification();
   }
 
@@ -108,22 +102,19 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   // when no reply comes within probe_timeout_ms. On any failure the last known count stays.
   // `done` runs once it is settled, on the thread that settled it.
   void Probe(absl::AnyInvocable<void() &&> done) {
-    absl::StatusOr<std::shared_ptr<RedisConnections>> connections = Connections();
-    if (!connections.ok()) {
-      SetReachable(connections.status());
-      std::move(done)();
-      return;
-    }
     const int64_t now = timers_->NowMicros();
     const bool heartbeat_due =
         options_.announce && (!reachable_.load(std::memory_order_relaxed) ||
                               now - last_heartbeat_micros_.load(std::memory_order_relaxed) >=
                                   options_.heartbeat_interval_ms * 1000);
     auto call = std::make_shared<ProbeCall>();
-    FallbackShares* const shares = heartbeat_due ? options_.fallback_shares.get() : nullptr;
+    resilience::FallbackSharesImpl* const shares =
+        heartbeat_due && options_.fallback_shares != nullptr
+            ? &resilience::HeartbeatSide(*options_.fallback_shares)
+            : nullptr;
     // Units counted since the last heartbeat; lost if this one fails (the fleet's totals
     // may or may not hold them: counted nowhere is the side that admits less).
-    FallbackShares::Counts reported;
+    resilience::FallbackSharesImpl::Counts reported;
     if (shares != nullptr) reported = shares->TakeCounts();
     std::vector<std::string> command = {"PING"};
     if (heartbeat_due) command = HeartbeatCommand(shares, reported);
@@ -146,42 +137,18 @@ class RedisInstanceRegistry final : public InstanceRegistry {
       if (call->answered.exchange(true)) return;
       std::move(call->answer)(absl::DeadlineExceededError("no reply within probe_timeout_ms"));
     });
-    (*connections)
-        ->router()
+    redis::RouterOf(*connections_)
         .Send(slot_, redis::FormatCommand(command), [call](absl::StatusOr<RedisReply> reply) {
           if (call->answered.exchange(true)) return;
           std::move(call->answer)(std::move(reply));
         });
   }
 
-  std::shared_ptr<RedisConnections> CurrentConnections() {
-    absl::MutexLock lock(&connections_mu_);
-    return connections_;
-  }
-
-  // The connections, made now if the registry makes its own and has none yet: a router, so
-  // the one key goes to its slot's node in a cluster and to the current primary under
-  // Sentinel, with the probe's short timeouts (it is the readiness probe). Blocks up to
-  // probe_timeout_ms when it connects.
-  absl::StatusOr<std::shared_ptr<RedisConnections>> Connections() {
-    if (std::shared_ptr<RedisConnections> connections = CurrentConnections()) return connections;
-    RedisConnectionsOptions own;
-    own.url = options_.redis_url;
-    own.connections = 1;
-    own.connect_timeout_ms = options_.probe_timeout_ms;
-    own.reply_timeout_ms = options_.probe_timeout_ms;
-    own.reconnect_max_ms = std::max<int64_t>(20, options_.probe_interval_ms);
-    absl::StatusOr<std::shared_ptr<RedisConnections>> made = RedisConnections::Connect(own);
-    if (!made.ok()) return made.status();
-    absl::MutexLock lock(&connections_mu_);
-    connections_ = *made;
-    return made;
-  }
-
   // heartbeat.lua with this instance's id, and with `shares`: the demand keys, the period,
   // the period last learned and the units of `reported`.
-  std::vector<std::string> HeartbeatCommand(const FallbackShares* shares,
-                                            const FallbackShares::Counts& reported) const {
+  std::vector<std::string> HeartbeatCommand(
+      const resilience::FallbackSharesImpl* shares,
+      const resilience::FallbackSharesImpl::Counts& reported) const {
     std::vector<std::string> command = {"EVAL", std::string(redis::kLuaHeartbeat),
                                         shares != nullptr ? "4" : "1", options_.key};
     if (shares != nullptr) command.insert(command.end(), demand_keys_.begin(), demand_keys_.end());
@@ -204,7 +171,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     int64_t period = -1;
     std::string created;
     bool has_previous = false;
-    std::vector<FallbackShares::PeriodTotals> previous;
+    std::vector<resilience::FallbackSharesImpl::PeriodTotals> previous;
   };
 
   static absl::StatusOr<Heartbeat> ParseHeartbeat(const absl::StatusOr<RedisReply>& reply,
@@ -235,7 +202,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
       if (table.type != RedisReply::Type::kArray || table.elements.size() % 2 != 0) {
         return unexpected();
       }
-      FallbackShares::PeriodTotals& totals = heartbeat.previous.emplace_back();
+      resilience::FallbackSharesImpl::PeriodTotals& totals = heartbeat.previous.emplace_back();
       for (size_t field = 0; field + 1 < table.elements.size(); field += 2) {
         const std::string& name = table.elements[field].str;
         const std::string& value = table.elements[field + 1].str;
@@ -295,8 +262,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   const std::shared_ptr<Timers> timers_;
   const int slot_;                        // the hash slot of options_.key
   std::vector<std::string> demand_keys_;  // heartbeat.lua's KEYS[2..4]
-  absl::Mutex connections_mu_;
-  std::shared_ptr<RedisConnections> connections_ ABSL_GUARDED_BY(connections_mu_);
+  const std::shared_ptr<RedisConnections> connections_;
   std::atomic<int64_t> count_{1};
   std::atomic<bool> reachable_{false};
   std::atomic<int64_t> last_heartbeat_micros_{0};  // the timers' time
@@ -326,8 +292,10 @@ absl::StatusOr<std::unique_ptr<InstanceRegistry>> InstanceRegistry::Start(
     return absl::InvalidArgumentError(
         "demand_period_ms must be at least twice heartbeat_interval_ms");
   }
-  absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.redis_url);
-  if (options.redis == nullptr && !target.ok()) return target.status();
+  if (options.redis == nullptr) {
+    return absl::InvalidArgumentError(
+        "InstanceRegistry needs connections (InstanceRegistryOptions::redis)");
+  }
   std::shared_ptr<RedisConnections> connections = std::move(options.redis);
   options.redis = nullptr;  // the registry holds them once
   std::shared_ptr<Timers> timers = options.timers != nullptr ? options.timers : ThreadTimers();

@@ -94,7 +94,7 @@ class RoundTripHistogram {
   std::atomic<int64_t> sum_micros_{0};
 };
 
-// Shared with AddAsync callbacks (which must not keep the Core, and so the store, alive).
+// Shared with the kAdd batches' callbacks (which must not keep the Core, and so the store, alive).
 struct ReconcileCounters {
   std::atomic<int64_t> reconciled{0};
   std::atomic<int64_t> dropped{0};
@@ -110,7 +110,7 @@ struct Slice {
   int64_t at_micros = 0;  // the latest consumption recorded in it
 };
 struct Consumption {
-  std::shared_ptr<const Limit> limit;  // a copy of the shared limit, kept for AddAsync
+  std::shared_ptr<const Limit> limit;  // a copy of the shared limit, kept for the kAdd items
   std::vector<Slice> slices;
   // The largest N the fallback answered with while recording: the share the consumption is
   // replayed against (N read at reconciliation may be a restarted Redis' partial count).
@@ -138,9 +138,8 @@ struct PendingCall {
   CheckCallback done;
   std::vector<CheckItem> items;  // kept for the fallback answer
   bool probe = false;
-  // Store::ApplyAsync (items of any op), not CheckAsync; then each item's op, for a late
-  // reply (`items` is moved to the fallback by then).
-  bool apply = false;
+  // Each item's op, for a late reply (`items` is moved to the fallback by then), when the
+  // batch has any op but kCheck; empty otherwise.
   std::vector<ItemOp> ops;
 
   absl::Mutex settle_mutex;
@@ -197,13 +196,13 @@ class Core {
   // Answers `items` from each limit's failure policy, all or nothing. `hold`: the call whose
   // store request is still out (the deadline passed), whose reply settles what is admitted;
   // nullptr: nothing is out, what is admitted is recorded at once.
-  // `apply`: the items may have any op (Store::ApplyAsync). A charge is applied locally and
-  // recorded for reconciliation whatever its limit's policy (it happened). Reservations and
+  // A charge is applied locally and recorded for reconciliation whatever its limit's policy
+  // (it happened). Reservations and
   // leases taken here are the local store's own (a concurrency limit's share is local slots,
   // never reconciled); a settle, release or renewal the local store does not know (a
   // reservation or lease of the shared store) is answered Unavailable, since the shared store
   // cannot apply it now.
-  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done, bool apply,
+  void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done,
                         const std::shared_ptr<PendingCall>& hold = nullptr) {
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     episode_decisions_.fetch_add(1, std::memory_order_relaxed);
@@ -278,11 +277,7 @@ class Core {
       }
       std::move(done)(std::move(decisions));
     };
-    if (apply) {
-      fallback_->ApplyAsync(std::move(local_items), answer);
-    } else {
-      fallback_->CheckAsync(std::move(local_items), answer);
-    }
+    fallback_->ApplyAsync(std::move(local_items), answer);
   }
 
   // The store's reply to `call` came after the deadline had answered it.
@@ -339,7 +334,7 @@ class Core {
       std::make_shared<ReconcileCounters>();
 
   // Called when the store has answered: sends the fallback consumption recorded so far to
-  // it with AddAsync, in batches, and forgets it (best effort: a failed batch is counted
+  // it as kAdd batches, and forgets it (best effort: a failed batch is counted
   // as dropped, not retried). A window's slices go as they are (each as of its time); a
   // token bucket's slices are replayed against this instance's share and what they still
   // owe now goes as one item (algorithm/token_bucket_replay.h). Cheap when nothing is
@@ -373,10 +368,12 @@ class Core {
             consumption.instances);
         if (owed <= 0) continue;  // refilled since: nothing to charge
         items.push_back(CheckItem{consumption.limit.get(), key.second, owed, now_micros});
+        items.back().op = ItemOp::kAdd;
       } else {
         for (const Slice& slice : consumption.slices) {
           items.push_back(
               CheckItem{consumption.limit.get(), key.second, slice.cost, slice.at_micros});
+          items.back().op = ItemOp::kAdd;
         }
       }
       limits.push_back(std::move(consumption.limit));
@@ -404,15 +401,17 @@ class Core {
       std::vector<CheckItem> batch(std::make_move_iterator(items.begin() + begin),
                                    std::make_move_iterator(items.begin() + end));
       const int64_t count = static_cast<int64_t>(batch.size());
-      primary_->AddAsync(std::move(batch), [counters = reconcile_counters_, round,
-                                            count](const absl::Status& status) {
-        (status.ok() ? counters->reconciled : counters->dropped)
-            .fetch_add(count, std::memory_order_relaxed);
-        (status.ok() ? round->added : round->dropped).fetch_add(count);
-        if (round->outstanding.fetch_sub(1) == 1) {
-          EmitReconciled(*counters, round->added.load(), round->dropped.load());
-        }
-      });
+      primary_->ApplyAsync(
+          std::move(batch), [counters = reconcile_counters_, round,
+                             count](const absl::StatusOr<std::vector<Decision>>& added) {
+            const absl::Status& status = added.status();
+            (status.ok() ? counters->reconciled : counters->dropped)
+                .fetch_add(count, std::memory_order_relaxed);
+            (status.ok() ? round->added : round->dropped).fetch_add(count);
+            if (round->outstanding.fetch_sub(1) == 1) {
+              EmitReconciled(*counters, round->added.load(), round->dropped.load());
+            }
+          });
     }
   }
 
@@ -606,22 +605,23 @@ class ResilientStoreImpl final : public ResilientStore {
   ResilientStoreImpl(std::shared_ptr<Core> core, std::shared_ptr<Timers> timers)
       : core_(std::move(core)), timers_(std::move(timers)) {}
 
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
-    Send(std::move(items), std::move(done), /*apply=*/false);
-  }
-
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
-    Send(std::move(items), std::move(done), /*apply=*/true);
+    if (!items.empty() && items.front().op == ItemOp::kAdd) {
+      // Straight to the wrapped store: no deadline (nobody waits on it) and no fallback.
+      core_->primary().ApplyAsync(std::move(items), std::move(done));
+      return;
+    }
+    Send(std::move(items), std::move(done));
   }
 
  private:
-  // CheckAsync or ApplyAsync (`apply`) on the wrapped store, within the deadline.
-  void Send(std::vector<CheckItem> items, CheckCallback done, bool apply) {
+  // ApplyAsync on the wrapped store, within the deadline.
+  void Send(std::vector<CheckItem> items, CheckCallback done) {
     core_->CountDemand(items);
     const CircuitBreaker::Admission admission = core_->breaker().Admit();
     if (admission == CircuitBreaker::Admission::kReject) {
       core_->breaker_rejections_.fetch_add(1, std::memory_order_relaxed);
-      core_->AnswerFromPolicy(std::move(items), std::move(done), apply);
+      core_->AnswerFromPolicy(std::move(items), std::move(done));
       return;
     }
     int64_t timeout_micros = items.front().limit->timeout_micros;
@@ -632,8 +632,8 @@ class ResilientStoreImpl final : public ResilientStore {
     call->done = std::move(done);
     call->items = items;
     call->probe = admission == CircuitBreaker::Admission::kProbe;
-    call->apply = apply;
-    if (apply) {
+    if (std::any_of(items.begin(), items.end(),
+                    [](const CheckItem& item) { return item.op != ItemOp::kCheck; })) {
       call->ops.reserve(items.size());
       for (const CheckItem& item : items) call->ops.push_back(item.op);
     }
@@ -645,16 +645,16 @@ class ResilientStoreImpl final : public ResilientStore {
     // when the loop is destroyed) must not keep the Redis store alive past its loops. While
     // the primary still owes an answer its callback holds the core, so an expired core
     // means the call was answered.
-    timers_->RunAfter(
-        timeout_micros, &call->answered, [weak_core = std::weak_ptr<Core>(core), call] {
-          std::shared_ptr<Core> core = weak_core.lock();
-          if (core == nullptr || call->answered.exchange(true)) return;
-          core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
-          core->RecordFailure(call->probe, "deadline missed");
-          CheckCallback done = std::move(call->done);
-          call->done = nullptr;
-          core->AnswerFromPolicy(std::move(call->items), std::move(done), call->apply, call);
-        });
+    timers_->RunAfter(timeout_micros, &call->answered,
+                      [weak_core = std::weak_ptr<Core>(core), call] {
+                        std::shared_ptr<Core> core = weak_core.lock();
+                        if (core == nullptr || call->answered.exchange(true)) return;
+                        core->deadlines_missed_.fetch_add(1, std::memory_order_relaxed);
+                        core->RecordFailure(call->probe, "deadline missed");
+                        CheckCallback done = std::move(call->done);
+                        call->done = nullptr;
+                        core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
+                      });
     auto on_reply = [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
       core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
       if (call->answered.exchange(true)) {
@@ -676,21 +676,12 @@ class ResilientStoreImpl final : public ResilientStore {
       }
       core->store_errors_.fetch_add(1, std::memory_order_relaxed);
       core->RecordFailure(call->probe, std::string(decisions.status().message()));
-      core->AnswerFromPolicy(std::move(items), std::move(done), call->apply);
+      core->AnswerFromPolicy(std::move(items), std::move(done));
     };
-    if (apply) {
-      core->primary().ApplyAsync(std::move(items), std::move(on_reply));
-    } else {
-      core->primary().CheckAsync(std::move(items), std::move(on_reply));
-    }
+    core->primary().ApplyAsync(std::move(items), std::move(on_reply));
   }
 
  public:
-  // Straight to the wrapped store: no deadline (nobody waits on it) and no fallback.
-  void AddAsync(std::vector<CheckItem> items, AddCallback done) override {
-    core_->primary().AddAsync(std::move(items), std::move(done));
-  }
-
   std::string_view Name() const override { return core_->primary().Name(); }
 
   CircuitState circuit_state() const override { return core_->breaker().state(); }

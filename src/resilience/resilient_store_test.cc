@@ -38,11 +38,15 @@ class ControlledStore : public Store {
   void set_behaviour(Behaviour behaviour) { behaviour_.store(behaviour); }
   int calls() const { return calls_.load(); }
 
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    if (!items.empty() && items.front().op == ItemOp::kAdd) {
+      Add(items, std::move(done));
+      return;
+    }
     calls_.fetch_add(1);
     switch (behaviour_.load()) {
       case Behaviour::kHealthy:
-        healthy_->CheckAsync(std::move(items), std::move(done));
+        healthy_->ApplyAsync(std::move(items), std::move(done));
         return;
       case Behaviour::kError:
         std::move(done)(absl::UnavailableError("connection refused"));
@@ -65,22 +69,22 @@ class ControlledStore : public Store {
     }
     for (Silent& call : silent) {
       if (land) {
-        healthy_->CheckAsync(std::move(call.items), std::move(call.done));
+        healthy_->ApplyAsync(std::move(call.items), std::move(call.done));
       } else {
         std::move(call.done)(absl::UnavailableError("late"));
       }
     }
   }
 
-  // Records what is added (reconciliation) and answers OK.
-  void AddAsync(std::vector<CheckItem> items, AddCallback done) override {
+  // Records what is added (reconciliation: kAdd items) and answers that it was applied.
+  void Add(const std::vector<CheckItem>& items, CheckCallback done) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const CheckItem& item : items) {
         added_.push_back({item.limit->name, item.key, item.cost, item.at_micros});
       }
     }
-    std::move(done)(absl::OkStatus());
+    std::move(done)(std::vector<Decision>(items.size(), Decision{.allowed = true}));
   }
 
   struct Added {
@@ -124,7 +128,7 @@ absl::StatusOr<std::vector<Decision>> CheckOne(Store& store, const Limit& limit,
                                                const std::string& key, int64_t cost = 1) {
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, key, cost});
-  return store.Check(std::move(items));
+  return store.Apply(std::move(items));
 }
 
 class ResilientStoreTest : public ::testing::Test {
@@ -160,7 +164,7 @@ class ResilientStoreTest : public ::testing::Test {
     std::optional<absl::StatusOr<std::vector<Decision>>> answer;
     std::vector<CheckItem> items;
     items.push_back(CheckItem{&limit, key, cost});
-    store_->CheckAsync(std::move(items), [&answer](absl::StatusOr<std::vector<Decision>> got) {
+    store_->ApplyAsync(std::move(items), [&answer](absl::StatusOr<std::vector<Decision>> got) {
       answer = std::move(got);
     });
     if (!answer.has_value()) timers_->AdvanceMicros(limit.timeout_micros);
@@ -246,7 +250,7 @@ TEST_F(ResilientStoreTest, FailClosedRefusesWithRetryAfterAndConsumesNothingElse
 
   // A batch with a fail_closed limit is refused whole: the fail_open one spends nothing.
   std::vector<CheckItem> both = {{&open_, "user:9", 5}, {&closed_, "phone:9", 1}};
-  auto batch = store_->Check(both);
+  auto batch = store_->Apply(both);
   ASSERT_TRUE(batch.ok());
   EXPECT_FALSE((*batch)[1].allowed);
   auto peek = Check(open_, "user:9", 0);
@@ -344,7 +348,7 @@ TEST_F(ResilientStoreTest, SilentStoreIsAnsweredAtTheDeadlineAndLateRepliesAreDr
   std::optional<absl::StatusOr<std::vector<Decision>>> answer;
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&open_, "user:1", 1});
-  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+  store_->ApplyAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
     ++answers;
     answer = std::move(got);
   });
@@ -371,7 +375,7 @@ TEST_F(ResilientStoreTest, ABatchWaitsForItsShortestTimeout) {
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&slow, "user:1", 1});
   items.push_back(CheckItem{&open_, "user:1", 1});  // 20 ms
-  store_->CheckAsync(std::move(items), [&](const absl::StatusOr<std::vector<Decision>>& got) {
+  store_->ApplyAsync(std::move(items), [&](const absl::StatusOr<std::vector<Decision>>& got) {
     ++answers;
     EXPECT_TRUE(got.ok());
   });
@@ -386,7 +390,7 @@ TEST_F(ResilientStoreTest, AnAnswerInTimeCancelsTheDeadline) {
   int answers = 0;
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&open_, "user:1", 1});
-  store_->CheckAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
+  store_->ApplyAsync(std::move(items), [&](absl::StatusOr<std::vector<Decision>> got) {
     ++answers;
     ASSERT_TRUE(got.ok());
     EXPECT_EQ((*got)[0].source, DecisionSource::kMemory);

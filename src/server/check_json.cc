@@ -27,7 +27,7 @@ absl::Status FieldError(absl::string_view prefix, absl::string_view field, absl:
 }
 
 // Parses one {"limit", "key", "cost"} object. `prefix` is "" or "checks[i].".
-absl::StatusOr<CheckRequest> ParseOneCheck(const json& object, absl::string_view prefix) {
+absl::StatusOr<ParsedCheck> ParseOneCheck(const json& object, absl::string_view prefix) {
   if (!object.is_object()) {
     std::string where = prefix.empty() ? "body" : std::string(prefix.substr(0, prefix.size() - 1));
     return absl::InvalidArgumentError(absl::StrCat(
@@ -40,7 +40,7 @@ absl::StatusOr<CheckRequest> ParseOneCheck(const json& object, absl::string_view
                        ": unknown field (expected \"limit\", \"key\", \"cost\", \"reserve\")"));
     }
   }
-  CheckRequest request;
+  ParsedCheck request;
   auto limit = object.find("limit");
   if (limit == object.end()) return FieldError(prefix, "limit", "missing");
   if (!limit->is_string()) {
@@ -113,7 +113,7 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body
   ParsedCheckBody parsed;
   auto checks = document.find("checks");
   if (checks == document.end()) {
-    absl::StatusOr<CheckRequest> one = ParseOneCheck(document, "");
+    absl::StatusOr<ParsedCheck> one = ParseOneCheck(document, "");
     if (!one.ok()) return one.status();
     parsed.requests.push_back(*std::move(one));
     return parsed;
@@ -135,8 +135,7 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body
   }
   parsed.requests.reserve(checks->size());
   for (size_t i = 0; i < checks->size(); ++i) {
-    absl::StatusOr<CheckRequest> one =
-        ParseOneCheck((*checks)[i], absl::StrCat("checks[", i, "]."));
+    absl::StatusOr<ParsedCheck> one = ParseOneCheck((*checks)[i], absl::StrCat("checks[", i, "]."));
     if (!one.ok()) return one.status();
     parsed.requests.push_back(*std::move(one));
   }
@@ -155,8 +154,8 @@ class SingleCheckReader {
  public:
   explicit SingleCheckReader(std::string_view body) : at_(body.data()), end_(at_ + body.size()) {}
 
-  std::optional<CheckRequest> Read() {
-    CheckRequest request;
+  std::optional<ParsedCheck> Read() {
+    ParsedCheck request;
     bool have_limit = false, have_key = false, have_cost = false;
     SkipSpace();
     if (!Consume('{')) return std::nullopt;
@@ -238,7 +237,7 @@ class SingleCheckReader {
 }  // namespace
 
 absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max_checks) {
-  if (std::optional<CheckRequest> one = SingleCheckReader(body).Read(); one.has_value()) {
+  if (std::optional<ParsedCheck> one = SingleCheckReader(body).Read(); one.has_value()) {
     ParsedCheckBody parsed;
     parsed.requests.push_back(*std::move(one));
     return parsed;

@@ -30,9 +30,18 @@ inline constexpr size_t kMaxChecksPerRequest = 64;
 // cost a deep tree).
 inline constexpr int kMaxJsonDepth = 8;
 
+// One {"limit", "key", "cost", "reserve"} object, as the client sent it (its limit not looked
+// up yet).
+struct ParsedCheck {
+  std::string limit;
+  std::string key;
+  int64_t cost = 1;
+  bool reserve = false;
+};
+
 struct ParsedCheckBody {
   // One item for {"limit": ...}; one per element for {"checks": [...]}.
-  std::vector<CheckRequest> requests;
+  std::vector<ParsedCheck> requests;
   // True for the {"checks": [...]} form, whose reply carries a `results` array.
   bool batch = false;
 };

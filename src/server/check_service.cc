@@ -18,9 +18,8 @@ const Limit* CheckSnapshot::FindHttpLimit(std::string_view name) const {
   return limit;
 }
 
-CheckService::CheckService(CheckServiceOptions options, std::shared_ptr<Store> store)
+CheckService::CheckService(CheckServiceOptions options)
     : options_(std::move(options)),
-      store_(std::move(store)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       overrides_(options_.max_override_limits, options_.metrics) {}
 
@@ -31,15 +30,16 @@ absl::StatusOr<std::unique_ptr<CheckService>> CheckService::Create(CheckServiceO
   if (options.max_override_limits < 0) {
     return absl::InvalidArgumentError("max_override_limits must be >= 0");
   }
-  std::shared_ptr<Store> store = options.store;
-  if (store == nullptr) {
-    MemoryStoreOptions memory_options;
-    memory_options.clock = options.clock;
-    absl::StatusOr<std::unique_ptr<MemoryStore>> memory = MemoryStore::Create(memory_options);
+  if (!options.new_limiter) {
+    absl::StatusOr<std::unique_ptr<MemoryStore>> memory =
+        MemoryStore::Create({.clock = options.clock});
     if (!memory.ok()) return memory.status();
-    store = *std::move(memory);
+    options.new_limiter = [store = std::shared_ptr<Store>(*std::move(memory)),
+                           clock = options.clock](std::vector<Limit> limits) {
+      return Limiter::Create({.limits = std::move(limits), .store = store, .clock = clock});
+    };
   }
-  std::unique_ptr<CheckService> service(new CheckService(std::move(options), std::move(store)));
+  std::unique_ptr<CheckService> service(new CheckService(std::move(options)));
   if (absl::Status status = service->Reload(std::move(config)); !status.ok()) return status;
   return service;
 }
@@ -61,11 +61,7 @@ absl::StatusOr<std::shared_ptr<const CheckSnapshot>> CheckService::Build(
       snapshot->fail_closed_limit = limit.name;
     }
   }
-  absl::StatusOr<std::unique_ptr<Limiter>> limiter =
-      Limiter::Create({.limits = std::move(limits),
-                       .store = store_,
-                       .sync_store = options_.sync_store,
-                       .clock = options_.clock});
+  absl::StatusOr<std::unique_ptr<Limiter>> limiter = options_.new_limiter(std::move(limits));
   if (!limiter.ok()) return limiter.status();
   snapshot->limiter = *std::move(limiter);
   snapshot->matcher = *std::move(matcher);

@@ -7,7 +7,9 @@
 // src/server/rls_service.h) read the snapshot once per request and only parse, plan, check
 // and render.
 //
-//   auto service = CheckService::Create({.store = store}, *LoadConfigs(paths));
+//   auto service = CheckService::Create(
+//       {.new_limiter = [&](std::vector<Limit> limits) { return fleet->NewLimiter(limits); }},
+//       *LoadConfigs(paths));
 //   std::shared_ptr<const CheckSnapshot> now = (*service)->snapshot();
 //   now->limiter->CheckAsync(*now->FindHttpLimit("api"), "user:42", 1, done);
 //   ... on SIGHUP:
@@ -17,6 +19,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,13 +39,18 @@ namespace tollgate::server {
 
 class Metrics;
 
+// Makes the Limiter of one snapshot's limits, over the stores the process counts in (in
+// `tollgate serve`, Fleet::NewLimiter: the same stores at every reload). InvalidArgument as
+// Limiter::Create.
+using LimiterFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Limiter>>(std::vector<Limit> limits)>;
+
 struct CheckServiceOptions {
-  // Where exact limits (and every Envoy rule) are counted. nullptr: a fresh in-memory store
-  // on `clock`.
-  std::shared_ptr<Store> store;
-  // Where tollgate limits with `mode: sync` are counted; nullptr: in `store`.
-  std::shared_ptr<Store> sync_store;
-  // Time for the in-memory store made when `store` is nullptr, and for Envoy's block-list
+  // Where every snapshot's limits (tollgate's and Envoy rules') are counted. Empty: limiters
+  // over one in-memory store of the service's own, on `clock`. REQUIRES: what it makes
+  // limiters over outlives the service.
+  LimiterFactory new_limiter;
+  // Time for the in-memory store made when `new_limiter` is empty, and for Envoy's block-list
   // rules' reset times. nullptr: SystemClock(). REQUIRES: outlives the service.
   Clock* clock = nullptr;
   // When set, every (re)loaded limit and each new override limit is registered.
@@ -111,14 +119,13 @@ class CheckService {
   Metrics* metrics() const { return options_.metrics; }
 
  private:
-  CheckService(CheckServiceOptions options, std::shared_ptr<Store> store);
+  explicit CheckService(CheckServiceOptions options);
   absl::StatusOr<std::shared_ptr<const CheckSnapshot>> Build(LoadedConfigs config) const;
   // Builds the snapshot of both parts and, when it is valid, swaps it in and keeps them.
   absl::Status Swap(LoadedConfigs files, std::vector<EnvoyDomainConfig> control_plane)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
 
   const CheckServiceOptions options_;
-  const std::shared_ptr<Store> store_;
   Clock* const clock_;
   OverrideLimits overrides_;
   absl::Mutex reload_mu_;  // one reload at a time (each reads a part, then swaps)

@@ -49,8 +49,8 @@ void GrpcResponder::Finish(const absl::Status& status) && {
   call->Deliver(std::move(outcome));
 }
 
-std::chrono::steady_clock::time_point GrpcResponder::deadline() const {
-  return call_ == nullptr ? std::chrono::steady_clock::time_point::max() : call_->deadline;
+int64_t GrpcResponder::deadline_micros() const {
+  return call_ == nullptr ? kNoGrpcDeadline : call_->deadline_micros;
 }
 
 std::string_view GrpcResponder::traceparent() const {
@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(EventLoops& loops,
     return absl::InvalidArgumentError("gRPC server: a limit that must be positive is 0");
   }
   const ListenAddress address = options.address;
+  if (options.timers == nullptr) options.timers = LoopTimers({});
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->shared_ = std::make_shared<GrpcServerShared>(std::move(options), std::move(methods));
   absl::StatusOr<std::shared_ptr<Listener>> listener =

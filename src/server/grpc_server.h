@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@
 #include "src/server/event_loops.h"
 #include "src/server/grpc_wire.h"
 #include "src/server/listen_address.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::server {
 
@@ -96,6 +98,10 @@ struct GrpcServerOptions {
   // `max_tls_handshakes` run at once over the whole server (a connection beyond them is
   // closed at once) and each must finish within `tls_handshake_timeout` (else it is closed).
   std::shared_ptr<GrpcTls> tls;
+  // Monotonic time of the connections' timeouts, keepalives and the calls' deadlines: only
+  // NowMicros() is used, so it never runs anything on the loops. nullptr: a monotonic clock of
+  // the server's own (LoopTimers over no loops, tollgate/timers.h).
+  std::shared_ptr<Timers> timers;
   uint32_t max_tls_handshakes = 256;
   std::chrono::milliseconds tls_handshake_timeout{10'000};
 };
@@ -105,6 +111,9 @@ struct GrpcServerOptions {
 // connection closed, or that already got DEADLINE_EXCEEDED does nothing. A responder
 // destroyed without Finish answers INTERNAL ("the handler dropped the call"). A responder
 // whose connection is gone (closed, or destroyed with its EventLoops) does nothing at all.
+// GrpcResponder::deadline_micros() of a call without a grpc-timeout.
+inline constexpr int64_t kNoGrpcDeadline = std::numeric_limits<int64_t>::max();
+
 class GrpcResponder {
  public:
   struct Call;  // shared with the connection (src/server/h2_session.h)
@@ -123,8 +132,9 @@ class GrpcResponder {
   // `status.message()` as grpc-message. absl::StatusCode numbers are gRPC's.
   void Finish(const absl::Status& status) &&;
 
-  // When the client's grpc-timeout ends (steady clock), or time_point::max() without one.
-  std::chrono::steady_clock::time_point deadline() const;
+  // When the client's grpc-timeout ends, in the server's monotonic microseconds
+  // (GrpcServerOptions::timers' NowMicros), or kNoGrpcDeadline without one.
+  int64_t deadline_micros() const;
   // The request's W3C traceparent header (GrpcRequestHeaders::traceparent); "" when it had
   // none, or after Finish.
   std::string_view traceparent() const;

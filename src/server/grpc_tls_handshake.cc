@@ -23,15 +23,13 @@ namespace {
 namespace net = boost::asio;
 
 // warn at most once a second over the process, debug otherwise: a flood of bad handshakes
-// must not flood the log.
-spdlog::level::level_enum FailureLevel() {
-  static std::atomic<int64_t> next_warning_nanos{0};
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  int64_t next = next_warning_nanos.load(std::memory_order_relaxed);
-  const bool due = now >= next && next_warning_nanos.compare_exchange_strong(
-                                      next, now + 1'000'000'000, std::memory_order_relaxed);
+// must not flood the log. `now_micros`: the server's monotonic time.
+spdlog::level::level_enum FailureLevel(int64_t now_micros) {
+  static std::atomic<int64_t> next_warning_micros{0};
+  int64_t next = next_warning_micros.load(std::memory_order_relaxed);
+  const bool due =
+      now_micros >= next && next_warning_micros.compare_exchange_strong(
+                                next, now_micros + 1'000'000, std::memory_order_relaxed);
   return due ? spdlog::level::warn : spdlog::level::debug;
 }
 
@@ -100,7 +98,7 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     if (done_) return;
     Finish();
     tls_.counters().handshakes_timed_out.fetch_add(1, std::memory_order_relaxed);
-    if (const auto level = FailureLevel(); spdlog::should_log(level)) {
+    if (const auto level = FailureLevel(shared_->timers->NowMicros()); spdlog::should_log(level)) {
       spdlog::log(level, "grpc tls: closed the connection of {}: no handshake within {} ms",
                   Describe(peer_), shared_->options.tls_handshake_timeout.count());
     }
@@ -113,7 +111,8 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     timer_.cancel();
     if (error) {
       tls_.counters().handshakes_failed.fetch_add(1, std::memory_order_relaxed);
-      if (const auto level = FailureLevel(); spdlog::should_log(level)) {
+      if (const auto level = FailureLevel(shared_->timers->NowMicros());
+          spdlog::should_log(level)) {
         spdlog::log(level, "grpc tls: handshake with {} failed: {}", Describe(peer_),
                     Reason(error));
       }
@@ -159,7 +158,7 @@ void StartGrpcTlsHandshake(std::shared_ptr<GrpcServerShared> shared, net::ip::tc
   if (before >= static_cast<int64_t>(shared->options.max_tls_handshakes)) {
     counters.handshakes_in_progress.fetch_sub(1, std::memory_order_relaxed);
     counters.handshakes_refused.fetch_add(1, std::memory_order_relaxed);
-    if (const auto level = FailureLevel(); spdlog::should_log(level)) {
+    if (const auto level = FailureLevel(shared->timers->NowMicros()); spdlog::should_log(level)) {
       spdlog::log(level,
                   "grpc tls: refused the connection of {}: {} handshakes in progress "
                   "(--grpc-tls-max-handshakes)",

@@ -14,7 +14,6 @@
 namespace tollgate::server {
 
 namespace net = boost::asio;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -26,7 +25,9 @@ nghttp2_nv Header(std::string_view name, std::string_view value) {
 }
 
 // How long a connection that is being closed may take to write its last frames.
-constexpr std::chrono::seconds kCloseGrace(1);
+constexpr int64_t kCloseGraceMicros = 1'000'000;
+
+int64_t Micros(std::chrono::milliseconds duration) { return duration.count() * 1000; }
 
 }  // namespace
 
@@ -146,7 +147,7 @@ struct H2Callbacks {
         return 0;
       }
       case NGHTTP2_PING:
-        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0) session.ping_sent_.reset();
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0) session.ping_sent_micros_.reset();
         return 0;
       default:
         return 0;
@@ -160,7 +161,8 @@ struct H2Callbacks {
     if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
       H2Session& session = Of(user_data);
       session.terminating_ = true;
-      session.close_by_ = std::min(session.close_by_, Clock::now() + kCloseGrace);
+      session.close_by_micros_ =
+          std::min(session.close_by_micros_, session.NowMicros() + kCloseGraceMicros);
     }
     return 0;
   }
@@ -218,7 +220,7 @@ struct H2Callbacks {
 };
 
 GrpcServerShared::GrpcServerShared(GrpcServerOptions options_in, GrpcMethods methods_in)
-    : options(std::move(options_in)), methods(std::move(methods_in)) {
+    : options(std::move(options_in)), methods(std::move(methods_in)), timers(options.timers.get()) {
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, &H2Callbacks::OnBeginFrame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, &H2Callbacks::OnBeginHeaders);
@@ -268,7 +270,7 @@ H2Session::H2Session(std::shared_ptr<GrpcServerShared> shared,
       tick_timer_(stream_.socket().get_executor()),
       deadline_timer_(stream_.socket().get_executor()) {
   nghttp2_session_server_new2(&session_, shared_->callbacks, this, shared_->session_options);
-  last_read_ = last_write_progress_ = control_refilled_ = Clock::now();
+  last_read_micros_ = last_write_progress_micros_ = control_refilled_micros_ = NowMicros();
   control_tokens_ = options_.control_burst;
 }
 
@@ -331,8 +333,8 @@ void H2Session::OnRead(boost::system::error_code error, size_t bytes) {
   // The store calls the requests of this read make (Redis commands) leave in one write
   // when this handler returns.
   ::tollgate::net::HandlerScope scope(loop_);
-  last_read_ = Clock::now();
-  ping_sent_.reset();  // anything received shows the peer is there
+  last_read_micros_ = NowMicros();
+  ping_sent_micros_.reset();  // anything received shows the peer is there
   in_recv_ = true;
   const ssize_t processed = nghttp2_session_mem_recv(session_, read_buffer_.data(), bytes);
   in_recv_ = false;
@@ -364,7 +366,7 @@ void H2Session::Flush() {
       out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
     }
     if (out_.empty()) break;
-    last_write_progress_ = Clock::now();
+    last_write_progress_micros_ = NowMicros();
     // Usually all of it fits the socket's buffer: written here, no handler, no counting.
     // (Over TLS nothing is written here: WriteRest writes it all.)
     boost::system::error_code error;
@@ -403,7 +405,7 @@ void H2Session::OnWritten(boost::system::error_code error, size_t bytes) {
     Close();
     return;
   }
-  last_write_progress_ = Clock::now();
+  last_write_progress_micros_ = NowMicros();
   Flush();
   Read();
 }
@@ -427,7 +429,7 @@ void H2Session::Terminate(uint32_t error_code) {
   if (terminating_) return;
   terminating_ = true;
   nghttp2_session_terminate_session(session_, error_code);
-  close_by_ = std::min(close_by_, Clock::now() + kCloseGrace);
+  close_by_micros_ = std::min(close_by_micros_, NowMicros() + kCloseGraceMicros);
   ArmTick();
 }
 
@@ -460,9 +462,9 @@ void H2Session::ArmTick() {
     period = std::min({period, options_.keepalive_interval, options_.keepalive_timeout});
   }
   period = std::clamp(period / 2, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
-  Clock::time_point when = Clock::now() + period;
-  if (close_by_ < when) when = close_by_;
-  tick_timer_.expires_at(when);
+  const int64_t now = NowMicros();
+  const int64_t when = std::min(now + Micros(period), close_by_micros_);
+  tick_timer_.expires_after(std::chrono::microseconds(std::max<int64_t>(0, when - now)));
   tick_timer_.async_wait([self = shared_from_this()](boost::system::error_code error) {
     if (!error) self->Tick();
   });
@@ -470,26 +472,26 @@ void H2Session::ArmTick() {
 
 void H2Session::Tick() {
   if (closed_) return;
-  const Clock::time_point now = Clock::now();
-  if (now >= close_by_) {
+  const int64_t now = NowMicros();
+  if (now >= close_by_micros_) {
     Close();
     return;
   }
-  if (writing_ && now - last_write_progress_ >= options_.idle_timeout) {
+  if (writing_ && now - last_write_progress_micros_ >= Micros(options_.idle_timeout)) {
     Close();  // the peer does not read
     return;
   }
-  if (streams_.empty() && now - last_read_ >= options_.idle_timeout) {
+  if (streams_.empty() && now - last_read_micros_ >= Micros(options_.idle_timeout)) {
     Terminate(NGHTTP2_NO_ERROR);
     Flush();
   } else if (options_.keepalive_interval.count() > 0) {
-    if (ping_sent_.has_value()) {
-      if (now - *ping_sent_ >= options_.keepalive_timeout) {
+    if (ping_sent_micros_.has_value()) {
+      if (now - *ping_sent_micros_ >= Micros(options_.keepalive_timeout)) {
         Close();
         return;
       }
-    } else if (now - last_read_ >= options_.keepalive_interval) {
-      ping_sent_ = now;
+    } else if (now - last_read_micros_ >= Micros(options_.keepalive_interval)) {
+      ping_sent_micros_ = now;
       nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
       Flush();
     }
@@ -498,9 +500,9 @@ void H2Session::Tick() {
 }
 
 bool H2Session::TakeControlToken() {
-  const Clock::time_point now = Clock::now();
-  const double elapsed = std::chrono::duration<double>(now - control_refilled_).count();
-  control_refilled_ = now;
+  const int64_t now = NowMicros();
+  const double elapsed = static_cast<double>(now - control_refilled_micros_) / 1e6;
+  control_refilled_micros_ = now;
   control_tokens_ =
       std::min<double>(options_.control_burst, control_tokens_ + elapsed * options_.control_rate);
   if (control_tokens_ < 1) return false;
@@ -554,11 +556,14 @@ void H2Session::OnRequestHeaders(Stream& stream) {
   stream.call->stream_id = stream.id;
   if (!stream.headers.traceparent.empty()) stream.call->traceparent = stream.headers.traceparent;
   if (check.timeout.has_value()) {
-    const Clock::time_point now = Clock::now();
-    const auto timeout = std::chrono::duration_cast<Clock::duration>(*check.timeout);
-    stream.call->deadline =
-        timeout >= Clock::time_point::max() - now ? Clock::time_point::max() : now + timeout;
-    if (stream.call->deadline < deadline_armed_) ArmDeadlines(stream.call->deadline);
+    const int64_t now = NowMicros();
+    const int64_t timeout =
+        std::chrono::duration_cast<std::chrono::microseconds>(*check.timeout).count();
+    stream.call->deadline_micros =
+        timeout >= kNoGrpcDeadline - now ? kNoGrpcDeadline : now + timeout;
+    if (stream.call->deadline_micros < deadline_armed_micros_) {
+      ArmDeadlines(stream.call->deadline_micros);
+    }
   }
   // Headers on a stream the client already half-closed skip DATA: OnRequestEnd follows.
   stream.headers.Clear();  // only the path and traceparent were needed from here on
@@ -621,7 +626,8 @@ void H2Session::OnRequestEnd(Stream& stream) {
       AnswerError(stream, GrpcStatusCode::kInternal, "more than one request message");
       return;
   }
-  if (Clock::now() >= stream.call->deadline) {
+  if (stream.call->deadline_micros != kNoGrpcDeadline &&
+      NowMicros() >= stream.call->deadline_micros) {
     AnswerError(stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
     return;
   }
@@ -636,10 +642,11 @@ void H2Session::OnRequestEnd(Stream& stream) {
   }
 }
 
-void H2Session::ArmDeadlines(Clock::time_point when) {
-  deadline_armed_ = when;
+void H2Session::ArmDeadlines(int64_t when_micros) {
+  deadline_armed_micros_ = when_micros;
   // Cancels a wait armed for later (its handler sees operation_aborted and does nothing).
-  deadline_timer_.expires_at(when);
+  deadline_timer_.expires_after(
+      std::chrono::microseconds(std::max<int64_t>(0, when_micros - NowMicros())));
   deadline_timer_.async_wait([weak = weak_from_this()](boost::system::error_code error) {
     if (error) return;
     if (std::shared_ptr<H2Session> self = weak.lock()) self->OnDeadlines();
@@ -647,21 +654,21 @@ void H2Session::ArmDeadlines(Clock::time_point when) {
 }
 
 void H2Session::OnDeadlines() {
-  deadline_armed_ = Clock::time_point::max();
+  deadline_armed_micros_ = kNoGrpcDeadline;
   if (closed_) return;
-  const Clock::time_point now = Clock::now();
-  Clock::time_point next = Clock::time_point::max();
+  const int64_t now = NowMicros();
+  int64_t next = kNoGrpcDeadline;
   bool answered = false;
   for (auto& [id, stream] : streams_) {
     if (stream->call == nullptr || stream->state == Stream::State::kAnswered) continue;
-    if (stream->call->deadline <= now) {
+    if (stream->call->deadline_micros <= now) {
       AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
       answered = true;
     } else {
-      next = std::min(next, stream->call->deadline);
+      next = std::min(next, stream->call->deadline_micros);
     }
   }
-  if (next != Clock::time_point::max()) ArmDeadlines(next);
+  if (next != kNoGrpcDeadline) ArmDeadlines(next);
   if (answered) Flush();
 }
 

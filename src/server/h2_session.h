@@ -44,6 +44,8 @@ struct GrpcServerShared {
 
   const GrpcServerOptions options;
   const GrpcMethods methods;
+  // options.timers: every connection's time and timeouts.
+  Timers* const timers;
   // Built once from `options`; nghttp2 copies them into each new session.
   nghttp2_session_callbacks* callbacks = nullptr;
   nghttp2_option* session_options = nullptr;
@@ -67,7 +69,8 @@ struct GrpcResponder::Call {
   std::weak_ptr<H2Session> session;
   boost::asio::io_context* loop = nullptr;
   int32_t stream_id = 0;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The server's monotonic micros (GrpcServerOptions::timers); kNoGrpcDeadline: none.
+  int64_t deadline_micros = kNoGrpcDeadline;
   // The request's traceparent header (GrpcRequestHeaders::traceparent).
   std::string traceparent;
 
@@ -126,7 +129,7 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   // the calls not yet answered, and moved only to an earlier one (calls that share a timeout
   // never move it); when it fires, the calls past their deadline are answered
   // DEADLINE_EXCEEDED and it is armed for the next.
-  void ArmDeadlines(std::chrono::steady_clock::time_point when);
+  void ArmDeadlines(int64_t when_micros);
   void OnDeadlines();
   void AnswerError(Stream& stream, GrpcStatusCode code, std::string_view message,
                    bool accept_identity = false);
@@ -140,9 +143,8 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   boost::asio::io_context& loop_;
   boost::asio::steady_timer tick_timer_;
   boost::asio::steady_timer deadline_timer_;
-  // When deadline_timer_ fires; max() when it is not armed.
-  std::chrono::steady_clock::time_point deadline_armed_ =
-      std::chrono::steady_clock::time_point::max();
+  // When deadline_timer_ fires; kNoGrpcDeadline when it is not armed.
+  int64_t deadline_armed_micros_ = kNoGrpcDeadline;
   nghttp2_session* session_ = nullptr;
   absl::flat_hash_map<int32_t, std::unique_ptr<Stream>> streams_;
   // The stream FindStream found last (nullptr once it closed).
@@ -165,14 +167,15 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   // Request body bytes held by this connection's open streams.
   size_t held_body_bytes_ = 0;
 
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point last_read_;
-  Clock::time_point last_write_progress_;
-  Clock::time_point close_by_ = Clock::time_point::max();
-  std::optional<Clock::time_point> ping_sent_;
+  // Times in the monotonic micros of the server's Timers (GrpcServerShared::timers).
+  int64_t NowMicros() const { return shared_->timers->NowMicros(); }
+  int64_t last_read_micros_ = 0;
+  int64_t last_write_progress_micros_ = 0;
+  int64_t close_by_micros_ = kNoGrpcDeadline;
+  std::optional<int64_t> ping_sent_micros_;
   // SETTINGS / PING / PRIORITY / unknown frames: a token bucket.
   double control_tokens_ = 0;
-  Clock::time_point control_refilled_;
+  int64_t control_refilled_micros_ = 0;
 };
 
 }  // namespace tollgate::server

@@ -1,7 +1,6 @@
 // Copyright tollgate authors.
 #include "src/server/http_handler.h"
 
-#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,16 +63,6 @@ HttpResponse JsonErrorResponse(http::status status, absl::string_view message, u
 }
 
 HttpHandler::HttpHandler(std::shared_ptr<CheckService> service) : service_(std::move(service)) {}
-
-namespace {
-
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) {
   if (std::optional<FramingRefusal> refusal = CheckRequestFraming(request)) {
@@ -233,7 +222,7 @@ struct PendingCheck {
 
   void Answer(absl::StatusOr<MultiDecision> result) && {
     if (metrics != nullptr) {
-      metrics->ObserveCheckDuration(CheckApi::kHttp, SteadyMicros() - start_micros);
+      metrics->ObserveCheckDuration(CheckApi::kHttp, metrics->NowMicros() - start_micros);
       for (size_t i = 0; i < body.requests.size(); ++i) {
         if (result.ok() && i < result->decisions.size()) {
           if (charge) {
@@ -273,7 +262,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                               CheckEndpoint endpoint) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
-  const int64_t start_micros = metrics_ != nullptr ? SteadyMicros() : 0;
+  const int64_t start_micros = metrics_ != nullptr ? metrics_->NowMicros() : 0;
   // This request's snapshot: a reload may swap it while the check is in flight.
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
   absl::StatusOr<ParsedCheckBody> parsed = endpoint == CheckEndpoint::kAcquire
@@ -328,7 +317,7 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
       !pending.body.requests[0].reserve &&
       pending.limits[0]->numbers.algorithm != Algorithm::kConcurrency) {
     // The single-item path: inline through the prepared limit for the memory store.
-    const CheckRequest& only = pending.body.requests[0];
+    const ParsedCheck& only = pending.body.requests[0];
     const Limit& limit = *pending.limits[0];
     // `only` lives in `pending`, which the callback owns until CheckAsync has returned.
     const std::string_view key = only.key;
@@ -343,16 +332,19 @@ void HttpHandler::HandleCheck(const HttpRequest& request, HttpResponseCallback d
                        });
     return;
   }
-  std::vector<CheckItem> items;
-  items.reserve(pending.body.requests.size());
+  std::vector<CheckRequest> requests;
+  requests.reserve(pending.body.requests.size());
   for (size_t i = 0; i < pending.body.requests.size(); ++i) {
-    const CheckRequest& check = pending.body.requests[i];
-    items.push_back(CheckItem{pending.limits[i], check.key, check.cost});
-    if (pending.charge) items.back().op = ItemOp::kCharge;
-    if (check.reserve) items.back().op = ItemOp::kReserve;
+    const ParsedCheck& check = pending.body.requests[i];
+    CheckRequest& request = requests.emplace_back();
+    request.limit = *pending.limits[i];
+    request.key = check.key;
+    request.cost = check.cost;
+    if (pending.charge) request.op = ItemOp::kCharge;
+    if (check.reserve) request.op = ItemOp::kReserve;
   }
-  limiter.CheckItemsAsync(std::move(items), [pending = std::move(pending)](
-                                                absl::StatusOr<MultiDecision> result) mutable {
+  limiter.CheckAllAsync(std::move(requests), [pending = std::move(pending)](
+                                                 absl::StatusOr<MultiDecision> result) mutable {
     std::move(pending).Answer(std::move(result));
   });
 }

@@ -28,9 +28,8 @@ class HttpHandlerTest : public ::testing::Test {
     window.name = "window";
     window.numbers = {
         .algorithm = Algorithm::kFixedWindow, .limit = 5, .window_micros = 60'000'000};
-    auto service =
-        CheckService::Create(CheckServiceOptions{nullptr, nullptr, &clock_, nullptr, 1000},
-                             LoadedConfigs{{bucket, window}, {}});
+    auto service = CheckService::Create(CheckServiceOptions{nullptr, &clock_, nullptr, 1000},
+                                        LoadedConfigs{{bucket, window}, {}});
     EXPECT_TRUE(service.ok()) << service.status();
     handler_ = std::make_unique<HttpHandler>(std::shared_ptr<CheckService>(*std::move(service)));
   }

@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     state->own_loops = *std::move(own);
     loops = state->own_loops.get();
   }
+  state->context->timers = options.timers != nullptr ? std::move(options.timers) : LoopTimers({});
   absl::StatusOr<std::shared_ptr<Listener>> listener = Listener::Start(
       *loops, ListenAddress{options.host, options.port},
       // Weak: a stopped server's context (and its check service) is not

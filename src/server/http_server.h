@@ -20,6 +20,7 @@
 #include "src/server/http_handler.h"
 #include "src/server/http_session.h"
 #include "tollgate/limiter.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::server {
 
@@ -37,6 +38,10 @@ struct HttpServerOptions {
   // thread). REQUIRES: outlives the server.
   EventLoops* loops = nullptr;
   int threads = 0;
+  // The connections' monotonic time (deadlines, idle timeouts): only NowMicros() is used, so
+  // it never runs anything on the loops. nullptr: a monotonic clock of the server's own
+  // (LoopTimers over no loops, tollgate/timers.h).
+  std::shared_ptr<Timers> timers;
   HttpSessionLimits limits;
   // Bound on the items of one POST /v1/check {"checks": [...]}; more is a 400. Envoy's
   // descriptors on POST /json are bounded by RlsServiceOptions::max_descriptors.

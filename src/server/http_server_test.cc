@@ -30,7 +30,7 @@ namespace http = beast::http;
 // Parks every check until Answer() is called.
 class ParkedStore : public Store {
  public:
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
     absl::MutexLock lock(&mu_);
     parked_.push_back(std::move(done));
   }
@@ -78,7 +78,11 @@ class HttpServerTest : public ::testing::Test {
     limit.on_store_failure = FailureMode::kFailClosed;
     store_ = std::make_shared<ParkedStore>();
     auto service = CheckService::Create(
-        CheckServiceOptions{store_, nullptr, nullptr, nullptr, 1000}, LoadedConfigs{{limit}, {}});
+        CheckServiceOptions{[store = store_](std::vector<Limit> limits) {
+                              return Limiter::Create({.limits = std::move(limits), .store = store});
+                            },
+                            nullptr, nullptr, 1000},
+        LoadedConfigs{{limit}, {}});
     ASSERT_TRUE(service.ok()) << service.status();
     auto server =
         HttpServer::Start(Loopback(0, 2), std::shared_ptr<CheckService>(*std::move(service)));

@@ -77,17 +77,17 @@ void HttpSession::CloseWhenIdle() {
   });
 }
 
-void HttpSession::SetDeadline(std::chrono::steady_clock::time_point deadline) {
-  deadline_ = deadline;
-  if (timer_armed_ || deadline == std::chrono::steady_clock::time_point::max()) return;
-  ArmTimer(deadline);
+void HttpSession::SetDeadline(int64_t deadline_micros) {
+  deadline_micros_ = deadline_micros;
+  if (timer_armed_ || deadline_micros == kNever) return;
+  ArmTimer(deadline_micros);
 }
 
-void HttpSession::ArmTimer(std::chrono::steady_clock::time_point when) {
+void HttpSession::ArmTimer(int64_t when_micros) {
   // Re-arming an armed timer cancels its wait, whose handler then sees operation_aborted.
   timer_armed_ = true;
-  timer_at_ = when;
-  timer_.expires_at(when);
+  timer_at_micros_ = when_micros;
+  timer_.expires_after(std::chrono::microseconds(std::max<int64_t>(0, when_micros - NowMicros())));
   timer_.async_wait([self = shared_from_this()](beast::error_code error) { self->OnTimer(error); });
 }
 
@@ -95,8 +95,8 @@ void HttpSession::OnTimer(beast::error_code error) {
   if (error == net::error::operation_aborted) return;  // re-armed, or closed
   timer_armed_ = false;
   if (error || !socket_.is_open()) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now >= deadline_) {
+  const int64_t now = NowMicros();
+  if (now >= deadline_micros_) {
     // The phase in progress (a request head or body, or a response's write) took too long:
     // closing the socket ends it with operation_aborted.
     timed_out_ = true;
@@ -106,11 +106,11 @@ void HttpSession::OnTimer(beast::error_code error) {
     probe_pending_ = false;
     // Waiting for a request that cannot come: the client closed its side.
     if (socket_.PeerClosed()) return Close();
-    return ArmTimer(std::min(deadline_, now + kEofProbePeriod));  // requests still come
+    return ArmTimer(std::min(deadline_micros_, now + kEofProbePeriodMicros));  // requests come
   }
-  if (probe_pending_) return ArmTimer(std::min(deadline_, now + kEofProbePeriod));
-  // Moved later meanwhile, or cleared (max: stays unarmed).
-  if (deadline_ != std::chrono::steady_clock::time_point::max()) ArmTimer(deadline_);
+  if (probe_pending_) return ArmTimer(std::min(deadline_micros_, now + kEofProbePeriodMicros));
+  // Moved later meanwhile, or cleared (kNever: stays unarmed).
+  if (deadline_micros_ != kNever) ArmTimer(deadline_micros_);
 }
 
 void HttpSession::ReadHeader() {
@@ -120,7 +120,7 @@ void HttpSession::ReadHeader() {
   parser_->body_limit(context_->limits.max_body_bytes);
   head_done_ = false;
   // The whole head must arrive by then, however it trickles in.
-  SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
+  SetDeadline(NowMicros() + IdleTimeoutMicros());
   Parse();
 }
 
@@ -142,7 +142,7 @@ void HttpSession::Parse() {
   if (!head_done_) {
     head_done_ = true;
     // The body's own deadline, from the end of the head.
-    SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
+    SetDeadline(NowMicros() + IdleTimeoutMicros());
     // curl and others wait (about a second) for "100 Continue" before sending a large body.
     if (parser_->get().expects_continue()) {
       write_buffer_.assign(kContinue.data(), kContinue.size());
@@ -215,7 +215,7 @@ void HttpSession::FailRead(beast::error_code error) {
 
 void HttpSession::Dispatch() {
   // No deadline while the store decides: the store's own deadline bounds it.
-  deadline_ = std::chrono::steady_clock::time_point::max();
+  deadline_micros_ = kNever;
   // The handler may answer inline (the in-memory store) or from a store thread: dispatch
   // runs inline on this loop's thread and posts from any other.
   context_->handler->Handle(parser_->get(), [self = shared_from_this()](HttpResponse response) {
@@ -234,7 +234,7 @@ void HttpSession::Write(HttpResponse response) {
   keep_alive_ = response.keep_alive();
   write_buffer_.clear();
   response.AppendTo(write_buffer_);
-  SetDeadline(std::chrono::steady_clock::now() + context_->limits.idle_timeout);
+  SetDeadline(NowMicros() + IdleTimeoutMicros());
   Send(0, &HttpSession::OnWrite);
 }
 
@@ -253,8 +253,8 @@ void HttpSession::OnWrite(beast::error_code error) {
   busy_ = false;
   if (error || !keep_alive_ || stopping_) return Close();
   probe_pending_ = true;
-  const auto probe_by = std::chrono::steady_clock::now() + kEofProbePeriod;
-  if (!timer_armed_ || timer_at_ > probe_by) ArmTimer(probe_by);
+  const int64_t probe_by = NowMicros() + kEofProbePeriodMicros;
+  if (!timer_armed_ || timer_at_micros_ > probe_by) ArmTimer(probe_by);
   if (buffer_.size() == 0) return ReadHeader();
   // A pipelined request is already buffered: answered from the loop, not from deeper in
   // this stack (a client may pipeline many).

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "boost/beast/http.hpp"
 #include "src/net/stream_socket.h"
 #include "src/server/http_handler.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::server {
 
@@ -59,6 +61,8 @@ struct HttpSessionContext {
   std::shared_ptr<HttpHandler> handler;
   HttpSessionLimits limits;
   SessionRegistry registry;
+  // The sessions' monotonic time (deadlines, the EOF probe). Non-null.
+  std::shared_ptr<Timers> timers;
 };
 
 // Reads requests one at a time from a keep-alive connection, answers each through the
@@ -99,17 +103,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // The phase in progress (reading a head or a body, writing a response) must end by
   // `deadline`, else the connection is closed. One timer per session, re-armed only when it
   // fires: moving the deadline costs no system call.
-  void SetDeadline(std::chrono::steady_clock::time_point deadline);
-  void ArmTimer(std::chrono::steady_clock::time_point when);
+  // Times are micros of context_->timers' monotonic clock; kNever: no deadline.
+  void SetDeadline(int64_t deadline_micros);
+  void ArmTimer(int64_t when_micros);
+  int64_t NowMicros() const { return context_->timers->NowMicros(); }
+  int64_t IdleTimeoutMicros() const { return context_->limits.idle_timeout.count() * 1000; }
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   void OnTimer(boost::beast::error_code error);
   // A client that sends its last request and closes its side (shutdown of writes) sends the
   // end of its stream with the request's last bytes: the read that takes them drains the
   // socket, and no later event tells of the end (net::StreamSocket). So a session that
-  // answered a request and waits for the next looks once, within kEofProbePeriod, whether
+  // answered a request and waits for the next looks once, within kEofProbePeriodMicros, whether
   // the peer closed (one non-blocking peek), and closes if it did. While requests come, the
   // timer ticks at that period (a few wake-ups a second per connection, none per request);
   // an idle connection's timer sleeps until its deadline.
-  static constexpr std::chrono::milliseconds kEofProbePeriod{100};
+  static constexpr int64_t kEofProbePeriodMicros = 100'000;
 
   ::tollgate::net::StreamSocket socket_;
   boost::asio::io_context& loop_;  // the socket's
@@ -122,9 +130,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string write_buffer_;
   // The head of the request being read is parsed (its body is being read).
   bool head_done_ = false;
-  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  int64_t deadline_micros_ = kNever;
   // When the armed timer fires (valid while timer_armed_).
-  std::chrono::steady_clock::time_point timer_at_;
+  int64_t timer_at_micros_ = 0;
   bool timer_armed_ = false;
   // A response was written since the last probe for a closed peer.
   bool probe_pending_ = false;

@@ -63,7 +63,7 @@ absl::StatusOr<std::string> StringField(const json& object, const char* name,
 absl::StatusOr<ParsedCheckBody> ParseAcquireBody(std::string_view body) {
   absl::StatusOr<json> object = ObjectOf(body, {"limit", "key"});
   if (!object.ok()) return object.status();
-  CheckRequest request;
+  ParsedCheck request;
   absl::StatusOr<std::string> limit = StringField(*object, "limit");
   if (!limit.ok()) return limit.status();
   absl::StatusOr<std::string> key = StringField(*object, "key", kMaxKeyBytes);

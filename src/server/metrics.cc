@@ -102,7 +102,8 @@ std::string EscapeLabelValue(std::string_view value) {
   return escaped;
 }
 
-Metrics::Metrics() {
+Metrics::Metrics(std::shared_ptr<Timers> timers)
+    : timers_(timers != nullptr ? std::move(timers) : LoopTimers({})) {
   auto table = std::make_unique<const Table>();
   table_.store(table.get(), std::memory_order_release);
   tables_.push_back(std::move(table));
@@ -125,18 +126,8 @@ void Metrics::RegisterLimits(absl::Span<const Limit> limits) {
   }
 }
 
-namespace {
-
-int64_t SteadyNowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void Metrics::LeaseHeld(std::string_view limit, std::string_view lease, int64_t lease_micros) {
-  const int64_t expires_at = SteadyNowMicros() + lease_micros;
+  const int64_t expires_at = NowMicros() + lease_micros;
   absl::MutexLock lock(&leases_mu_);
   auto it = leases_.find(AbslView(lease));
   if (it != leases_.end()) {
@@ -385,7 +376,7 @@ std::string Metrics::Render() const {
            "Leases of a concurrency limit granted or renewed through this instance, neither "
            "released nor past their lease time, by limit.");
     absl::MutexLock lock(&leases_mu_);
-    const int64_t now = SteadyNowMicros();
+    const int64_t now = NowMicros();
     std::vector<std::pair<std::string, int64_t>> held;
     for (const std::string& name : concurrency_limits_) held.emplace_back(name, 0);
     for (auto it = leases_.begin(); it != leases_.end();) {

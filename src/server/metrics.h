@@ -70,6 +70,7 @@
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
+#include "tollgate/timers.h"
 
 namespace tollgate::server {
 
@@ -87,7 +88,9 @@ inline constexpr std::array<int64_t, 14> kCheckDurationBucketsMicros = {
 // a mutex and are meant for start-up and config reloads.
 class Metrics {
  public:
-  Metrics();
+  // `timers`: the monotonic time of check durations and lease expiries (only NowMicros() is
+  // used). nullptr: a monotonic clock of its own (LoopTimers over no loops).
+  explicit Metrics(std::shared_ptr<Timers> timers = nullptr);
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
   ~Metrics();
@@ -152,7 +155,12 @@ class Metrics {
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
 
+  // Now, on the monotonic clock durations are measured on (a check's start for
+  // ObserveCheckDuration).
+  int64_t NowMicros() const { return timers_->NowMicros(); }
+
  private:
+  const std::shared_ptr<Timers> timers_;
   static constexpr int kSources = 4;   // DecisionSource
   static constexpr int kOutcomes = 3;  // allowed, refused, shadow_refused
   struct LimitCounters {

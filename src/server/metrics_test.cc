@@ -306,10 +306,16 @@ class HandlerOpsTest : public ::testing::Test {
         .algorithm = Algorithm::kFixedWindow, .limit = capacity, .window_micros = 3'600'000'000};
     return LoadedConfigs{{bucket}, {}};
   }
-  static std::shared_ptr<CheckService> MakeService(Clock* clock, std::shared_ptr<Store> store,
+  static std::shared_ptr<CheckService> MakeService(Clock* clock,
+                                                   const std::shared_ptr<Store>& store,
                                                    int64_t capacity, Metrics* metrics = nullptr) {
-    auto service = CheckService::Create({.store = std::move(store),
-                                         .sync_store = nullptr,
+    LimiterFactory new_limiter;  // empty: the service's own memory store, on `clock`
+    if (store != nullptr) {
+      new_limiter = [store](std::vector<Limit> limits) {
+        return Limiter::Create({.limits = std::move(limits), .store = store});
+      };
+    }
+    auto service = CheckService::Create({.new_limiter = std::move(new_limiter),
                                          .clock = clock,
                                          .metrics = metrics,
                                          .max_override_limits = 1000},

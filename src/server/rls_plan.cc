@@ -288,20 +288,19 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
   return plan;
 }
 
-std::vector<CheckItem> TakeCheckItems(RlsPlan& plan) {
-  std::vector<CheckItem> items;
-  items.reserve(plan.counted.size());
+std::vector<CheckRequest> TakeCheckRequests(RlsPlan& plan) {
+  std::vector<CheckRequest> requests;
+  requests.reserve(plan.counted.size());
   for (size_t i : plan.counted) {
     PlannedDescriptor& item = plan.descriptors[i];
-    CheckItem check;
-    check.limit = item.limit;
+    CheckRequest& check = requests.emplace_back();
+    check.limit = *item.limit;
     check.key = std::move(item.key);
     check.cost = item.cost;
     check.shadow = !item.enforced && !item.report;  // a charge never refuses
     if (item.report) check.op = ItemOp::kCharge;
-    items.push_back(std::move(check));
   }
-  return items;
+  return requests;
 }
 
 namespace {

@@ -4,7 +4,7 @@
 // check: per descriptor, whether it is counted (and against which Limit, with which store key and
 // cost), unlimited, replaced by another rule, blocked (requests_per_unit 0) or not limited at all,
 // and whether a refusal of it refuses the request (enforced) or is only reported (shadow). The
-// caller checks the counted descriptors in ONE store call (Limiter::CheckItemsAsync, or
+// caller checks the counted descriptors in ONE store call (Limiter::CheckAllAsync, or
 // Limiter::CheckAsync for one), stores each decision in the plan, and RenderRateLimitResponse
 // writes the answer. Nothing here touches gRPC, sockets or a store; tests drive it directly
 // (rls_plan_test.cc).
@@ -198,9 +198,9 @@ inline absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
   return PlanRateLimit(RateLimitRequestView::Of(request), matcher, limiter, overrides, options);
 }
 
-// The store items of plan.counted (keys moved out of the plan), shadow set for the ones not
-// enforced.
-std::vector<CheckItem> TakeCheckItems(RlsPlan& plan);
+// The Limiter::CheckAll items of plan.counted (keys moved out of the plan, limits by
+// reference), shadow set for the ones not enforced, reports charged.
+std::vector<CheckRequest> TakeCheckRequests(RlsPlan& plan);
 
 // Writes the answer to `plan` (decisions set) into `*response`: statuses, overall code,
 // dynamic metadata and, when `headers`, RateLimit-Limit/-Remaining/-Reset from the counted

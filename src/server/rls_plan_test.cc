@@ -134,11 +134,11 @@ class RlsPlanTest : public ::testing::Test {
     EXPECT_TRUE(plan.ok()) << plan.status();
     if (!plan.ok()) return {};
     if (!plan->counted.empty()) {
-      std::vector<CheckItem> items = TakeCheckItems(*plan);
+      std::vector<CheckRequest> requests = TakeCheckRequests(*plan);
       ++store_calls_;
       std::optional<absl::StatusOr<MultiDecision>> result;
-      limiter_->CheckItemsAsync(std::move(items),
-                                [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
+      limiter_->CheckAllAsync(std::move(requests),
+                              [&](absl::StatusOr<MultiDecision> r) { result = std::move(r); });
       EXPECT_TRUE(result.has_value()) << "the memory store answers inline";
       EXPECT_TRUE(result->ok()) << result->status();
       for (size_t j = 0; j < plan->counted.size(); ++j) {

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <limits>
 #include <utility>
@@ -22,16 +21,6 @@
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
-namespace {
-
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 // Where an answer goes: the message (RlsCallback) or its serialized bytes (RlsBytesCallback).
 struct RlsService::Reply {
   RlsCallback message_done;
@@ -106,7 +95,7 @@ struct RlsService::Call {
       }
     }
     if (metrics != nullptr) {
-      metrics->ObserveCheckDuration(CheckApi::kEnvoy, SteadyMicros() - start_micros);
+      metrics->ObserveCheckDuration(CheckApi::kEnvoy, metrics->NowMicros() - start_micros);
     }
     std::move(reply).Answer(plan, clock->NowMicros(), headers);
   }
@@ -127,9 +116,14 @@ absl::StatusOr<std::unique_ptr<RlsService>> RlsService::Create(RlsServiceOptions
   if (service == nullptr) {
     LoadedConfigs config;
     config.envoy_domains = std::move(options.domains);
+    LimiterFactory new_limiter;
+    if (options.store != nullptr) {
+      new_limiter = [store = options.store, clock = options.clock](std::vector<Limit> limits) {
+        return Limiter::Create({.limits = std::move(limits), .store = store, .clock = clock});
+      };
+    }
     absl::StatusOr<std::unique_ptr<CheckService>> made =
-        CheckService::Create({.store = options.store,
-                              .sync_store = nullptr,
+        CheckService::Create({.new_limiter = std::move(new_limiter),
                               .clock = options.clock,
                               .metrics = options.metrics,
                               .max_override_limits = options.max_override_limits},
@@ -165,7 +159,7 @@ void RlsService::ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBy
 
 void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
   Metrics* const metrics = options_.metrics;
-  const int64_t start_micros = metrics != nullptr ? SteadyMicros() : 0;
+  const int64_t start_micros = metrics != nullptr ? metrics->NowMicros() : 0;
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();
   absl::StatusOr<RlsPlan> plan =
       PlanRateLimit(request, *snapshot->matcher, *snapshot->limiter, &service_->overrides(),
@@ -180,7 +174,7 @@ void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
   }
   if (plan->counted.empty()) {
     if (metrics != nullptr) {
-      metrics->ObserveCheckDuration(CheckApi::kEnvoy, SteadyMicros() - start_micros);
+      metrics->ObserveCheckDuration(CheckApi::kEnvoy, metrics->NowMicros() - start_micros);
     }
     std::move(reply).Answer(*plan, service_->clock().NowMicros(), options_.response_headers);
     return;
@@ -212,15 +206,15 @@ void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
                        });
     return;
   }
-  std::vector<CheckItem> items = TakeCheckItems(call->plan);
-  limiter.CheckItemsAsync(std::move(items),
-                          [call = std::move(call)](absl::StatusOr<MultiDecision> result) mutable {
-                            if (!result.ok()) {
-                              call->Finish(result.status());
-                              return;
-                            }
-                            call->Finish(absl::Span<const Decision>(result->decisions));
-                          });
+  std::vector<CheckRequest> requests = TakeCheckRequests(call->plan);
+  limiter.CheckAllAsync(std::move(requests),
+                        [call = std::move(call)](absl::StatusOr<MultiDecision> result) mutable {
+                          if (!result.ok()) {
+                            call->Finish(result.status());
+                            return;
+                          }
+                          call->Finish(absl::Span<const Decision>(result->decisions));
+                        });
 }
 
 absl::StatusOr<RateLimitResponse> RlsService::ShouldRateLimitSync(const RateLimitRequest& request) {

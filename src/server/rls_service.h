@@ -8,7 +8,7 @@
 // gRPC's health service, so Envoy's `rate_limit_service` can point at tollgate.
 //
 // - One counted descriptor goes through Limiter::CheckAsync (answered inline by the memory
-//   store); several through one Limiter::CheckItemsAsync, all or nothing over the enforced
+//   store); several through one Limiter::CheckAllAsync, all or nothing over the enforced
 //   ones, shadow ones decided in the same call.
 // - The store fails: the descriptors answer OK without a limit (fail open) and it is logged.
 #ifndef TOLLGATE_SRC_SERVER_RLS_SERVICE_H_

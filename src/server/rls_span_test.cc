@@ -25,7 +25,7 @@ using testing::OtlpReceiver;
 // Every check fails, as a store that cannot be reached.
 class FailingStore : public Store {
  public:
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
     std::move(done)(absl::UnavailableError("the store is unreachable"));
   }
   std::string_view Name() const override { return "failing"; }

@@ -7,36 +7,24 @@
 #include "absl/strings/str_cat.h"
 
 namespace tollgate::memory {
-namespace {
-
-absl::Status InvalidNumbers(const Limit& limit) {
-  return absl::InvalidArgumentError(absl::StrCat("limit \"", limit.name, "\" has invalid numbers"));
-}
-
-}  // namespace
-
 absl::StatusOr<LimitRule> RuleFor(const Limit& limit) {
+  if (absl::Status valid = ValidateLimit(limit); !valid.ok()) return valid;
   const LimitNumbers& n = limit.numbers;
   const algorithm::WindowParams window{n.limit, n.window_micros};
-  const bool window_valid = n.limit >= 1 && n.window_micros >= 1;
   switch (n.algorithm) {
-    case Algorithm::kTokenBucket:
-      if (n.capacity >= 1 && n.refill_per_second > 0 && n.refill_per_second < 1e300) {
-        const algorithm::TokenBucketParams params{n.capacity, n.refill_per_second};
-        return TokenBucketRule{params, algorithm::TokenBucketTimesFor(params)};
-      }
-      break;
+    case Algorithm::kTokenBucket: {
+      const algorithm::TokenBucketParams params{n.capacity, n.refill_per_second};
+      return TokenBucketRule{params, algorithm::TokenBucketTimesFor(params)};
+    }
     case Algorithm::kFixedWindow:
-      if (window_valid) return FixedWindowRule{window};
-      break;
+      return FixedWindowRule{window};
     case Algorithm::kSlidingWindow:
-      if (window_valid) return SlidingWindowRule{window, algorithm::PerWindow(window)};
-      break;
+      return SlidingWindowRule{window, algorithm::PerWindow(window)};
     case Algorithm::kConcurrency:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "limit \"", limit.name, "\" is a concurrency limit: it takes leases, not rate checks"));
+      break;
   }
-  return InvalidNumbers(limit);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "limit \"", limit.name, "\" is a concurrency limit: it takes leases, not rate checks"));
 }
 
 absl::StatusOr<ItemRule> ItemRuleFor(const CheckItem& item) {
@@ -48,7 +36,7 @@ absl::StatusOr<ItemRule> ItemRuleFor(const CheckItem& item) {
   const bool needs_id = item.op != ItemOp::kCheck && item.op != ItemOp::kCharge;
   ItemRule rule;
   if (limit.numbers.algorithm == Algorithm::kConcurrency) {
-    if (limit.numbers.limit < 1 || limit.numbers.window_micros < 1) return InvalidNumbers(limit);
+    if (absl::Status valid = ValidateLimit(limit); !valid.ok()) return valid;
     if (!lease_op && item.op != ItemOp::kCheck) {
       return absl::InvalidArgumentError(
           absl::StrCat("limit \"", limit.name,

@@ -114,9 +114,8 @@ struct SlidingWindowRule {
 
 using LimitRule = std::variant<TokenBucketRule, FixedWindowRule, SlidingWindowRule>;
 
-// `limit`'s rule. InvalidArgument naming the limit when its numbers break its algorithm's
-// preconditions (a step would divide by zero or convert an infinity to an integer), or when
-// it is a concurrency limit, which has no rate rule (ItemRuleFor).
+// `limit`'s rule. InvalidArgument naming the limit when it is not valid (ValidateLimit), or
+// when it is a concurrency limit, which has no rate rule (ItemRuleFor).
 absl::StatusOr<LimitRule> RuleFor(const Limit& limit);
 
 // What one item of any op needs to be decided: a rate limit's rule, or a concurrency limit's

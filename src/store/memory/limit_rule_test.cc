@@ -36,7 +36,7 @@ TEST(LimitRuleTest, RuleForRefusesNumbersItsAlgorithmCannotDecide) {
   for (const Limit& limit : invalid) {
     const absl::StatusOr<LimitRule> rule = RuleFor(limit);
     EXPECT_EQ(rule.status().code(), absl::StatusCode::kInvalidArgument) << limit.name;
-    EXPECT_NE(rule.status().message().find(absl::StrCat("\"", limit.name, "\"")), std::string::npos)
+    EXPECT_NE(rule.status().message().find(absl::StrCat("'", limit.name, "'")), std::string::npos)
         << rule.status();
   }
   EXPECT_TRUE(std::holds_alternative<TokenBucketRule>(*RuleFor(TokenBucket("b", 1, 0.001))));

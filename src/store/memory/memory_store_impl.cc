@@ -264,18 +264,7 @@ void MemoryStoreImpl::ApplyAll(const std::vector<CheckItem>& items,
   for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu().Unlock();
 }
 
-void MemoryStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
-  if (items.empty()) {
-    std::move(done)(absl::InvalidArgumentError("no check items"));
-    return;
-  }
-  for (const CheckItem& item : items) {
-    if (item.limit != nullptr && (item.op != ItemOp::kCheck || !item.id.empty() ||
-                                  item.limit->numbers.algorithm == Algorithm::kConcurrency)) {
-      ApplyAsync(std::move(items), std::move(done));
-      return;
-    }
-  }
+void MemoryStoreImpl::CheckRates(const std::vector<CheckItem>& items, CheckCallback done) {
   absl::InlinedVector<ItemRule, 4> rules;
   rules.reserve(items.size());
   for (const CheckItem& item : items) {
@@ -299,6 +288,21 @@ void MemoryStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback don
 void MemoryStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
   if (items.empty()) {
     std::move(done)(absl::InvalidArgumentError("no check items"));
+    return;
+  }
+  bool rate_checks = true;
+  for (const CheckItem& item : items) {
+    if (item.op == ItemOp::kAdd) {
+      std::move(done)(absl::UnimplementedError(
+          "the memory store adds no consumption from elsewhere (kAdd): it is never unreachable"));
+      return;
+    }
+    rate_checks = rate_checks && (item.limit == nullptr ||
+                                  (item.op == ItemOp::kCheck && item.id.empty() &&
+                                   item.limit->numbers.algorithm != Algorithm::kConcurrency));
+  }
+  if (rate_checks) {
+    CheckRates(items, std::move(done));
     return;
   }
   absl::InlinedVector<ItemRule, 4> rules;
@@ -335,7 +339,7 @@ absl::StatusOr<Decision> MemoryStoreImpl::CheckOne(const Limit& limit, std::stri
 absl::StatusOr<Decision> MemoryStoreImpl::CheckLeases(const Limit& limit, std::string_view key,
                                                       int64_t cost) {
   absl::StatusOr<std::vector<Decision>> decisions =
-      Check({CheckItem{&limit, std::string(key), cost}});
+      Apply({CheckItem{&limit, std::string(key), cost}});
   if (!decisions.ok()) return std::move(decisions).status();
   return decisions->front();
 }

@@ -66,19 +66,21 @@ class MemoryStoreImpl final : public MemoryStore {
   // MemoryStore::Create's store, as this type.
   static absl::StatusOr<std::unique_ptr<MemoryStoreImpl>> Create(MemoryStoreOptions options = {});
 
-  // Store.
-  // Items of any op and concurrency limits go to ApplyAsync.
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
-  // Every op, as Store::ApplyAsync says: the unconditional items (charges, settles, releases,
-  // renewals) applied first, in order, whatever the batch does; the checks (reservations and
-  // leases taken included) then all or nothing on what they leave. Reservation records and
-  // lease sets live in each shard's side tables (side_table.h), beside the key's entry.
+  // Store. Every op but kAdd (Unimplemented: this store is never unreachable), as Store
+  // says: the unconditional items (charges, settles, releases, renewals) applied first, in
+  // order, whatever the batch does; the checks (reservations and leases taken included) then
+  // all or nothing on what they leave. Reservation records and lease sets live in each
+  // shard's side tables (side_table.h), beside the key's entry. A batch of plain checks of
+  // rate limits takes a shorter path (CheckRates).
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
-  absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key,
-                                    int64_t cost) override;
   // Prepare(limit) behind the Store interface, or nullptr if the limit's numbers are invalid.
   std::unique_ptr<PreparedCheck> PrepareCheck(const Limit& limit) override;
   std::string_view Name() const override { return "memory"; }
+
+  // One kCheck of `limit` for `key`: Apply({{&limit, key, cost}})'s decision, without the
+  // vectors. REQUIRES: `limit` outlives the call; key non-empty; cost >= 0 (else
+  // InvalidArgument).
+  absl::StatusOr<Decision> CheckOne(const Limit& limit, std::string_view key, int64_t cost);
 
   // MemoryStore.
   int64_t Size() const override;
@@ -94,7 +96,7 @@ class MemoryStoreImpl final : public MemoryStore {
   absl::StatusOr<Decision> CheckOne(const PreparedLimit& limit, std::string_view key, int64_t cost);
 
   // Decides each item on its own, exactly as CheckOne(*item.limit, item.key, item.cost) for
-  // each in turn would: not all or nothing (CheckAsync is), and a key named twice sees its
+  // each in turn would: not all or nothing (ApplyAsync is), and a key named twice sees its
   // earlier item's consumption. decisions[i] gets item i's decision or its error. For batches
   // of independent requests (those an event loop found ready together): the entries of up to
   // kEachGroup items are fetched from memory before the first of them is decided, so their
@@ -125,6 +127,9 @@ class MemoryStoreImpl final : public MemoryStore {
   // decisions.size() == items.size().
   void ApplyAll(const std::vector<CheckItem>& items, absl::Span<const ItemRule> rules,
                 std::vector<Decision>& decisions);
+
+  // A batch of kCheck items of rate limits without ids, all or nothing.
+  void CheckRates(const std::vector<CheckItem>& items, CheckCallback done);
 
   // CheckOne of a concurrency limit (cost 0 peeks at its slots), through ApplyAll.
   absl::StatusOr<Decision> CheckLeases(const Limit& limit, std::string_view key, int64_t cost);

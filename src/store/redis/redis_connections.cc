@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/store/redis/redis_connections_impl.h"
 #include "src/store/redis/redis_url.h"
 #include "src/store/redis/router.h"
 
@@ -14,6 +15,7 @@ namespace tollgate {
 
 absl::StatusOr<std::shared_ptr<RedisConnections>> RedisConnections::Connect(
     RedisConnectionsOptions options) {
+  if (options.url.empty()) return absl::InvalidArgumentError("no Redis URL");
   absl::StatusOr<redis::RedisTarget> target = redis::ParseRedisTarget(options.url);
   if (!target.ok()) return target.status();
   if (options.connections < 1 || options.connections > 64) {
@@ -40,18 +42,21 @@ absl::StatusOr<std::shared_ptr<RedisConnections>> RedisConnections::Connect(
   absl::StatusOr<std::unique_ptr<redis::Router>> router =
       redis::Router::Connect(*target, router_options);
   if (!router.ok()) return router.status();
-  return std::make_shared<RedisConnections>(*std::move(router));
+  return std::make_shared<redis::RedisConnectionsImpl>(*std::move(router));
 }
 
-RedisConnections::RedisConnections(std::unique_ptr<redis::Router> router)
+namespace redis {
+
+RedisConnectionsImpl::RedisConnectionsImpl(std::unique_ptr<Router> router)
     : router_(std::move(router)) {}
 
-RedisConnections::~RedisConnections() {
+RedisConnectionsImpl::~RedisConnectionsImpl() {
   // Released on one of its own I/O threads (by a store's last callback), the router cannot
   // stop there (it joins that thread, and waits for its loops): a thread of its own does it.
   if (router_->OnIoThread()) std::thread([router = std::move(router_)] {}).detach();
 }
 
-int RedisConnections::ReadyConnections() const { return router_->ReadyConnections(); }
+int RedisConnectionsImpl::ReadyConnections() const { return router_->ReadyConnections(); }
 
+}  // namespace redis
 }  // namespace tollgate

@@ -11,11 +11,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "src/core/absl_view.h"
 #include "src/core/batch.h"
 #include "src/store/redis/lua_scripts.h"
+#include "src/store/redis/redis_connections_impl.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/redis_url.h"
 #include "src/store/redis/slot.h"
@@ -26,7 +25,7 @@ namespace redis {
 namespace {
 
 // The in-flight count of the store one of whose calls' callbacks runs on this thread.
-thread_local const std::atomic<int64_t>* t_answering = nullptr;
+thread_local const internal::InFlight* t_answering = nullptr;
 
 // Bytes per item in the script's reply ('<Bddd': flags, remaining, reset_after,
 // retry_after), after the leading now_micros ('<d').
@@ -108,6 +107,8 @@ char OpByte(const CheckItem& item) {
       return 'L';
     case ItemOp::kRenew:
       return 'N';
+    case ItemOp::kAdd:  // lua/add.lua's, not check.lua's
+      return 0;
   }
   return 0;
 }
@@ -433,41 +434,38 @@ RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
       warnings_(std::move(warnings)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
-      router_(connections_->router()) {}
+      router_(RouterOf(*connections_)) {}
 
 RedisStoreImpl::~RedisStoreImpl() {
   // Nobody else holds them: closing them answers every call still out, now.
   if (connections_.use_count() == 1) connections_.reset();
   // A store released by one of its own calls' callbacks (the last owner let go in it) does
   // not wait for that call: it is over but for the count.
-  const int64_t own = t_answering == calls_in_flight_.get() ? 1 : 0;
-  while (calls_in_flight_->load(std::memory_order_acquire) > own) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  calls_in_flight_->WaitUntilAtMost(t_answering == calls_in_flight_.get() ? 1 : 0);
 }
 
 void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask) {
-  calls_in_flight_->fetch_add(1, std::memory_order_relaxed);
+  calls_in_flight_->Start();
   router_.Send(
       slot, std::move(command),
       [in_flight = calls_in_flight_,
        done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-        const std::atomic<int64_t>* outer = std::exchange(t_answering, in_flight.get());
+        const internal::InFlight* outer = std::exchange(t_answering, in_flight.get());
         std::move(done)(std::move(reply));
         t_answering = outer;
         // The store may be gone from here on (released in `done`, or by its destructor as
         // soon as this count falls).
-        in_flight->fetch_sub(1, std::memory_order_release);
+        in_flight->Finish();
       },
       follow_ask);
 }
 
-void RedisStoreImpl::CheckAsync(std::vector<CheckItem> items, CheckCallback done) {
-  CheckAtAsync(std::move(items), std::nullopt, std::move(done));
-}
-
 void RedisStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
-  // check.lua applies every op: the same call.
+  if (!items.empty() && items.front().op == ItemOp::kAdd) {
+    AddAsync(std::move(items), std::move(done));
+    return;
+  }
+  // check.lua applies every other op.
   CheckAtAsync(std::move(items), std::nullopt, std::move(done));
 }
 
@@ -719,10 +717,13 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
   }
 }
 
-void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
-  if (items.empty()) {
-    std::move(done)(absl::OkStatus());
-    return;
+void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, CheckCallback done) {
+  for (const CheckItem& item : items) {
+    if (item.op != ItemOp::kAdd) {
+      std::move(done)(absl::InvalidArgumentError(
+          absl::StrCat("kAdd items go in a batch of their own (limit '", item.limit->name, "')")));
+      return;
+    }
   }
   // EVAL, not EVALSHA: reconciliation runs right after Redis returns, often a restarted
   // Redis without the script, and a NOSCRIPT retry would let checks sent meanwhile on the
@@ -739,10 +740,19 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
     absl::Mutex mu;
     absl::Status status ABSL_GUARDED_BY(mu);
     size_t pending ABSL_GUARDED_BY(mu) = 0;
-    AddCallback done;
+    std::vector<Decision> decisions;  // one per item, each "applied"
+    CheckCallback done;
   };
   auto join = std::make_shared<Join>();
   join->done = std::move(done);
+  join->decisions.reserve(items.size());
+  for (const CheckItem& item : items) {
+    Decision applied;
+    applied.allowed = true;
+    applied.limit = item.limit->numbers.MaxCost();
+    applied.source = DecisionSource::kRedis;
+    join->decisions.push_back(applied);
+  }
   std::vector<std::vector<size_t>> groups = GroupBySlot(slots);
   {
     absl::MutexLock lock(&join->mu);
@@ -768,12 +778,15 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
             if (join->status.ok()) join->status = status;
             last = --join->pending == 0;
           }
-          if (last) {
-            absl::Status result;
-            {
-              absl::MutexLock lock(&join->mu);
-              result = join->status;
-            }
+          if (!last) return;
+          absl::Status result;
+          {
+            absl::MutexLock lock(&join->mu);
+            result = join->status;
+          }
+          if (result.ok()) {
+            std::move(join->done)(std::move(join->decisions));
+          } else {
             std::move(join->done)(std::move(result));
           }
         },
@@ -785,21 +798,11 @@ void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, AddCallback done) {
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions options) {
   std::shared_ptr<RedisConnections> connections = std::move(options.redis);
-  options.redis = nullptr;  // the store holds them once, as `connections_`
   if (connections == nullptr) {
-    absl::StatusOr<std::shared_ptr<RedisConnections>> made =
-        RedisConnections::Connect({.url = options.url,
-                                   .connections = options.connections,
-                                   .connect_timeout_ms = options.connect_timeout_ms,
-                                   .reply_timeout_ms = options.reply_timeout_ms,
-                                   .reconnect_min_ms = options.reconnect_min_ms,
-                                   .reconnect_max_ms = options.reconnect_max_ms,
-                                   .refresh_interval_ms = options.refresh_interval_ms,
-                                   .caller_loops = options.caller_loops});
-    if (!made.ok()) return made.status();
-    connections = *std::move(made);
+    return absl::InvalidArgumentError("RedisStore needs connections (RedisStoreOptions::redis)");
   }
-  redis::Router& router = connections->router();
+  options.redis = nullptr;  // the store holds them once, as `connections_`
+  redis::Router& router = redis::RouterOf(*connections);
 
   // In a cluster this loads the scripts on one primary; the others get them from the EVAL
   // that follows their first NOSCRIPT.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/core/in_flight.h"
 #include "src/store/redis/router.h"
 #include "tollgate/redis_store.h"
 
@@ -55,11 +56,9 @@ class RedisStoreImpl final : public RedisStore {
   // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
   ~RedisStoreImpl() override;
 
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override;
-  // The same script call: check.lua applies every ItemOp (see its header).
+  // One script call: check.lua applies every ItemOp but kAdd (see its header); a batch of
+  // kAdd items is one EVAL of lua/add.lua per hash slot (see its header for the rule).
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
-  // One EVAL of lua/add.lua for all items; see its header for the rule.
-  void AddAsync(std::vector<CheckItem> items, AddCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
 
   // Items whose keys share a hash slot (always, on one server) are checked in one script
@@ -67,7 +66,7 @@ class RedisStoreImpl final : public RedisStore {
   // concurrently; if any call refuses or fails, refund.lua gives back what the admitting
   // calls consumed before `done` runs, so the request consumes nothing (see
   // docs/redis.md).
-  // CheckAsync with the script's time pinned to `now_micros` instead of Redis TIME. Only
+  // ApplyAsync with the script's time pinned to `now_micros` instead of Redis TIME. Only
   // for the shared decision-table test; production calls never pin time.
   void CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                     CheckCallback done);
@@ -96,6 +95,8 @@ class RedisStoreImpl final : public RedisStore {
   void CheckSlotsAsync(std::vector<CheckItem> items, const std::vector<int>& slots,
                        std::optional<int64_t> now_micros, CheckCallback done);
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
+  // ApplyAsync of a batch of kAdd items.
+  void AddAsync(std::vector<CheckItem> items, CheckCallback done);
   // router_.Send, counted in calls_in_flight_ until `done` has returned.
   void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
 
@@ -106,9 +107,9 @@ class RedisStoreImpl final : public RedisStore {
   const std::vector<std::string> warnings_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
-  // with the callbacks, which count down after they return.
-  const std::shared_ptr<std::atomic<int64_t>> calls_in_flight_ =
-      std::make_shared<std::atomic<int64_t>>(0);
+  // with the callbacks, which count down after they return; the destructor waits on it.
+  const std::shared_ptr<internal::InFlight> calls_in_flight_ =
+      std::make_shared<internal::InFlight>();
   std::shared_ptr<RedisConnections> connections_;
   Router& router_;
 };

@@ -25,8 +25,6 @@
 
 namespace tollgate::sync {
 
-// A sync interval below this is refused (InvalidArgument naming the limit).
-inline constexpr int64_t kMinSyncIntervalMicros = 10'000;
 // A key with no check and no delta for this many of its intervals is cold: not synced.
 inline constexpr int64_t kColdIntervals = 2;
 // A fail_closed limit refuses once the last successful round is this many of its intervals old.

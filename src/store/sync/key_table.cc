@@ -74,23 +74,12 @@ absl::Status ValidateItem(const CheckItem& item) {
   if (item.key.empty()) return absl::InvalidArgumentError("empty key");
   if (item.cost < 0) return absl::InvalidArgumentError("negative cost");
   const Limit& limit = *item.limit;
-  const LimitNumbers& n = limit.numbers;
-  if (n.algorithm == Algorithm::kTokenBucket) {
+  if (limit.mode != Mode::kSync) {
     return absl::InvalidArgumentError(
-        absl::StrCat("limit \"", limit.name,
-                     "\": sync mode counts requests per window and supports fixed_window and "
-                     "sliding_window only, not token_bucket"));
+        absl::StrCat("limit \"", limit.name, "\" is not in sync mode (mode: sync)"));
   }
-  if (n.limit < 1 || n.window_micros < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("limit \"", limit.name, "\" has invalid numbers"));
-  }
-  if (limit.sync_interval_micros < kMinSyncIntervalMicros) {
-    return absl::InvalidArgumentError(absl::StrCat("limit \"", limit.name,
-                                                   "\": sync_interval must be at least 10ms, got ",
-                                                   limit.sync_interval_micros, "us"));
-  }
-  return absl::OkStatus();
+  // In sync mode: a window limit with a sync interval the rounds can keep.
+  return ValidateLimit(limit);
 }
 
 // Limit name + '\0' + key.
@@ -323,7 +312,7 @@ bool KeyTable::CheckOverflow(const std::vector<CheckItem>& items,
     for (CheckItem& item : overflow_items) item.cost = 0;
   }
   if (overflow_items.empty()) return all_allowed;
-  absl::StatusOr<std::vector<Decision>> result = overflow_->Check(std::move(overflow_items));
+  absl::StatusOr<std::vector<Decision>> result = overflow_->Apply(std::move(overflow_items));
   if (!result.ok()) return false;
   for (size_t j = 0; j < positions.size(); ++j) {
     Decision d = (*result)[j];

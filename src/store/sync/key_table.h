@@ -56,9 +56,10 @@ class KeyTable {
   KeyTable& operator=(const KeyTable&) = delete;
   ~KeyTable();
 
-  // Decides `items` all or nothing (see Store), with decisions of source kSync. A token
-  // bucket, a limit with invalid numbers or a sync interval below kMinSyncIntervalMicros is
-  // InvalidArgument naming the limit; so is an empty key or a negative cost.
+  // Decides `items` all or nothing (see Store), with decisions of source kSync. A limit not
+  // in sync mode, or not valid there (ValidateLimit: a token bucket, invalid numbers, a sync
+  // interval below 10 ms) is InvalidArgument naming the limit; so is an empty key or a
+  // negative cost.
   absl::StatusOr<std::vector<Decision>> Check(const std::vector<CheckItem>& items);
 
   // What decisions are made with, set by the rounds.

@@ -21,14 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "src/core/timer_task.h"
 #include "src/store/redis/lua_scripts.h"
-#include "src/store/redis/redis_url.h"
+#include "src/store/redis/redis_connections_impl.h"
 #include "src/store/redis/router.h"
 #include "src/store/sync/key_table.h"
 #include "src/store/sync/round.h"
+#include "src/store/sync/sync_store_testing.h"
 
 namespace tollgate {
 namespace {
@@ -45,12 +44,14 @@ std::string RandomInstanceId() {
 
 class SyncCore : public std::enable_shared_from_this<SyncCore> {
  public:
-  SyncCore(SyncStoreOptions options, std::shared_ptr<RedisConnections> connections,
-           std::string script_sha, std::shared_ptr<Timers> timers)
+  SyncCore(SyncStoreOptions options, sync::SyncStoreTestOptions test,
+           std::shared_ptr<RedisConnections> connections, std::string script_sha,
+           std::shared_ptr<Timers> timers)
       : options_(std::move(options)),
+        test_(std::move(test)),
         clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
         connections_(std::move(connections)),
-        router_(connections_->router()),
+        router_(redis::RouterOf(*connections_)),
         timers_(std::move(timers)),
         script_sha_(std::move(script_sha)),
         instance_id_(RandomInstanceId()),
@@ -180,7 +181,7 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
   }
 
   void SetOffset(int64_t redis_micros, int64_t before, int64_t after) {
-    if (!options_.use_redis_time) return;
+    if (!test_.use_redis_time) return;
     // Redis read its clock somewhere between our two readings; the midpoint is off by at
     // most half the round trip.
     table_->SetClockOffset(redis_micros - (before + (after - before) / 2));
@@ -258,7 +259,7 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
         .instances = instances,
         // Redis weighs sliding windows at its own time, unless the store's clock is not
         // Redis time (a simulated clock in tests and benchmarks).
-        .weigh_at_micros = options_.use_redis_time ? 0 : clock_->NowMicros(),
+        .weigh_at_micros = test_.use_redis_time ? 0 : clock_->NowMicros(),
     };
     round->calls = std::move(calls.calls);
     round->replies.resize(round->calls.size(), absl::UnavailableError("no reply"));
@@ -291,7 +292,7 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
   // Every call answered: applies what came back; a failed call's batches wait for the next
   // round.
   void FinishRound(Round& round) {
-    if (options_.before_reply_applied) options_.before_reply_applied();
+    if (test_.before_reply_applied) test_.before_reply_applied();
     const int64_t received_micros = clock_->NowMicros();
     absl::Status status;
     for (size_t i = 0; i < round.calls.size(); ++i) {
@@ -321,6 +322,7 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
   }
 
   const SyncStoreOptions options_;
+  const sync::SyncStoreTestOptions test_;
   Clock* const clock_;
   const std::shared_ptr<RedisConnections> connections_;
   redis::Router& router_;
@@ -346,33 +348,77 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
   sync::PendingBatches pending_ ABSL_GUARDED_BY(pending_mu_);
 };
 
+// The core is shared with the rounds in flight, which may hold it after the store is gone;
+// `core_` is the store's own reference. Its deleter decides where the core is destroyed: by
+// the store's destructor, once every round has let go (off the connections' threads), or by
+// the last round's callback (on them, where the store cannot wait for that callback).
 class SyncStoreImpl final : public SyncStore {
  public:
-  explicit SyncStoreImpl(std::shared_ptr<SyncCore> core) : core_(std::move(core)) {}
+  static std::unique_ptr<SyncStoreImpl> Wrap(std::unique_ptr<SyncCore> core) {
+    auto release = std::make_shared<Release>();
+    SyncCore* raw = core.release();
+    std::shared_ptr<SyncCore> shared(raw, [release](SyncCore* last) {
+      if (release->store_waits.load(std::memory_order_acquire)) {
+        release->released.Notify();  // the store's destructor deletes it
+      } else {
+        delete last;
+      }
+    });
+    return std::unique_ptr<SyncStoreImpl>(new SyncStoreImpl(std::move(shared), release));
+  }
 
   ~SyncStoreImpl() override {
     core_->Close();
+    SyncCore* const raw = core_.get();
     // Off the connections' threads, the last round's callbacks let go of the core soon (no
-    // run starts after Close, which stops the rounds), so it and connections of its own close
-    // on this thread; on them, the last callback does it.
-    if (!core_->router().OnIoThread()) {
-      while (core_.use_count() > 1) absl::SleepFor(absl::Milliseconds(1));
-    }
+    // run starts after Close, which stops the rounds): this waits for them and destroys it
+    // here. On them, the last callback does it.
+    const bool wait = !core_->router().OnIoThread();
+    release_->store_waits.store(wait, std::memory_order_release);
+    core_.reset();
+    if (!wait) return;
+    release_->released.WaitForNotification();
+    delete raw;
   }
 
-  void CheckAsync(std::vector<CheckItem> items, CheckCallback done) override {
+  void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override {
+    for (const CheckItem& item : items) {
+      if (item.op != ItemOp::kCheck || !item.id.empty()) {
+        std::move(done)(absl::UnimplementedError(absl::StrCat(
+            "the sync store keeps no charges, reservations, leases or additions (limit '",
+            item.limit != nullptr ? item.limit->name : "", "')")));
+        return;
+      }
+    }
     std::move(done)(core_->table().Check(items));
   }
   absl::Status SyncNow() override { return core_->SyncNow(); }
   SyncStoreStats stats() const override { return core_->stats(); }
 
+  SyncCore& core() { return *core_; }
+
  private:
-  const std::shared_ptr<SyncCore> core_;
+  struct Release {
+    std::atomic<bool> store_waits{false};
+    absl::Notification released;  // the last reference went, and the store deletes the core
+  };
+
+  SyncStoreImpl(std::shared_ptr<SyncCore> core, std::shared_ptr<Release> release)
+      : core_(std::move(core)), release_(std::move(release)) {}
+
+  std::shared_ptr<SyncCore> core_;
+  const std::shared_ptr<Release> release_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions options) {
+namespace sync {
+
+absl::StatusOr<std::unique_ptr<SyncStore>> CreateSyncStore(SyncStoreOptions options,
+                                                           SyncStoreTestOptions test) {
+  if (options.redis == nullptr) {
+    return absl::InvalidArgumentError("SyncStore needs connections (SyncStoreOptions::redis)");
+  }
   if (options.max_keys < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("SyncStoreOptions.max_keys must be >= 1, got ", options.max_keys));
@@ -381,32 +427,15 @@ absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions op
     return absl::InvalidArgumentError(
         absl::StrCat("SyncStoreOptions.shards must be in 1..", kMaxShards));
   }
-  if (options.sync_timeout_ms < 1 || options.connect_timeout_ms < 1 ||
-      options.reconnect_min_ms < 1 || options.reconnect_max_ms < options.reconnect_min_ms) {
-    return absl::InvalidArgumentError(
-        "SyncStoreOptions: timeouts must be >= 1 ms and reconnect_max_ms >= reconnect_min_ms");
-  }
   int shards = 1;
   while (shards < options.shards) shards *= 2;
 
   std::shared_ptr<RedisConnections> connections = std::move(options.redis);
   options.redis = nullptr;  // the store holds them once
-  if (connections == nullptr) {
-    RedisConnectionsOptions own;
-    own.url = options.redis_url;
-    own.connections = 1;  // a round has one call in flight at a time
-    own.connect_timeout_ms = options.connect_timeout_ms;
-    own.reply_timeout_ms = options.sync_timeout_ms;
-    own.reconnect_min_ms = options.reconnect_min_ms;
-    own.reconnect_max_ms = options.reconnect_max_ms;
-    absl::StatusOr<std::shared_ptr<RedisConnections>> made = RedisConnections::Connect(own);
-    if (!made.ok()) return made.status();
-    connections = *std::move(made);
-  }
   // In a cluster this loads the script on one primary; the others get it from the EVAL that
   // follows their first NOSCRIPT.
   absl::StatusOr<RedisReply> loaded =
-      connections->router().Command({"SCRIPT", "LOAD", std::string(redis::kLuaSync)});
+      redis::RouterOf(*connections).Command({"SCRIPT", "LOAD", std::string(redis::kLuaSync)});
   if (!loaded.ok()) return loaded.status();
   if (loaded->type != RedisReply::Type::kString) {
     return absl::InternalError(
@@ -414,12 +443,18 @@ absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions op
   }
   std::shared_ptr<Timers> timers = options.timers != nullptr ? options.timers : ThreadTimers();
   options.timers = nullptr;
-  const bool schedule = options.schedule_rounds;
-  auto core = std::make_shared<SyncCore>(std::move(options), std::move(connections), loaded->str,
-                                         std::move(timers));
-  if (absl::Status status = core->Init(shards); !status.ok()) return status;
-  if (schedule) core->ScheduleRounds();
-  return std::make_unique<SyncStoreImpl>(std::move(core));
+  const bool schedule = test.schedule_rounds;
+  std::unique_ptr<SyncStoreImpl> store = SyncStoreImpl::Wrap(std::make_unique<SyncCore>(
+      std::move(options), std::move(test), std::move(connections), loaded->str, std::move(timers)));
+  if (absl::Status status = store->core().Init(shards); !status.ok()) return status;
+  if (schedule) store->core().ScheduleRounds();
+  return store;
+}
+
+}  // namespace sync
+
+absl::StatusOr<std::unique_ptr<SyncStore>> SyncStore::Create(SyncStoreOptions options) {
+  return sync::CreateSyncStore(std::move(options), {});
 }
 
 }  // namespace tollgate
