@@ -3,7 +3,8 @@
 // factory leaves `advance` empty and the suite skips the cases that need it), SyncStore (one
 // instance, on a simulated clock, syncing whenever the suite moves time), and ResilientStore
 // answering from its fail_open fallback because its Redis was killed; and the metered work's
-// suite (tests/metered_conformance.h) against RedisStore.
+// suite (tests/metered_conformance.h) against RedisStore. RedisStore runs each suite twice: a
+// request alone in its script call, and every request inside a batch.
 #include "tests/metered_conformance.h"
 #include "tests/store_conformance.h"
 #include "tests/support/redis_server.h"
@@ -27,6 +28,13 @@ absl::StatusOr<StoreUnderTest> MakeRedisStore() {
   absl::StatusOr<std::string> url = SharedRedisUrl();
   if (!url.ok()) return url.status();
   return RedisUnderTest(*url);
+}
+
+// Every request decided in a batch, between requests of another limit.
+absl::StatusOr<StoreUnderTest> MakeBatchedRedisStore() {
+  absl::StatusOr<std::string> url = SharedRedisUrl();
+  if (!url.ok()) return url.status();
+  return RedisUnderTest(*url, /*batched=*/true);
 }
 
 // The suite's limits, in sync mode: what a SyncStore decides (it refuses any other).
@@ -103,11 +111,14 @@ absl::StatusOr<StoreUnderTest> MakeResilientFallback() {
 
 INSTANTIATE_TEST_SUITE_P(
     RedisStores, StoreConformanceTest,
-    ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}, StoreFactory{"Sync", &MakeSyncStore},
+    ::testing::Values(StoreFactory{"Redis", &MakeRedisStore},
+                      StoreFactory{"RedisBatched", &MakeBatchedRedisStore},
+                      StoreFactory{"Sync", &MakeSyncStore},
                       StoreFactory{"ResilientFallback", &MakeResilientFallback}),
     [](const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(RedisStores, MeteredConformanceTest,
-                         ::testing::Values(StoreFactory{"Redis", &MakeRedisStore}),
+                         ::testing::Values(StoreFactory{"Redis", &MakeRedisStore},
+                                           StoreFactory{"RedisBatched", &MakeBatchedRedisStore}),
                          [](const ::testing::TestParamInfo<StoreFactory>& info) {
                            return info.param.name;
                          });

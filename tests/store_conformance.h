@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/batched_redis_store.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_stores.h"
 #include "tollgate/clock.h"
@@ -62,11 +63,16 @@ struct StoreUnderTest {
 
 // A RedisStore on the Redis (or Cluster) at `url`, as a store under test: it keeps its own
 // time (TIME), so `advance` stays empty and the suite skips the cases that need it.
-inline absl::StatusOr<StoreUnderTest> RedisUnderTest(const std::string& url) {
+// `batched`: every request decided in a batch (tests/support/batched_redis_store.h).
+inline absl::StatusOr<StoreUnderTest> RedisUnderTest(const std::string& url, bool batched = false) {
   absl::StatusOr<std::unique_ptr<RedisStore>> store = testing::ConnectRedisStore({.url = url});
   if (!store.ok()) return store.status();
   StoreUnderTest out;
-  out.store = std::shared_ptr<Store>(std::move(store).value());
+  if (batched) {
+    out.store = std::make_shared<testing::BatchedRedisStore>(*std::move(store));
+  } else {
+    out.store = std::shared_ptr<Store>(std::move(store).value());
+  }
   out.source = DecisionSource::kRedis;
   return out;
 }

@@ -6,20 +6,31 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "src/store/redis/resp.h"
 #include "tollgate/decision.h"
 #include "tollgate/store.h"
 
 namespace tollgate::redis {
 
-// The script's answer for `items`, out of its reply (one string: now_micros, then per item
-// '<Bddd' flags, remaining, reset_after, retry_after; see lua/check.lua). When the batch was
-// refused, its allowed conditional items get their cost back in `remaining`
-// (internal::GiveBackUncharged). `now_micros`, when given, receives the script's time.
-// InternalError for an error reply or a malformed one.
-absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
-                                                      const std::vector<CheckItem>& items,
-                                                      int64_t* now_micros = nullptr);
+// What one call of check.lua answered.
+struct CheckReply {
+  // The script's time (Redis TIME, or the time a test pinned).
+  int64_t now_micros = 0;
+  // Per request, in order: its decisions, or why it failed alone (InternalError naming what
+  // Redis found: a counter that holds no count, a key of another type).
+  std::vector<absl::StatusOr<std::vector<Decision>>> requests;
+};
+
+// The answer to check.lua's call for `requests` (CheckCommand), out of its reply. A rate
+// limit's decision is computed from the state the script decided on, with src/algorithm's
+// functions, as the memory store computes it; the script's own verdict on each check must be
+// the same, else that request fails (InternalError). When a request was refused, its allowed
+// conditional items get their cost back in `remaining` (internal::GiveBackUncharged).
+// InternalError for an error reply (the script failed, or a request alone did) or a reply
+// that does not parse.
+absl::StatusOr<CheckReply> ParseCheckReply(
+    const RedisReply& reply, absl::Span<const std::vector<CheckItem>* const> requests);
 
 }  // namespace tollgate::redis
 

@@ -128,6 +128,8 @@ class RedisClient {
   void Post(absl::AnyInvocable<void() &&> task) { io_thread_.Post(std::move(task)); }
   // Whether the calling thread is the client's I/O thread.
   bool OnIoThread() const { return io_thread_.InThisThread(); }
+  // The io_context its I/O thread runs.
+  boost::asio::io_context& io() { return io_thread_.io(); }
 
  private:
   explicit RedisClient(const ClientOptions& options);

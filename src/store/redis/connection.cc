@@ -373,12 +373,16 @@ void RedisConnection::Read() {
     reader_->Feed(std::string_view(read_buffer_.data(), bytes));
     // What the callbacks send on this loop (commands, answers to clients) goes out once they
     // are all done: a write per connection, while Redis works on this connection's next
-    // commands. Connections are never destroyed while their io_context runs (see the
-    // destructor).
-    net::HandlerScope scope(io_);
+    // commands. What they defer to the scope's end (a store's flush of the checks they made)
+    // still sends as this connection's reader, so on this connection too. Connections are
+    // never destroyed while their io_context runs (see the destructor).
     RedisConnection* const outer = t_reading;
     t_reading = this;
-    const bool keep_reading = ReadReplies(generation);
+    bool keep_reading = false;
+    {
+      net::HandlerScope scope(io_);
+      keep_reading = ReadReplies(generation);
+    }
     t_reading = outer;
     if (keep_reading) Read();
   });

@@ -7,11 +7,9 @@
 
 namespace tollgate::redis {
 
-// lua/check.lua: N limits in one atomic, all-or-nothing step (see the file's header).
+// lua/check.lua: the requests of one flush in one atomic call, each all or nothing (see the
+// file's header).
 extern const std::string_view kLuaCheck;
-// lua/lease.lua: one concurrency lease taken or released (check.lua's decisions for that one
-// item, at fewer Redis calls).
-extern const std::string_view kLuaLease;
 // lua/add.lua: adds consumption that happened elsewhere, without checking (reconciliation).
 extern const std::string_view kLuaAdd;
 // lua/refund.lua: gives back what one check.lua call consumed (cluster, several nodes).

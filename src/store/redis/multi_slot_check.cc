@@ -8,7 +8,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "src/core/batch.h"
-#include "src/store/redis/check_reply.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/script_args.h"
 
@@ -20,8 +19,13 @@ struct RedisStoreImpl::MultiSlotCheck {
   std::vector<std::vector<size_t>> groups;  // item indexes per slot
   CheckCallback done;
 
+  // Per slot: its decisions (or why it failed), and the time its script decided at.
+  struct Answer {
+    absl::StatusOr<std::vector<Decision>> decisions = absl::UnavailableError("no reply");
+    int64_t now_micros = 0;
+  };
   absl::Mutex mu;
-  std::vector<absl::StatusOr<RedisReply>> replies ABSL_GUARDED_BY(mu);
+  std::vector<Answer> answers ABSL_GUARDED_BY(mu);
   size_t pending ABSL_GUARDED_BY(mu) = 0;
 
   // After the checks: the answer, sent once every refund has replied.
@@ -46,28 +50,38 @@ void RedisStoreImpl::CheckSlotsAsync(std::vector<CheckItem> items, const std::ve
   const size_t groups = check->groups.size();
   {
     absl::MutexLock lock(&check->mu);
-    check->replies.assign(groups, absl::UnavailableError("no reply"));
+    check->answers.resize(groups);
     check->pending = groups;
   }
   for (size_t group = 0; group < groups; ++group) {
-    EvalCheckAsync(check->GroupItems(group), now_micros,
-                   [check, group](absl::StatusOr<RedisReply> reply) {
-                     bool last = false;
-                     {
-                       absl::MutexLock lock(&check->mu);
-                       check->replies[group] = std::move(reply);
-                       last = --check->pending == 0;
-                     }
-                     if (last) FinishMultiSlot(check);
-                   });
+    ScriptRequest request;
+    request.items = check->GroupItems(group);
+    request.timed_done = [check, group](absl::StatusOr<std::vector<Decision>> decisions,
+                                        int64_t now) {
+      bool last = false;
+      {
+        absl::MutexLock lock(&check->mu);
+        check->answers[group] = {std::move(decisions), now};
+        last = --check->pending == 0;
+      }
+      if (last) FinishMultiSlot(check);
+    };
+    const int slot = slots[check->groups[group][0]];
+    if (now_micros.has_value()) {
+      std::vector<ScriptRequest> alone;
+      alone.push_back(std::move(request));
+      SendRequests(slot, std::move(alone), now_micros);
+    } else {
+      Submit(slot, std::move(request));
+    }
   }
 }
 
 void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check) {
-  std::vector<absl::StatusOr<RedisReply>> replies;
+  std::vector<MultiSlotCheck::Answer> answers;
   {
     absl::MutexLock lock(&check->mu);
-    replies.swap(check->replies);
+    answers.swap(check->answers);
   }
   // A slot's call that admitted its items (core/batch.h's BatchAllowed on its own items):
   // what it consumed stays unless another slot refuses or fails.
@@ -81,12 +95,10 @@ void RedisStoreImpl::FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& chec
   bool all_allowed = true;
   std::vector<Decision> decisions(check->items.size());
   std::vector<Admitted> admitted;
-  for (size_t group = 0; group < replies.size(); ++group) {
+  for (size_t group = 0; group < answers.size(); ++group) {
     std::vector<CheckItem> items = check->GroupItems(group);
-    int64_t now = 0;
-    absl::StatusOr<std::vector<Decision>> parsed =
-        replies[group].ok() ? ParseCheckReply(*replies[group], items, &now)
-                            : absl::StatusOr<std::vector<Decision>>(replies[group].status());
+    const int64_t now = answers[group].now_micros;
+    absl::StatusOr<std::vector<Decision>>& parsed = answers[group].decisions;
     if (!parsed.ok()) {
       if (error.ok()) error = parsed.status();
       all_allowed = false;

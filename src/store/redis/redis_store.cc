@@ -1,6 +1,7 @@
-// Copyright tollgate authors. RedisStore: its construction, where its calls go, and the
-// reconciliation's adds. Script calls are in script_call.cc, checks across cluster slots in
-// multi_slot_check.cc, the scripts' arguments in script_args.cc.
+// Copyright tollgate authors. RedisStore: its construction, where its requests go, and the
+// reconciliation's adds. Flushes are in open_flush.cc, check.lua's calls in script_call.cc,
+// checks across cluster slots in multi_slot_check.cc, the scripts' arguments in
+// check_command.cc and script_args.cc.
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,7 +14,7 @@
 #include "src/store/redis/redis_connections_impl.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/script_args.h"
-#include "src/store/redis/single_check_command.h"
+#include "src/store/redis/slot.h"
 #include "tollgate/clock.h"
 
 namespace tollgate {
@@ -27,12 +28,9 @@ thread_local const internal::InFlight* t_answering = nullptr;
 
 RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
                                std::shared_ptr<RedisConnections> connections,
-                               std::string script_sha, std::string lease_sha,
-                               std::vector<std::string> warnings)
+                               std::string script_sha, std::vector<std::string> warnings)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
-      lease_sha_(std::move(lease_sha)),
-      single_check_head_(SingleCheckHead(script_sha_)),
       warnings_(std::move(warnings)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
@@ -62,13 +60,34 @@ void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, boo
       follow_ask);
 }
 
+std::optional<int> RedisStoreImpl::SlotOf(const std::vector<CheckItem>& items) const {
+  if (router_.topology() != Topology::kCluster) return kAnySlot;
+  const int slot = ItemSlot(options_.key_prefix, items[0]);
+  for (size_t i = 1; i < items.size(); ++i) {
+    if (ItemSlot(options_.key_prefix, items[i]) != slot) return std::nullopt;
+  }
+  return slot;
+}
+
 void RedisStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
   if (!items.empty() && items.front().op == ItemOp::kAdd) {
     AddAsync(std::move(items), std::move(done));
     return;
   }
   // check.lua applies every other op.
-  CheckAtAsync(std::move(items), std::nullopt, std::move(done));
+  if (absl::Status valid = ValidateRequest(items); !valid.ok()) {
+    std::move(done)(std::move(valid));
+    return;
+  }
+  const std::optional<int> slot = SlotOf(items);
+  if (!slot.has_value()) {
+    std::vector<int> slots;
+    slots.reserve(items.size());
+    for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
+    CheckSlotsAsync(std::move(items), slots, std::nullopt, std::move(done));
+    return;
+  }
+  Submit(*slot, {std::move(items), std::move(done), nullptr});
 }
 
 void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, CheckCallback done) {
@@ -158,26 +177,19 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
   options.redis = nullptr;  // the store holds them once, as `connections_`
   redis::Router& router = redis::RouterOf(*connections);
 
-  // In a cluster this loads the scripts on one primary; the others get them from the EVAL
-  // that follows their first NOSCRIPT.
-  std::string shas[2];
-  const std::pair<const char*, std::string_view> scripts[2] = {{"check", redis::kLuaCheck},
-                                                               {"lease", redis::kLuaLease}};
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<redis::RedisReply> loaded =
-        router.Command({"SCRIPT", "LOAD", std::string(scripts[i].second)});
-    if (!loaded.ok()) return loaded.status();
-    if (loaded->type != redis::RedisReply::Type::kString) {
-      return absl::InternalError(absl::StrCat("SCRIPT LOAD of the ", scripts[i].first,
-                                              " script failed: ", redis::DebugString(*loaded)));
-    }
-    shas[i] = std::move(loaded->str);
+  // In a cluster this loads the script on one primary; the others get it from the EVAL that
+  // follows their first NOSCRIPT.
+  absl::StatusOr<redis::RedisReply> loaded =
+      router.Command({"SCRIPT", "LOAD", std::string(redis::kLuaCheck)});
+  if (!loaded.ok()) return loaded.status();
+  if (loaded->type != redis::RedisReply::Type::kString) {
+    return absl::InternalError(
+        absl::StrCat("SCRIPT LOAD of the check script failed: ", redis::DebugString(*loaded)));
   }
   std::vector<std::string> warnings;
   redis::CheckEviction(router, &warnings);
   return std::make_unique<redis::RedisStoreImpl>(std::move(options), std::move(connections),
-                                                 std::move(shas[0]), std::move(shas[1]),
-                                                 std::move(warnings));
+                                                 std::move(loaded->str), std::move(warnings));
 }
 
 }  // namespace tollgate

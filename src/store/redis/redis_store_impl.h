@@ -2,68 +2,93 @@
 #ifndef TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_
 #define TOLLGATE_SRC_STORE_REDIS_REDIS_STORE_IMPL_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "src/core/in_flight.h"
+#include "src/store/redis/check_command.h"
 #include "src/store/redis/check_reply.h"
 #include "src/store/redis/router.h"
 #include "src/store/redis/script_args.h"
-#include "src/store/redis/single_check_command.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate::redis {
 
+// One request for check.lua (one ApplyAsync, or one hash slot's share of it) and where its
+// answer goes: exactly one callback is set, `done` for the decisions or `timed_done` for the
+// decisions and the time the script decided at (which a give-back needs, see
+// CheckSlotsAsync).
+struct ScriptRequest {
+  using TimedCallback =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<Decision>>, int64_t now_micros) &&>;
+  std::vector<CheckItem> items;
+  CheckCallback done;
+  TimedCallback timed_done;
+};
+
 class RedisStoreImpl final : public RedisStore {
  public:
   RedisStoreImpl(RedisStoreOptions options, std::shared_ptr<RedisConnections> connections,
-                 std::string script_sha, std::string lease_sha, std::vector<std::string> warnings);
+                 std::string script_sha, std::vector<std::string> warnings);
   // Connections of its own are closed, failing the calls still out at once; shared ones stay
   // with the other stores, and the destructor waits for this store's calls to be answered
   // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
   ~RedisStoreImpl() override;
 
-  // One script call: check.lua applies every ItemOp but kAdd (see its header); a batch of
-  // kAdd items is one EVAL of lua/add.lua per hash slot (see its header for the rule).
+  // check.lua applies every ItemOp but kAdd (see its header); a batch of kAdd items is one
+  // EVAL of lua/add.lua per hash slot (see its header for the rule).
+  //
+  // The requests one thread makes while one I/O handler of the connections' runs (a read of
+  // Redis replies whose callbacks check again; a read of a gRPC connection's calls) wait for
+  // that handler's end and go as one script call per hash slot (kMaxRequestsPerCall at most),
+  // which decides each in turn; elsewhere a request goes at once, alone. Each request is
+  // answered on its own, and fails alone when Redis finds bad state under its keys.
+  //
+  // Items whose keys share a hash slot (always, on one server) are checked in one request.
+  // In a Redis Cluster, items on several slots are checked with one request per slot,
+  // concurrently; if any refuses or fails, refund.lua gives back what the admitting ones
+  // consumed before `done` runs, so the request consumes nothing (see docs/redis.md).
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
 
-  // Items whose keys share a hash slot (always, on one server) are checked in one script
-  // call. In a Redis Cluster, items on several slots are checked with one call per slot,
-  // concurrently; if any call refuses or fails, refund.lua gives back what the admitting
-  // calls consumed before `done` runs, so the request consumes nothing (see
-  // docs/redis.md).
-  // ApplyAsync with the script's time pinned to `now_micros` instead of Redis TIME. Only
-  // for the shared decision-table test; production calls never pin time.
+  // ApplyAsync with the script's time pinned to `now_micros` instead of Redis TIME, the
+  // request sent alone at once. Only for the shared decision-table test; production calls
+  // never pin time.
   void CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                     CheckCallback done);
 
-  // The script's raw reply (one string: now_micros, then four values per item; see
-  // ParseCheckReply).
-  // REQUIRES: every item's key in one hash slot (or a store on one server).
-  void EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
-                      ReplyCallback done);
+  // Sends `requests` now as one flush: one script call per hash slot, each of at most
+  // kMaxRequestsPerCall requests, the script's time pinned to `now_micros` when set. What the
+  // end of an I/O handler does with the requests made during it; tests call it to make a
+  // batch of known requests. REQUIRES: each request valid (ValidateRequest), its keys in one
+  // hash slot.
+  void FlushAsync(std::vector<ScriptRequest> requests, std::optional<int64_t> now_micros);
 
   // Where commands go (one server, cluster slots, or Sentinel's primary).
   Router& client() { return router_; }
   const std::string& key_prefix() const { return options_.key_prefix; }
 
  private:
-  struct MultiSlotCheck;  // multi_slot_check.cc
-  struct ScriptCall;      // script_call.cc
+  struct OpenFlush;
+  struct ScriptCall;
+  struct MultiSlotCheck;
+
+  // The hash slot of `items` (kAnySlot on one server); nullopt when they span several.
+  std::optional<int> SlotOf(const std::vector<CheckItem>& items) const;
+  // `request` joins this thread's open flush for this store, or opens one that goes at the
+  // end of the running I/O handler; on a thread that runs no handler of the connections, it
+  // goes at once.
+  void Submit(int slot, ScriptRequest request);
+  // The script calls of `requests`, all of hash slot `slot`.
+  void SendRequests(int slot, std::vector<ScriptRequest> requests,
+                    std::optional<int64_t> now_micros);
   // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
-  void SendScriptCall(std::unique_ptr<ScriptCall> call);
-  // `call`'s EVALSHA of its script (lease.lua or check.lua), or with `eval` its EVAL.
-  std::string ScriptCommand(const ScriptCall& call, bool eval) const;
-  // Sends `command` (EVALSHA, or EVAL after NOSCRIPT) for `call` to its slot; the reply goes
-  // to OnScriptReply.
-  void SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command);
+  void SendScriptCall(std::unique_ptr<ScriptCall> call, bool eval);
   void OnScriptReply(std::unique_ptr<ScriptCall> call, absl::StatusOr<RedisReply> reply);
   void CheckSlotsAsync(std::vector<CheckItem> items, const std::vector<int>& slots,
                        std::optional<int64_t> now_micros, CheckCallback done);
@@ -73,14 +98,16 @@ class RedisStoreImpl final : public RedisStore {
   // router_.Send, counted in calls_in_flight_ until `done` has returned.
   void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
 
+  // The flushes open on this thread, one per store at most.
+  static thread_local std::vector<OpenFlush*> open_flushes_;
+
   const RedisStoreOptions options_;
-  const std::string script_sha_;         // lua/check.lua's
-  const std::string lease_sha_;          // lua/lease.lua's
-  const std::string single_check_head_;  // SingleCheckHead(script_sha_)
+  const std::string script_sha_;  // lua/check.lua's
   const std::vector<std::string> warnings_;
   Clock* const clock_;  // options_.clock or SystemClock()
-  // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
-  // with the callbacks, which count down after they return; the destructor waits on it.
+  // Calls sent whose callbacks (which read the members here) have not returned yet, and open
+  // flushes not yet sent. Shared with the callbacks, which count down after they return; the
+  // destructor waits on it.
   const std::shared_ptr<internal::InFlight> calls_in_flight_ =
       std::make_shared<internal::InFlight>();
   std::shared_ptr<RedisConnections> connections_;

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "boost/asio/execution_context.hpp"
 #include "boost/asio/post.hpp"
+#include "src/net/handler_scope.h"
 
 namespace tollgate::redis {
 namespace {
@@ -85,6 +86,13 @@ class StandaloneRouter final : public Router {
     return client_->OnIoThread();
   }
 
+  bool DeferOnIoThread(Work& work) override {
+    for (const LoopPool& loop_pool : loop_pools_) {
+      if (DeferOn(*loop_pool.io, work)) return true;
+    }
+    return DeferOn(client_->io(), work);
+  }
+
   void Post(absl::AnyInvocable<void() &&> task) override {
     if (loop_pools_.empty()) {
       client_->Post(std::move(task));
@@ -114,6 +122,16 @@ class StandaloneRouter final : public Router {
 };
 
 }  // namespace
+
+bool DeferOn(boost::asio::io_context& io, Router::Work& work) {
+  if (net::HandlerScope::Defer(io, work)) return true;
+  if (!io.get_executor().running_in_this_thread()) return false;
+  boost::asio::post(io, [&io, work = std::move(work)]() mutable {
+    net::HandlerScope scope(io);
+    std::move(work)();
+  });
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Connect(const RedisTarget& target,
                                                         const RouterOptions& options) {

@@ -37,6 +37,8 @@ struct RouterOptions {
 // callbacks run on the router's I/O thread, or inline when failing fast.
 class Router {
  public:
+  using Work = absl::AnyInvocable<void() &&>;
+
   // Reaches the target and waits for its first topology: the standalone server is
   // connected; a cluster's slot map was read from a seed and every primary's connections
   // made their first attempt; Sentinel named a primary and it was connected. Errors as
@@ -80,12 +82,21 @@ class Router {
   // own): one that must not block on a reply, which may need it to be delivered.
   virtual bool OnIoThread() const = 0;
 
+  // On one of the router's I/O threads: takes `work` to run on this thread when the I/O
+  // handler running now returns (net::HandlerScope), so that what it sends leaves in the same
+  // write as what the handler sent; outside a handler, posts it to run next on this loop, in
+  // a scope of its own. Returns false, leaving `work`, on any other thread.
+  virtual bool DeferOnIoThread(Work& work) = 0;
+
   // Ready connections to the nodes commands go to (every primary, for a cluster).
   virtual int ReadyConnections() const = 0;
   virtual Topology topology() const = 0;
   // The primaries that own at least one slot ("host:port"), or the one node.
   virtual std::vector<std::string> Primaries() const = 0;
 };
+
+// For the implementations: DeferOnIoThread for a router whose I/O thread runs `io`.
+bool DeferOn(boost::asio::io_context& io, Router::Work& work);
 
 // For the implementations: the cluster and sentinel routers (cluster_router.cc,
 // sentinel_router.cc).

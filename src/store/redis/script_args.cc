@@ -31,15 +31,6 @@ void AddStateKey(CommandWriter& writer, std::string_view prefix, const CheckItem
   writer.AddConcatenation({prefix, item.limit->name, ":{", item.key, "}", suffix});
 }
 
-// The time argument of check.lua and lease.lua: empty (Redis TIME), or pinned by a test.
-void AddTime(CommandWriter& writer, std::optional<int64_t> now_micros) {
-  if (now_micros.has_value()) {
-    writer.AddInteger(*now_micros);
-  } else {
-    writer.Add("");
-  }
-}
-
 // The op byte check.lua reads after an item's 25 bytes; 0 for a plain check (no byte).
 char OpByte(const CheckItem& item) {
   switch (item.op) {
@@ -154,45 +145,6 @@ ItemBytes EncodeItem(const CheckItem& item, std::optional<double> extra, bool sh
   }
   bytes.size = static_cast<size_t>(cursor - arg);
   return bytes;
-}
-
-std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
-                         const std::vector<CheckItem>& items, std::optional<int64_t> now_micros) {
-  const size_t n = items.size();
-  CommandWriter writer(4 + n * (1 + kItemArgs), ExpectedBytes(script, prefix, items));
-  writer.Add(verb);
-  writer.Add(script);
-  writer.AddInteger(static_cast<int64_t>(n));
-  for (const CheckItem& item : items) AddStateKey(writer, prefix, item);
-  AddTime(writer, now_micros);
-  for (const CheckItem& item : items) {
-    AddItemArgs(writer, item, std::nullopt, item.shadow, /*with_op=*/true);
-  }
-  return std::move(writer).Finish();
-}
-
-bool IsSingleLease(const std::vector<CheckItem>& items) {
-  if (items.size() != 1 || items[0].shadow ||
-      items[0].limit->numbers.algorithm != Algorithm::kConcurrency) {
-    return false;
-  }
-  const char op = OpByte(items[0]);
-  return op == 'K' || op == 'L';
-}
-
-std::string LeaseCommand(std::string_view verb, std::string_view script, std::string_view prefix,
-                         const CheckItem& item, std::optional<int64_t> now_micros) {
-  CommandWriter writer(8, 96 + script.size() + prefix.size() + item.limit->name.size() +
-                              item.key.size() + item.id.size());
-  writer.Add(verb);
-  writer.Add(script);
-  writer.Add("1");
-  AddStateKey(writer, prefix, item, ":l");
-  AddTime(writer, now_micros);
-  writer.Add(EncodeItem(item, std::nullopt, /*shadow=*/false, /*with_op=*/true).view());
-  writer.Add(item.id);
-  writer.AddInteger((item.limit->numbers.window_micros + 999) / 1000);
-  return std::move(writer).Finish();
 }
 
 std::string AddCommand(std::string_view prefix, const std::vector<CheckItem>& items,

@@ -1,5 +1,6 @@
 // Copyright tollgate authors. The Redis scripts' arguments: state keys, the binary numbers,
-// and the RESP of each script's call (lua/check.lua, lease.lua, add.lua, refund.lua).
+// an item's spec, and the RESP of lua/add.lua's and lua/refund.lua's calls (check.lua's is in
+// check_command.h).
 #ifndef TOLLGATE_SRC_STORE_REDIS_SCRIPT_ARGS_H_
 #define TOLLGATE_SRC_STORE_REDIS_SCRIPT_ARGS_H_
 
@@ -36,10 +37,10 @@ bool OnlyDeclaredKeys(const std::vector<CheckItem>& items);
 char* PutLittleEndianDouble(char* out, double value);
 double ReadLittleEndianDouble(const char* bytes);
 
-// One item's ARGV of check.lua ('<Bddd': algorithm, a, b, cost, then for an item that is
+// One item's spec, its ARGV of check.lua ('<Bddd': algorithm, a, b, cost, then for an item that is
 // not a plain check its op byte and fields), or of add.lua and refund.lua with `extra`
 // ('<Bdddd': ..., age or reset_after), as lua/check.lua describes, up to the item's id (which
-// follows them in check.lua's ARGV, and is an argument of its own in lease.lua's). Binary,
+// follows them in check.lua's spec). Binary,
 // not decimal: Redis parses a struct.unpack in a fraction of what four decimal arguments
 // cost it (docs/redis.md, "What a check costs Redis").
 struct ItemBytes {
@@ -50,19 +51,6 @@ struct ItemBytes {
 };
 // check.lua reads a shadow item's algorithm byte in upper case ('T', 'F', 'S').
 ItemBytes EncodeItem(const CheckItem& item, std::optional<double> extra, bool shadow, bool with_op);
-
-// The RESP of `<verb> <script> <n> <keys> <time> <item args>`: check.lua's call for `items`
-// (verb EVALSHA with its SHA1, or EVAL with its text), `now_micros` unset for Redis TIME.
-std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
-                         const std::vector<CheckItem>& items, std::optional<int64_t> now_micros);
-
-// A batch that is one concurrency item taking ('K') or releasing ('L') a slot, not in shadow
-// mode: lua/lease.lua's call, the two of every lease.
-bool IsSingleLease(const std::vector<CheckItem>& items);
-// EVALSHA <sha> (or EVAL <script>) of lua/lease.lua for `item` (IsSingleLease): the lease
-// set's key, the time, the item's 26 bytes without its id, the id, the lease time in ms.
-std::string LeaseCommand(std::string_view verb, std::string_view script, std::string_view prefix,
-                         const CheckItem& item, std::optional<int64_t> now_micros);
 
 // EVAL of lua/add.lua: per item algorithm, a, b, cost, age (µs before Redis' now), the age
 // being `now_micros` minus the item's at_micros, both on the clock that stamped them.

@@ -1,90 +1,114 @@
-// Copyright tollgate authors. RedisStoreImpl's script calls: check.lua (or lease.lua) for
-// the items of one hash slot, EVALSHA first and EVAL once after NOSCRIPT.
-#include <algorithm>
+// Copyright tollgate authors. RedisStoreImpl's calls of check.lua: the requests of one hash
+// slot in calls of at most kMaxRequestsPerCall, EVALSHA first and EVAL once after NOSCRIPT,
+// and each request's answer out of the reply.
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
-#include "src/store/redis/check_reply.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
-#include "src/store/redis/script_args.h"
-#include "src/store/redis/single_check_command.h"
 
 namespace tollgate::redis {
+namespace {
 
-// One check.lua call in flight: what its reply goes to, and what the NOSCRIPT retry needs
-// to send it again. One allocation per call; the reply callback that owns it fits in
-// AnyInvocable's inline storage.
+using Requests = absl::InlinedVector<const std::vector<CheckItem>*, 8>;
+
+void Answer(ScriptRequest& request, absl::StatusOr<std::vector<Decision>> decisions,
+            int64_t now_micros) {
+  if (request.timed_done) {
+    std::move(request.timed_done)(std::move(decisions), now_micros);
+  } else {
+    std::move(request.done)(std::move(decisions));
+  }
+}
+
+}  // namespace
+
+// One call of check.lua in flight: its requests, and what the NOSCRIPT retry needs to send
+// it again. One allocation per call; the reply callback that owns it fits in AnyInvocable's
+// inline storage.
 struct RedisStoreImpl::ScriptCall {
-  std::vector<CheckItem> items;
+  std::vector<ScriptRequest> requests;
   std::optional<int64_t> now_micros;
   int slot = kAnySlot;
   bool follow_ask = false;
   bool retried = false;
-  bool lease = false;  // lua/lease.lua's call (IsSingleLease), else lua/check.lua's
-  // Exactly one is set: the decisions (CheckAtAsync) or the raw reply (EvalCheckAsync).
-  CheckCallback decisions_done;
-  ReplyCallback reply_done;
+
+  Requests Items() const {
+    Requests items;
+    for (const ScriptRequest& request : requests) items.push_back(&request.items);
+    return items;
+  }
 };
 
 void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                                   CheckCallback done) {
-  if (items.empty()) {
-    std::move(done)(absl::InvalidArgumentError("a check needs at least one item"));
+  if (absl::Status valid = ValidateRequest(items); !valid.ok()) {
+    std::move(done)(std::move(valid));
     return;
   }
-  if (router_.topology() == Topology::kCluster && items.size() > 1) {
+  const std::optional<int> slot = SlotOf(items);
+  if (!slot.has_value()) {
     std::vector<int> slots;
     slots.reserve(items.size());
     for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
-    if (std::any_of(slots.begin(), slots.end(), [&](int slot) { return slot != slots[0]; })) {
-      CheckSlotsAsync(std::move(items), slots, now_micros, std::move(done));
-      return;
+    CheckSlotsAsync(std::move(items), slots, now_micros, std::move(done));
+    return;
+  }
+  std::vector<ScriptRequest> requests;
+  requests.push_back({std::move(items), std::move(done), nullptr});
+  SendRequests(*slot, std::move(requests), now_micros);
+}
+
+void RedisStoreImpl::FlushAsync(std::vector<ScriptRequest> requests,
+                                std::optional<int64_t> now_micros) {
+  // Per hash slot, in order of first appearance.
+  std::vector<std::pair<int, std::vector<ScriptRequest>>> by_slot;
+  for (ScriptRequest& request : requests) {
+    const int slot = SlotOf(request.items).value_or(kAnySlot);
+    auto it = std::find_if(by_slot.begin(), by_slot.end(),
+                           [slot](const auto& group) { return group.first == slot; });
+    if (it == by_slot.end()) {
+      by_slot.emplace_back(slot, std::vector<ScriptRequest>());
+      it = by_slot.end() - 1;
     }
+    it->second.push_back(std::move(request));
   }
-  auto call = std::make_unique<ScriptCall>();
-  call->items = std::move(items);
-  call->now_micros = now_micros;
-  call->decisions_done = std::move(done);
-  SendScriptCall(std::move(call));
+  for (auto& [slot, group] : by_slot) SendRequests(slot, std::move(group), now_micros);
 }
 
-void RedisStoreImpl::EvalCheckAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
-                                    ReplyCallback done) {
-  auto call = std::make_unique<ScriptCall>();
-  call->items = std::move(items);
-  call->now_micros = now_micros;
-  call->reply_done = std::move(done);
-  SendScriptCall(std::move(call));
+void RedisStoreImpl::SendRequests(int slot, std::vector<ScriptRequest> requests,
+                                  std::optional<int64_t> now_micros) {
+  size_t next = 0;
+  while (next < requests.size()) {
+    auto call = std::make_unique<ScriptCall>();
+    call->slot = slot;
+    call->now_micros = now_micros;
+    size_t items = 0;
+    // As many as fit one call; a request too large to share one goes alone.
+    while (next < requests.size() && call->requests.size() < kMaxRequestsPerCall &&
+           (call->requests.empty() || items + requests[next].items.size() <= kMaxItemsPerCall)) {
+      items += requests[next].items.size();
+      call->requests.push_back(std::move(requests[next++]));
+      if (items > kMaxItemsPerCall) break;
+    }
+    if (router_.topology() == Topology::kCluster) {
+      call->follow_ask = true;
+      for (const ScriptRequest& request : call->requests) {
+        call->follow_ask = call->follow_ask && OnlyDeclaredKeys(request.items);
+      }
+    }
+    SendScriptCall(std::move(call), /*eval=*/false);
+  }
 }
 
-void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
-  if (router_.topology() == Topology::kCluster) {
-    call->slot = ItemSlot(options_.key_prefix, call->items[0]);
-    call->follow_ask = OnlyDeclaredKeys(call->items);
-  }
-  call->lease = IsSingleLease(call->items);
-  std::string command = ScriptCommand(*call, /*eval=*/false);
-  SendScriptCommand(std::move(call), std::move(command));
-}
-
-std::string RedisStoreImpl::ScriptCommand(const ScriptCall& call, bool eval) const {
-  if (call.lease) {
-    return LeaseCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaLease : lease_sha_,
-                        options_.key_prefix, call.items[0], call.now_micros);
-  }
-  if (!eval && call.items.size() == 1) {
-    return SingleCheckCommand(single_check_head_, options_.key_prefix, call.items[0],
-                              call.now_micros);
-  }
-  return CheckCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaCheck : script_sha_,
-                      options_.key_prefix, call.items, call.now_micros);
-}
-
-void RedisStoreImpl::SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command) {
+void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call, bool eval) {
+  const Requests items = call->Items();
+  std::string command = CheckCommand(eval ? "EVAL" : "EVALSHA", eval ? kLuaCheck : script_sha_,
+                                     options_.key_prefix, items, call->now_micros);
   const int slot = call->slot;
   const bool follow_ask = call->follow_ask;
   Send(
@@ -103,19 +127,18 @@ void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
     // cluster node that just joined or was promoted). EVAL runs it and caches it again
     // under the same SHA1, so later EVALSHA calls find it.
     call->retried = true;
-    std::string command = ScriptCommand(*call, /*eval=*/true);
-    SendScriptCommand(std::move(call), std::move(command));
+    SendScriptCall(std::move(call), /*eval=*/true);
     return;
   }
-  if (call->reply_done) {
-    std::move(call->reply_done)(std::move(reply));
+  absl::StatusOr<CheckReply> answer =
+      reply.ok() ? ParseCheckReply(*reply, call->Items()) : reply.status();
+  if (!answer.ok()) {
+    for (ScriptRequest& request : call->requests) Answer(request, answer.status(), 0);
     return;
   }
-  if (!reply.ok()) {
-    std::move(call->decisions_done)(reply.status());
-    return;
+  for (size_t i = 0; i < call->requests.size(); ++i) {
+    Answer(call->requests[i], std::move(answer->requests[i]), answer->now_micros);
   }
-  std::move(call->decisions_done)(ParseCheckReply(*reply, call->items));
 }
 
 }  // namespace tollgate::redis

@@ -99,6 +99,7 @@ class SentinelRouter final : public Router {
 
   void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
   bool OnIoThread() const override { return io_thread_.InThisThread(); }
+  bool DeferOnIoThread(Work& work) override { return DeferOn(io_thread_.io(), work); }
 
   int ReadyConnections() const override {
     return primary_.load(std::memory_order_acquire)->ReadyConnections();
