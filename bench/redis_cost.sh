@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a decision costs Redis, where Redis is the bottleneck: Redis' own CPU per decision and
-# decisions per Redis core (1 s of Redis CPU / CPU per decision), in one run, for
+# decisions per Redis core (1 s of Redis CPU / CPU per decision), in one run (with tollgate's
+# p50 latency and decisions per script call), for
 #   - tollgate's exact checks through the library (bench/compare_driver, no deadline layer):
 #     token bucket, fixed window, sliding window, and three limits in one request;
 #   - plain INCR under redis-benchmark (pipelined 16 deep): the floor;
@@ -64,13 +65,16 @@ executed() {
     awk -F'[=,:]' -v cmd="cmdstat_$1" '$1 == cmd {print $3; found = 1} END {if (!found) print 0}'
 }
 
-# One row: its name, callers, decisions, Redis CPU seconds.
+# One row: its name, callers, decisions, Redis CPU seconds, and for tollgate's rows the p50
+# latency (µs) and the script calls Redis ran.
 row() {
-  local name=$1 callers=$2 decisions=$3 cpu=$4
-  awk -v n="$name" -v c="$callers" -v d="$decisions" -v cpu="$cpu" 'BEGIN {
+  local name=$1 callers=$2 decisions=$3 cpu=$4 p50=${5:-} calls=${6:-}
+  awk -v n="$name" -v c="$callers" -v d="$decisions" -v cpu="$cpu" -v p50="$p50" \
+    -v calls="$calls" 'BEGIN {
     us = d > 0 ? cpu * 1e6 / d : 0
     per_core = us > 0 ? 1e6 / us : 0
-    printf "| %s | %d | %.2f | %.0f |\n", n, c, us, per_core
+    per_call = calls > 0 ? sprintf("%.1f", d / calls) : ""
+    printf "| %s | %d | %.2f | %.0f | %s | %s |\n", n, c, us, per_core, p50, per_call
   }'
 }
 
@@ -79,16 +83,20 @@ tollgate_row() {
   local algorithm=$1 callers=$2 mode=exact
   [ "$algorithm" = multi ] && mode=multi
   start_redis
-  local before after out
+  local before after out calls_before calls_after
   before=$(redis_cpu)
+  calls_before=$(($(executed evalsha) + $(executed eval)))
   out=$("${PIN_LOAD[@]}" "$DRIVER" --via library --redis "redis://127.0.0.1:$PORT" --mode "$mode" \
     --algorithm "${algorithm/multi/token_bucket}" --callers "$callers" --keys 10000 \
     --limit 1000000000 --refill 1000000000 --duration-s "$SECONDS_PER_ROW" --warmup-s 0)
   after=$(redis_cpu)
+  calls_after=$(($(executed evalsha) + $(executed eval)))
   stop_redis
-  local decisions
-  decisions=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["decisions"])' "$out")
-  row "$algorithm" "$callers" "$decisions" "$(awk -v a="$after" -v b="$before" 'BEGIN {print a - b}')"
+  local decisions p50
+  read -r decisions p50 < <(python3 -c 'import json,sys; o = json.loads(sys.argv[1])
+print(o["decisions"], "%.0f" % o["p50_us"])' "$out")
+  row "$algorithm" "$callers" "$decisions" "$(awk -v a="$after" -v b="$before" 'BEGIN {print a - b}')" \
+    "$p50" "$((calls_after - calls_before))"
 }
 
 # redis-benchmark for `seconds` at `callers` clients, 16 deep: Redis CPU per command of `cmd`.
@@ -108,8 +116,8 @@ benchmark_cpu_per_command() {
     'BEGIN {printf "%.9f %d\n", (a - b) / (n > 0 ? n : 1), n}'
 }
 
-echo "| row | callers | Redis CPU per decision (µs) | decisions per Redis core (/s) |"
-echo "|---|---:|---:|---:|"
+echo "| row | callers | Redis CPU per decision (µs) | decisions per Redis core (/s) | p50 (µs) | decisions per script call |"
+echo "|---|---:|---:|---:|---:|---:|"
 for callers in $CALLERS; do
   for name in $ROWS; do
     case "$name" in

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# What one check costs Redis itself: user-space instructions that redis-server executes per
-# script call, counted by valgrind's callgrind (deterministic, so unlike decisions per
-# second it does not move with the machine's load). The seed's token bucket script (sent by
-# redis-benchmark, as the ceiling of bench/compare.py) next to tollgate's check.lua for each
-# algorithm and for three limits in one call (sent by bench/compare_driver through the
-# library), and plain INCR for scale. Prints a Markdown table.
+# What one decision costs Redis itself: user-space instructions that redis-server executes per
+# decision, counted by valgrind's callgrind (deterministic, so unlike decisions per second it
+# does not move with the machine's load), and the script calls it takes. The seed's token
+# bucket script (sent by redis-benchmark, as the ceiling of bench/compare.py) next to
+# tollgate's check.lua for each algorithm and for three limits in one request (sent by
+# bench/compare_driver through the library: at 64 callers a flush's requests share a script
+# call; at 1 caller each request is a call of its own), and plain INCR for scale. Prints a
+# Markdown table.
 #
 #   bench/script_cost.sh [BUILD_DIR]      (default: build; needs bench/compare_driver)
 #
@@ -42,8 +44,9 @@ executed() {
 }
 
 # Runs "$@" (the measured calls) with callgrind's counters zeroed before and dumped after;
-# prints instructions per call Redis executed (counted by Redis: a call the client gave up
-# on still counts if Redis ran it, and one it never sent does not).
+# prints the instructions Redis executed and the script calls (and INCRs) it ran meanwhile
+# (counted by Redis: a call the client gave up on still counts if Redis ran it, and one it
+# never sent does not).
 measure() {
   local before after dump
   before=$(executed)
@@ -52,7 +55,7 @@ measure() {
   callgrind_control -d "$REDIS_PID" >/dev/null 2>&1
   after=$(executed)
   dump=$(ls -t "$WORK"/callgrind.out."$REDIS_PID".* | head -1)
-  awk -v n="$((after - before))" '/^(summary|totals):/ {printf "%.0f", $2 / n; exit}' "$dump"
+  awk -v n="$((after - before))" '/^(summary|totals):/ {printf "%.0f %d", $2, n; exit}' "$dump"
   rm -f "$dump"
 }
 
@@ -63,39 +66,46 @@ seed() {
 }
 incr() { redis-benchmark -p "$PORT" -c 4 -P 32 -r 1000 -n "$1" INCR 'incr:{__rand_int__}'; }
 tollgate() {
-  local calls=$1
-  shift
-  "$DRIVER" --via library --redis "redis://127.0.0.1:$PORT" --callers 64 --keys 1000 \
+  local calls=$1 callers=$2
+  shift 2
+  "$DRIVER" --via library --redis "redis://127.0.0.1:$PORT" --callers "$callers" --keys 1000 \
     --requests "$calls" "$@"
 }
 
-tollgate_tb() { tollgate "$1" --algorithm token_bucket; }
-tollgate_fw() { tollgate "$1" --algorithm fixed_window; }
-tollgate_sw() { tollgate "$1" --algorithm sliding_window; }
-tollgate_multi() { tollgate "$1" --mode multi; }
-tollgate_lease() { tollgate "$1" --mode lease; }
+tollgate_tb() { tollgate "$1" 64 --algorithm token_bucket; }
+tollgate_tb_one() { tollgate "$1" 1 --algorithm token_bucket; }
+tollgate_fw() { tollgate "$1" 64 --algorithm fixed_window; }
+tollgate_sw() { tollgate "$1" 64 --algorithm sliding_window; }
+tollgate_multi() { tollgate "$1" 64 --mode multi; }
+tollgate_lease() { tollgate "$1" 64 --mode lease; }
 
-# One row: `run CALLS` sends CALLS calls; warmed up, then measured.
+# One row: `run CALLS` makes CALLS decisions (the library's requests; a lease is two, taken
+# and released); warmed up, then measured.
 row() {
-  local name=$1 shown=$2 run=$3
+  local name=$1 shown=$2 run=$3 per=${4:-1} instructions calls
   "$run" "$WARMUP_CALLS" >/dev/null
-  echo "| $name | $(measure "$run" "$CALLS") | \`$shown\` |"
+  read -r instructions calls < <(measure "$run" "$CALLS")
+  awk -v name="$name" -v shown="$shown" -v i="$instructions" -v c="$calls" -v d="$((CALLS * per))" \
+    'BEGIN {printf "| %s | %.0f | %.3f | `%s` |\n", name, i / d, c / d, shown}'
 }
 
-echo "Instructions redis-server executes per call (callgrind, $CALLS calls after $WARMUP_CALLS warm-up)."
+echo "Instructions redis-server executes per decision (callgrind, $CALLS decisions after $WARMUP_CALLS warm-up)."
 echo
-echo "| call | instructions per call | sent by |"
-echo "|---|---|---|"
+echo "| decision | instructions per decision | script calls per decision | sent by |"
+echo "|---|---|---|---|"
+# redis-benchmark's rows: each command is a decision ($CALLS of them).
 row "seed token bucket script, EVALSHA" \
   "redis-benchmark -c 4 -P 32 -r 1000 EVALSHA <seed sha> 1 'seed:{__rand_int__}' 1000000000 1000000000" seed
-row "tollgate token bucket, check.lua" \
+row "tollgate token bucket, 64 callers" \
   "compare_driver --via library --algorithm token_bucket --callers 64 --keys 1000" tollgate_tb
-row "tollgate fixed window, check.lua" \
+row "tollgate token bucket, 1 caller" \
+  "compare_driver --via library --algorithm token_bucket --callers 1 --keys 1000" tollgate_tb_one
+row "tollgate fixed window, 64 callers" \
   "compare_driver --via library --algorithm fixed_window --callers 64 --keys 1000" tollgate_fw
-row "tollgate sliding window, check.lua" \
+row "tollgate sliding window, 64 callers" \
   "compare_driver --via library --algorithm sliding_window --callers 64 --keys 1000" tollgate_sw
-row "tollgate 3 limits in one call (tb+fw+sw), check.lua" \
+row "tollgate 3 limits in one request (tb+fw+sw), 64 callers" \
   "compare_driver --via library --mode multi --callers 64 --keys 1000" tollgate_multi
-row "tollgate concurrency lease, acquire or release (two calls per lease), lease.lua" \
-  "compare_driver --via library --mode lease --callers 64 --keys 1000" tollgate_lease
+row "tollgate concurrency lease, an acquire or a release, 64 callers" \
+  "compare_driver --via library --mode lease --callers 64 --keys 1000" tollgate_lease 2
 row "plain INCR" "redis-benchmark -c 4 -P 32 -r 1000 INCR 'incr:{__rand_int__}'" incr

@@ -3,7 +3,9 @@
 #
 # This file has two roles. Included from CMakeLists.txt it adds the sources. Run as
 # `cmake -DOUTPUT=... -DINPUTS=a.lua;b.lua -P Redis.cmake` it writes the generated file:
-# one `extern const std::string_view kLua<Name>` per script, as a raw string literal.
+# one `extern const std::string_view kLua<Name>` per script, as a raw string literal. A line
+# `-- tollgate:include <file>.inc.lua` in a script is replaced by that file of lua/ (parts of
+# one script kept in files of their own; they are not scripts alone).
 if(CMAKE_SCRIPT_MODE_FILE)
   set(text "// Generated from src/store/redis/lua/*.lua by cmake/Redis.cmake. Do not edit.\n")
   string(APPEND text "#include \"src/store/redis/lua_scripts.h\"\n\nnamespace tollgate::redis {\n")
@@ -18,6 +20,13 @@ if(CMAKE_SCRIPT_MODE_FILE)
       string(APPEND name ${first} ${rest})
     endforeach()
     file(READ ${input} body)
+    string(REGEX MATCHALL "-- tollgate:include [a-z_]+\\.inc\\.lua" includes "${body}")
+    foreach(include ${includes})
+      string(REPLACE "-- tollgate:include " "" part ${include})
+      get_filename_component(directory ${input} DIRECTORY)
+      file(READ ${directory}/${part} part_body)
+      string(REPLACE "${include}" "${part_body}" body "${body}")
+    endforeach()
     string(FIND "${body}" ")tollgate_lua\"" clash)
     if(NOT clash EQUAL -1)
       message(FATAL_ERROR "${input} contains the raw string delimiter")
@@ -31,12 +40,14 @@ if(CMAKE_SCRIPT_MODE_FILE)
   return()
 endif()
 
-file(GLOB TOLLGATE_REDIS_LUA CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/store/redis/lua/*.lua)
+file(GLOB TOLLGATE_REDIS_LUA_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/store/redis/lua/*.lua)
+set(TOLLGATE_REDIS_LUA ${TOLLGATE_REDIS_LUA_FILES})
+list(FILTER TOLLGATE_REDIS_LUA EXCLUDE REGEX "\\.inc\\.lua$")
 set(TOLLGATE_REDIS_LUA_CC ${CMAKE_CURRENT_BINARY_DIR}/generated/src/store/redis/lua_scripts.cc)
 add_custom_command(OUTPUT ${TOLLGATE_REDIS_LUA_CC}
   COMMAND ${CMAKE_COMMAND} -DOUTPUT=${TOLLGATE_REDIS_LUA_CC} "-DINPUTS=${TOLLGATE_REDIS_LUA}"
           -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/Redis.cmake
-  DEPENDS ${TOLLGATE_REDIS_LUA} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/Redis.cmake
+  DEPENDS ${TOLLGATE_REDIS_LUA_FILES} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/Redis.cmake
   COMMENT "Embedding src/store/redis/lua/*.lua"
   VERBATIM)
 

@@ -760,7 +760,8 @@ TEST_F(RedisStoreTest, TimeComesFromRedisNotTheCaller) {
   std::promise<int64_t> promise;
   std::vector<redis::ScriptRequest> requests(1);
   requests[0].items = {{&bucket, "u"}};
-  requests[0].timed_done = [&](absl::StatusOr<std::vector<Decision>> decisions, int64_t now) {
+  requests[0].timed_done = [&](const absl::StatusOr<std::vector<Decision>>& decisions,
+                               int64_t now) {
     EXPECT_TRUE(decisions.ok()) << decisions.status();
     promise.set_value(now);
   };

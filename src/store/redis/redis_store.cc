@@ -37,6 +37,7 @@ RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
       router_(RouterOf(*connections_)) {}
 
 RedisStoreImpl::~RedisStoreImpl() {
+  AbandonOpenFlush();
   // Nobody else holds them: closing them answers every call still out, now.
   if (connections_.use_count() == 1) connections_.reset();
   // A store released by one of its own calls' callbacks (the last owner let go in it) does

@@ -78,6 +78,9 @@ class RedisStoreImpl final : public RedisStore {
   struct ScriptCall;
   struct MultiSlotCheck;
 
+  // Answers the requests of this thread's open flush for this store Unavailable (the store is
+  // being destroyed by a callback of its own, on the thread that would send them).
+  void AbandonOpenFlush();
   // The hash slot of `items` (kAnySlot on one server); nullopt when they span several.
   std::optional<int> SlotOf(const std::vector<CheckItem>& items) const;
   // `request` joins this thread's open flush for this store, or opens one that goes at the
