@@ -37,10 +37,12 @@ trap cleanup EXIT
 for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
 redis-cli -p "$PORT" ping >/dev/null
 
-# The number of script calls and INCRs Redis has executed so far.
+# The number of commands named by the regular expression $COUNTED (script calls, or INCRs:
+# commands a script runs count too) Redis has executed so far.
+COUNTED='evalsha|eval'
 executed() {
   redis-cli -p "$PORT" INFO commandstats |
-    awk -F'[=,:]' '/^cmdstat_(evalsha|eval|incr):/ {n += $3} END {print n + 0}'
+    awk -F'[=,:]' -v counted="^cmdstat_($COUNTED)$" '$1 ~ counted {n += $3} END {print n + 0}'
 }
 
 # Runs "$@" (the measured calls) with callgrind's counters zeroed before and dumped after;
@@ -55,7 +57,7 @@ measure() {
   callgrind_control -d "$REDIS_PID" >/dev/null 2>&1
   after=$(executed)
   dump=$(ls -t "$WORK"/callgrind.out."$REDIS_PID".* | head -1)
-  awk -v n="$((after - before))" '/^(summary|totals):/ {printf "%.0f %d", $2, n; exit}' "$dump"
+  awk -v n="$((after - before))" '/^(summary|totals):/ {printf "%.0f %d\n", $2, n; exit}' "$dump"
   rm -f "$dump"
 }
 
@@ -91,7 +93,7 @@ row() {
 
 echo "Instructions redis-server executes per decision (callgrind, $CALLS decisions after $WARMUP_CALLS warm-up)."
 echo
-echo "| decision | instructions per decision | script calls per decision | sent by |"
+echo "| decision | instructions per decision | script calls (INCRs) per decision | sent by |"
 echo "|---|---|---|---|"
 # redis-benchmark's rows: each command is a decision ($CALLS of them).
 row "seed token bucket script, EVALSHA" \
@@ -108,4 +110,5 @@ row "tollgate 3 limits in one request (tb+fw+sw), 64 callers" \
   "compare_driver --via library --mode multi --callers 64 --keys 1000" tollgate_multi
 row "tollgate concurrency lease, an acquire or a release, 64 callers" \
   "compare_driver --via library --mode lease --callers 64 --keys 1000" tollgate_lease 2
+COUNTED=incr
 row "plain INCR" "redis-benchmark -c 4 -P 32 -r 1000 INCR 'incr:{__rand_int__}'" incr

@@ -9,9 +9,11 @@
 // (tollgate/fleet.h does this, with the deadlines and failure policies a store needs in
 // front of it, in one call.)
 //
-// Every check is one EVALSHA of one Lua script that decides every item of the call with
-// Redis' own clock (TIME) and writes only when all pass, so any number of processes
-// sharing a Redis never over-admit. Key layout (see docs/redis.md):
+// Every request is decided by one Lua script, all or nothing, with Redis' own clock (TIME):
+// it writes only when every item passes, so any number of processes sharing a Redis never
+// over-admit. The requests of one flush (those made while one I/O handler of the connections
+// runs) share one EVALSHA per hash slot, which decides them in turn. Key layout (see
+// docs/redis.md):
 //   token bucket:    <key_prefix><limit name>:{<key>}                  (empty-at time, µs)
 //   fixed window:    <key_prefix><limit name>:{<key>}:<window index>   (count)
 //   sliding window:  <key_prefix><limit name>:{<key>}:<window index>   (count per window)
@@ -51,11 +53,11 @@ struct RedisStoreOptions {
 
 // A Store keeping every limit's state in Redis. Thread-safe.
 //
-// ApplyAsync sends one script call for all items and runs `done` on the connections' I/O
-// thread (or the caller's loop, see RedisConnectionsOptions::caller_loops) with decisions whose
-// `source` is kRedis, or with Unavailable when Redis cannot be reached (never waiting past
-// `reply_timeout_ms` for a dead connection). A script flushed from Redis (SCRIPT FLUSH,
-// restart, failover) is reloaded transparently.
+// ApplyAsync sends its items as one request of a script call and runs `done` on the
+// connections' I/O thread (or the caller's loop, see RedisConnectionsOptions::caller_loops)
+// with decisions whose `source` is kRedis, or with Unavailable when Redis cannot be reached
+// (never waiting past `reply_timeout_ms` for a dead connection). A script flushed from Redis
+// (SCRIPT FLUSH, restart, failover) is reloaded transparently.
 //
 // In a Redis Cluster, items whose keys share a hash slot (every limit on one entity key)
 // still go in one script call, to the slot's primary. Items on several slots are checked
