@@ -13,6 +13,9 @@ target_compile_definitions(tollgate_test_support PUBLIC
   TOLLGATE_BINARY="$<TARGET_FILE:tollgate_cli>"
   TOLLGATE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
+# Every test runs with tests/lsan.supp (third-party per-thread state freed at thread exit).
+set(TOLLGATE_TEST_ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
+
 # Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
 foreach(dir core algorithm store/memory store/redis store/sync resilience fleet config server xds cli)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
@@ -22,7 +25,7 @@ foreach(dir core algorithm store/memory store/redis store/sync resilience fleet 
     target_include_directories(${name}_test PRIVATE ${CMAKE_SOURCE_DIR})
     target_link_libraries(${name}_test PRIVATE tollgate_test_support GTest::gtest_main)
     gtest_discover_tests(${name}_test DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-      PROPERTIES TIMEOUT 600)
+      PROPERTIES TIMEOUT 600 ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
   endif()
 endforeach()
 
@@ -34,7 +37,7 @@ foreach(test_source ${integration_tests})
   target_link_libraries(${name} PRIVATE tollgate_test_support GTest::gtest_main)
   add_dependencies(${name} tollgate_cli)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT 900)
+    PROPERTIES TIMEOUT 900 ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
 endforeach()
 
 # Shell-driven tests (tests/*_test.sh): run with the build directory as $1.
@@ -43,7 +46,8 @@ foreach(test_script ${script_tests})
   get_filename_component(name ${test_script} NAME_WE)
   add_test(NAME ${name} COMMAND bash ${test_script} ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
   # Exit 77: skipped (a script that cannot run here says why).
-  set_tests_properties(${name} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
 endforeach()
 
 # src/cli/*_test.cc test parts of the binary's sources (not in a library).
