@@ -17,7 +17,7 @@ target_compile_definitions(tollgate_test_support PUBLIC
 set(TOLLGATE_TEST_ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
 
 # Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
-foreach(dir core algorithm store/memory store/redis store/sync resilience fleet config server xds cli)
+foreach(dir core algorithm store/memory store/redis store/sync limiter resilience fleet config server xds cli)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
   if(tests)
     string(REPLACE "/" "_" name ${dir})

@@ -16,8 +16,8 @@
 #include "src/algorithm/share.h"
 #include "src/algorithm/token_bucket_replay.h"
 #include "src/core/batch.h"
+#include "src/core/deadline_scheduler.h"
 #include "src/resilience/circuit_breaker.h"
-#include "src/resilience/deadline_scheduler.h"
 #include "tollgate/fallback_shares.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
@@ -639,7 +639,7 @@ class ResilientStoreImpl final : public ResilientStore {
     }
 
     std::shared_ptr<Core> core = core_;
-    const int64_t sent_micros = DeadlineScheduler::MonotonicMicros();
+    const int64_t sent_micros = internal::DeadlineScheduler::MonotonicMicros();
     // Cancelled by the answer: the timers wake only for calls still unanswered. The entry
     // holds the core weakly: a timer queue that outlives the store (loop timers drop theirs
     // when the loop is destroyed) must not keep the Redis store alive past its loops. While
@@ -656,7 +656,7 @@ class ResilientStoreImpl final : public ResilientStore {
                         core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
                       });
     auto on_reply = [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
-      core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
+      core->round_trips_.Observe(internal::DeadlineScheduler::MonotonicMicros() - sent_micros);
       if (call->answered.exchange(true)) {
         core->SettleLateReply(*call, decisions);
         return;
