@@ -26,8 +26,8 @@ foreach(fuzz_source ${TOLLGATE_FUZZ_SOURCES})
     continue()
   endif()
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
-  # Every target reads what the service does (HTTP bodies, gRPC frames, RLS requests,
-  # configs built into a descriptor matcher), so links its library.
-  target_link_libraries(${name} PRIVATE tollgate_server absl::strings)
+  # Every target reads what the server layer does (HTTP bodies, gRPC frames, RLS requests,
+  # configs built into a descriptor matcher), so links it with the library.
+  target_link_libraries(${name} PRIVATE tollgate tollgate_server absl::strings)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
 endforeach()
