@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "src/resilience/deadline_scheduler.h"
+#include "src/core/deadline_scheduler.h"
 #include "tests/support/fault_proxy.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/redis_stores.h"
@@ -48,11 +48,11 @@ struct Timed {
 };
 
 Timed CheckOne(Store& store, const Limit& limit, const std::string& key, int64_t cost = 1) {
-  const int64_t start = resilience::DeadlineScheduler::MonotonicMicros();
+  const int64_t start = internal::DeadlineScheduler::MonotonicMicros();
   std::vector<CheckItem> items;
   items.push_back(CheckItem{&limit, key, cost});
   absl::StatusOr<std::vector<Decision>> decisions = store.Apply(std::move(items));
-  return {std::move(decisions), resilience::DeadlineScheduler::MonotonicMicros() - start};
+  return {std::move(decisions), internal::DeadlineScheduler::MonotonicMicros() - start};
 }
 
 std::unique_ptr<ResilientStore> MakeStore(const std::string& url,

@@ -1,5 +1,5 @@
 // Copyright tollgate authors.
-#include "src/config/descriptor_matcher.h"
+#include "src/server/descriptor_matcher.h"
 
 #include <memory>
 #include <string>

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "src/core/absl_view.h"
 #include "src/core/batch.h"
-#include "src/core/limiter_state.h"
 #include "src/core/metered_ids.h"
+#include "src/limiter/limiter_state.h"
 #include "tollgate/memory_store.h"
 
 namespace tollgate {

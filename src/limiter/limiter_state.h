@@ -1,7 +1,7 @@
 // Copyright tollgate authors. What a Limiter holds, and the helpers its verbs share
 // (limiter.cc: checks; limiter_metered.cc: charges, reservations and leases).
-#ifndef TOLLGATE_SRC_CORE_LIMITER_STATE_H_
-#define TOLLGATE_SRC_CORE_LIMITER_STATE_H_
+#ifndef TOLLGATE_SRC_LIMITER_LIMITER_STATE_H_
+#define TOLLGATE_SRC_LIMITER_LIMITER_STATE_H_
 
 #include <cstdint>
 #include <memory>
@@ -62,4 +62,4 @@ absl::StatusOr<T> Wait(Start start) {
 }  // namespace internal
 }  // namespace tollgate
 
-#endif  // TOLLGATE_SRC_CORE_LIMITER_STATE_H_
+#endif  // TOLLGATE_SRC_LIMITER_LIMITER_STATE_H_

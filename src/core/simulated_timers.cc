@@ -4,12 +4,12 @@
 #include <utility>
 #include <vector>
 
-#include "src/resilience/deadline_queue.h"
+#include "src/core/deadline_queue.h"
 #include "tollgate/timers.h"
 
 namespace tollgate {
 
-using resilience::DeadlineQueue;
+using internal::DeadlineQueue;
 
 SimulatedTimers::SimulatedTimers(int64_t start_micros)
     : now_(start_micros), queue_(std::make_unique<DeadlineQueue>()) {}

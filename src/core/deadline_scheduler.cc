@@ -1,12 +1,12 @@
 // Copyright tollgate authors.
-#include "src/resilience/deadline_scheduler.h"
+#include "src/core/deadline_scheduler.h"
 
 #include <chrono>
 #include <utility>
 
 #include "absl/time/time.h"
 
-namespace tollgate::resilience {
+namespace tollgate::internal {
 
 int64_t DeadlineScheduler::MonotonicMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -67,10 +67,10 @@ void DeadlineScheduler::Run() {
   }
 }
 
-}  // namespace tollgate::resilience
+}  // namespace tollgate::internal
 
 namespace tollgate {
 
-std::shared_ptr<Timers> ThreadTimers() { return std::make_shared<resilience::DeadlineScheduler>(); }
+std::shared_ptr<Timers> ThreadTimers() { return std::make_shared<internal::DeadlineScheduler>(); }
 
 }  // namespace tollgate

@@ -1,6 +1,6 @@
 // Copyright tollgate authors. Runs callbacks when deadlines pass.
-#ifndef TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
-#define TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
+#ifndef TOLLGATE_SRC_CORE_DEADLINE_SCHEDULER_H_
+#define TOLLGATE_SRC_CORE_DEADLINE_SCHEDULER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -10,10 +10,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
-#include "src/resilience/deadline_queue.h"
+#include "src/core/deadline_queue.h"
 #include "tollgate/timers.h"
 
-namespace tollgate::resilience {
+namespace tollgate::internal {
 
 // ThreadTimers() (tollgate/timers.h): one thread that runs each scheduled callback once its
 // deadline (steady_clock) passes. Callbacks run on that thread and must be short (they
@@ -47,6 +47,6 @@ class DeadlineScheduler final : public Timers {
   std::thread thread_;
 };
 
-}  // namespace tollgate::resilience
+}  // namespace tollgate::internal
 
-#endif  // TOLLGATE_SRC_RESILIENCE_DEADLINE_SCHEDULER_H_
+#endif  // TOLLGATE_SRC_CORE_DEADLINE_SCHEDULER_H_

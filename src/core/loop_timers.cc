@@ -9,15 +9,15 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
-#include "src/resilience/deadline_queue.h"
-#include "src/resilience/deadline_scheduler.h"
+#include "src/core/deadline_queue.h"
+#include "src/core/deadline_scheduler.h"
 #include "tollgate/timers.h"
 
 namespace tollgate {
 namespace {
 
-using resilience::DeadlineQueue;
-using resilience::DeadlineScheduler;
+using internal::DeadlineQueue;
+using internal::DeadlineScheduler;
 
 // One loop's deadlines: a min-heap and one steady_timer armed for its earliest entry.
 // Touched only on the loop's thread.

@@ -1,6 +1,6 @@
 // Copyright tollgate authors. The queue of deadlines behind every Timers implementation.
-#ifndef TOLLGATE_SRC_RESILIENCE_DEADLINE_QUEUE_H_
-#define TOLLGATE_SRC_RESILIENCE_DEADLINE_QUEUE_H_
+#ifndef TOLLGATE_SRC_CORE_DEADLINE_QUEUE_H_
+#define TOLLGATE_SRC_CORE_DEADLINE_QUEUE_H_
 
 #include <atomic>
 #include <cstddef>
@@ -13,7 +13,7 @@
 
 #include "absl/functional/any_invocable.h"
 
-namespace tollgate::resilience {
+namespace tollgate::internal {
 
 // Callbacks by deadline, the earliest first, and those due at the same microsecond in the
 // order they were pushed. A callback whose `cancelled` flag (may be null) is set is dropped
@@ -87,6 +87,6 @@ class DeadlineQueue {
   uint64_t next_sequence_ = 0;
 };
 
-}  // namespace tollgate::resilience
+}  // namespace tollgate::internal
 
-#endif  // TOLLGATE_SRC_RESILIENCE_DEADLINE_QUEUE_H_
+#endif  // TOLLGATE_SRC_CORE_DEADLINE_QUEUE_H_

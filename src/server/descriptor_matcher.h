@@ -6,8 +6,8 @@
 // matches any run of characters, WildcardMatches), else the key with no value (which matches any
 // value). A rule applies only when it sits at the depth of the descriptor's last entry; a
 // descriptor that leaves the tree early, or matches nothing, has no rule and is not limited.
-#ifndef TOLLGATE_SRC_CONFIG_DESCRIPTOR_MATCHER_H_
-#define TOLLGATE_SRC_CONFIG_DESCRIPTOR_MATCHER_H_
+#ifndef TOLLGATE_SRC_SERVER_DESCRIPTOR_MATCHER_H_
+#define TOLLGATE_SRC_SERVER_DESCRIPTOR_MATCHER_H_
 
 #include <cstdint>
 #include <deque>
@@ -94,4 +94,4 @@ class DescriptorMatcher {
 
 }  // namespace tollgate
 
-#endif  // TOLLGATE_SRC_CONFIG_DESCRIPTOR_MATCHER_H_
+#endif  // TOLLGATE_SRC_SERVER_DESCRIPTOR_MATCHER_H_

@@ -1,5 +1,5 @@
 // Copyright tollgate authors.
-#include "src/resilience/deadline_scheduler.h"
+#include "src/core/deadline_scheduler.h"
 
 #include <atomic>
 #include <memory>
@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace tollgate::resilience {
+namespace tollgate::internal {
 namespace {
 
 // Notifies when destroyed: tells when the scheduler let go of a callback that owns it.
@@ -76,4 +76,4 @@ TEST(DeadlineSchedulerTest, UncancelledCallbackRunsAtItsDeadline) {
 }
 
 }  // namespace
-}  // namespace tollgate::resilience
+}  // namespace tollgate::internal

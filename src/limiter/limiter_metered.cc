@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/core/absl_view.h"
-#include "src/core/limiter_state.h"
 #include "src/core/metered_ids.h"
+#include "src/limiter/limiter_state.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate {

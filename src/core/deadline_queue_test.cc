@@ -1,5 +1,5 @@
 // Copyright tollgate authors.
-#include "src/resilience/deadline_queue.h"
+#include "src/core/deadline_queue.h"
 
 #include <atomic>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace tollgate::resilience {
+namespace tollgate::internal {
 namespace {
 
 TEST(DeadlineQueueTest, PopsEarliestFirstWhateverThePushOrder) {
@@ -61,4 +61,4 @@ TEST(DeadlineQueueTest, CancelledFrontIsSeenInEitherPart) {
 }
 
 }  // namespace
-}  // namespace tollgate::resilience
+}  // namespace tollgate::internal
