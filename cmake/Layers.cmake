@@ -135,6 +135,12 @@ set(TOLLGATE_LAYER_DIR ${CMAKE_BINARY_DIR}/layers)
 file(CONFIGURE OUTPUT ${TOLLGATE_LAYER_DIR}/empty.cc
   CONTENT "// The link check's only source of its own.\n" @ONLY)
 option(TOLLGATE_CHECK_LAYERS "Check in every build that no layer calls or includes one above it" ON)
+# GCC links the sanitizers' runtime into a shared object; clang only into executables unless
+# told to link its shared runtime.
+set(TOLLGATE_LINK_CHECK_OPTIONS)
+if(TOLLGATE_SANITIZE AND CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  set(TOLLGATE_LINK_CHECK_OPTIONS -shared-libsan)
+endif()
 
 foreach(layer ${TOLLGATE_LAYERS})
   string(REGEX REPLACE "^store_" "store/" folder ${layer})
@@ -164,7 +170,8 @@ foreach(layer ${TOLLGATE_LAYERS})
   if(TOLLGATE_CHECK_LAYERS AND sources)
     add_library(${target}_link_check SHARED ${TOLLGATE_LAYER_DIR}/empty.cc)
     target_link_libraries(${target}_link_check PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${target}>")
-    target_link_options(${target}_link_check PRIVATE LINKER:--no-undefined)
+    target_link_options(${target}_link_check PRIVATE LINKER:--no-undefined
+      ${TOLLGATE_LINK_CHECK_OPTIONS})
     set_target_properties(${target}_link_check PROPERTIES
       LIBRARY_OUTPUT_DIRECTORY ${TOLLGATE_LAYER_DIR})
   endif()
@@ -223,7 +230,8 @@ add_library(tollgate_layer_backward_call SHARED EXCLUDE_FROM_ALL
   ${TOLLGATE_LAYER_DIR}/backward_call.cc)
 target_link_libraries(tollgate_layer_backward_call PRIVATE
   "$<LINK_LIBRARY:WHOLE_ARCHIVE,tollgate_core>")
-target_link_options(tollgate_layer_backward_call PRIVATE LINKER:--no-undefined)
+target_link_options(tollgate_layer_backward_call PRIVATE LINKER:--no-undefined
+  ${TOLLGATE_LINK_CHECK_OPTIONS})
 set_target_properties(tollgate_layer_backward_call PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${TOLLGATE_LAYER_DIR})
 
