@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -74,7 +75,8 @@ constexpr absl::string_view kLimitKeys[] = {"algorithm",
                                             "shares",
                                             "local",
                                             "allow_sync_with_fail_closed",
-                                            "reservation_ttl"};
+                                            "reservation_ttl",
+                                            "durable"};
 // The keys of a `local:` block: an algorithm and its numbers only.
 constexpr absl::string_view kNumberKeys[] = {"algorithm", "capacity", "refill_per_second",
                                              "limit",     "window",   "lease"};
@@ -113,7 +115,7 @@ std::string OneOf(absl::Span<const absl::string_view> words) { return absl::StrJ
 // reported again.
 class Parser {
  public:
-  explicit Parser(absl::string_view file_name) : problems_(file_name) {}
+  explicit Parser(absl::string_view file_name) : file_name_(file_name), problems_(file_name) {}
 
   // May throw yaml-cpp exceptions; ParseConfig catches them.
   absl::StatusOr<Config> Parse(absl::string_view yaml_text);
@@ -164,7 +166,10 @@ class Parser {
                                    absl::Span<const absl::string_view> words);
   absl::StatusOr<bool> ParseBool(const Field& field, absl::string_view path);
 
+  const std::string file_name_;
   config::Problems problems_;
+  // Config::durable_positions of the limits read so far.
+  std::map<std::string, std::string> durable_positions_;
 };
 
 Fields Parser::ReadMap(const YAML::Node& map, absl::string_view path,
@@ -423,6 +428,15 @@ std::optional<Limit> Parser::ParseLimit(const Field& entry) {
     absl::StatusOr<bool> allow = ParseBool(*field, sub("allow_sync_with_fail_closed"));
     if (allow.ok()) limit.allow_sync_with_fail_closed = *allow;
   }
+  if (const Field* field = fields.Find("durable")) {
+    absl::StatusOr<bool> durable = ParseBool(*field, sub("durable"));
+    if (durable.ok()) limit.durable = *durable;
+    if (durable.ok() && *durable) {
+      const YAML::Mark mark = field->value.Mark();
+      durable_positions_[entry.name] =
+          absl::StrCat(file_name_, ":", mark.line + 1, ":", mark.column + 1);
+    }
+  }
   const Field* sync_interval = fields.Find("sync_interval");
   if (sync_interval != nullptr && mode_known && limit.mode != Mode::kSync) {
     Report(sync_interval->key.Mark(), sub("sync_interval"),
@@ -561,6 +575,7 @@ absl::StatusOr<Config> Parser::Parse(absl::string_view yaml_text) {
     }
   }
   if (absl::Status errors = Errors(); !errors.ok()) return errors;
+  config.durable_positions = std::move(durable_positions_);
   return config;
 }
 

@@ -46,7 +46,7 @@ constexpr absl::string_view kDescriptorKeys[] = {
     "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
 constexpr absl::string_view kRateLimitKeys[] = {
     "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
-    "replaces", "algorithm",         "on_store_failure", "timeout"};
+    "replaces", "algorithm",         "on_store_failure", "timeout",   "durable"};
 // A window of unit_multiplier units is at most this many seconds (ten years of 365 days).
 constexpr int64_t kMaxWindowSeconds = 10 * 365 * 86'400;
 constexpr absl::string_view kReplacesKeys[] = {"name"};
@@ -300,6 +300,9 @@ EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field, 
       }
       rate_limit.timeout_micros = *micros;
     });
+  }
+  if (YAML::Node durable = node["durable"]) {
+    errors.Try([&] { rate_limit.durable = Bool(durable, field + ".durable"); });
   }
   return rate_limit;
 }

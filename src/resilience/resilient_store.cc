@@ -54,6 +54,10 @@ std::string_view ResilienceEventName(ResilienceEvent::Kind kind) {
       return "reconciled";
     case ResilienceEvent::Kind::kInstanceCountChanged:
       return "instance_count_changed";
+    case ResilienceEvent::Kind::kReplicasNotConfirming:
+      return "replicas_not_confirming";
+    case ResilienceEvent::Kind::kReplicasConfirming:
+      return "replicas_confirming";
   }
   return "unknown";
 }
@@ -202,13 +206,19 @@ class Core {
   // never reconciled); a settle, release or renewal the local store does not know (a
   // reservation or lease of the shared store) is answered Unavailable, since the shared store
   // cannot apply it now.
+  // `store_counted`: the store answered and counted the call, but no replica confirmed it
+  // (UnconfirmedWriteError): not an episode of the store's absence, and nothing the fallback
+  // admits is reconciled into the store.
   void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done,
-                        const std::shared_ptr<PendingCall>& hold = nullptr) {
+                        const std::shared_ptr<PendingCall>& hold = nullptr,
+                        bool store_counted = false) {
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
-    episode_decisions_.fetch_add(1, std::memory_order_relaxed);
     const int64_t instances = Instances();
-    if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
-      Emit(ResilienceEvent::Kind::kFallbackStarted, instances, SharesInUse(instances));
+    if (!store_counted) {
+      episode_decisions_.fetch_add(1, std::memory_order_relaxed);
+      if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
+        Emit(ResilienceEvent::Kind::kFallbackStarted, instances, SharesInUse(instances));
+      }
     }
     bool any_fail_closed = false;
     // Keeps the substituted limits alive until the (inline) memory store has answered.
@@ -249,7 +259,7 @@ class Core {
           consumed.push_back(items[i]);
         }
       }
-      Admit(consumed, instances, hold);
+      if (!store_counted) Admit(consumed, instances, hold);
       for (size_t i = 0; i < decisions->size(); ++i) {
         const ItemOp op = items[i].op;
         if ((op == ItemOp::kSettle || op == ItemOp::kRelease || op == ItemOp::kRenew) &&
@@ -672,6 +682,16 @@ class ResilientStoreImpl final : public ResilientStore {
         // consumption precedes this caller's next check.
         core->RecordSuccess(call->probe);
         std::move(done)(std::move(decisions));
+        return;
+      }
+      if (IsUnconfirmedWrite(decisions.status())) {
+        // The store is up; a durable limit's replica did not confirm: its policy answers,
+        // and the breaker, which guards every limit, counts an answer.
+        if (core->breaker().RecordSuccess(call->probe)) {
+          core->Emit(ResilienceEvent::Kind::kBreakerClosed);
+        }
+        core->AnswerFromPolicy(std::move(items), std::move(done), nullptr,
+                               /*store_counted=*/true);
         return;
       }
       core->store_errors_.fetch_add(1, std::memory_order_relaxed);

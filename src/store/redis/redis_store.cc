@@ -426,12 +426,14 @@ absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
 RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
                                std::shared_ptr<RedisConnections> connections,
                                std::string script_sha, std::string lease_sha,
-                               std::vector<std::string> warnings)
+                               std::vector<std::string> warnings,
+                               DurabilityAssessment durability)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       lease_sha_(std::move(lease_sha)),
       single_check_head_(SingleCheckHead(script_sha_)),
       warnings_(std::move(warnings)),
+      durability_(std::move(durability)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
       router_(RouterOf(*connections_)) {}
@@ -444,20 +446,26 @@ RedisStoreImpl::~RedisStoreImpl() {
   calls_in_flight_->WaitUntilAtMost(t_answering == calls_in_flight_.get() ? 1 : 0);
 }
 
-void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask) {
+void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask,
+                          int64_t durable_timeout_micros) {
   calls_in_flight_->Start();
-  router_.Send(
-      slot, std::move(command),
-      [in_flight = calls_in_flight_,
-       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-        const internal::InFlight* outer = std::exchange(t_answering, in_flight.get());
-        std::move(done)(std::move(reply));
-        t_answering = outer;
-        // The store may be gone from here on (released in `done`, or by its destructor as
-        // soon as this count falls).
-        in_flight->Finish();
-      },
-      follow_ask);
+  ReplyCallback counted = [in_flight = calls_in_flight_,
+                           done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+    const internal::InFlight* outer = std::exchange(t_answering, in_flight.get());
+    std::move(done)(std::move(reply));
+    t_answering = outer;
+    // The store may be gone from here on (released in `done`, or by its destructor as
+    // soon as this count falls).
+    in_flight->Finish();
+  };
+  // ---- durable limits (durable_writes.h): answered once a replica holds the write ----
+  if (durable_timeout_micros > 0) {
+    router_.SendDurable(slot, std::move(command),
+                        {.timeout_micros = durable_timeout_micros, .wrote = &ScriptReplyWrote},
+                        std::move(counted));
+    return;
+  }
+  router_.Send(slot, std::move(command), std::move(counted), follow_ask);
 }
 
 void RedisStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done) {
@@ -479,6 +487,7 @@ struct RedisStoreImpl::ScriptCall {
   bool follow_ask = false;
   bool retried = false;
   bool lease = false;  // lua/lease.lua's call (IsSingleLease), else lua/check.lua's
+  int64_t durable_timeout_micros = 0;  // DurableTimeoutMicros: > 0 when durable
   // Exactly one is set: the decisions (CheckAtAsync) or the raw reply (EvalCheckAsync).
   CheckCallback decisions_done;
   ReplyCallback reply_done;
@@ -521,6 +530,8 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
     call->follow_ask = OnlyDeclaredKeys(call->items);
   }
   call->lease = IsSingleLease(call->items);
+  call->durable_timeout_micros =
+      DurableTimeoutMicros(call->items, durability_.durable_by_default);
   std::string command = ScriptCommand(*call, /*eval=*/false);
   SendScriptCommand(std::move(call), std::move(command));
 }
@@ -541,12 +552,13 @@ std::string RedisStoreImpl::ScriptCommand(const ScriptCall& call, bool eval) con
 void RedisStoreImpl::SendScriptCommand(std::unique_ptr<ScriptCall> call, std::string command) {
   const int slot = call->slot;
   const bool follow_ask = call->follow_ask;
+  const int64_t durable_timeout_micros = call->durable_timeout_micros;
   Send(
       slot, std::move(command),
       [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
         OnScriptReply(std::move(call), std::move(reply));
       },
-      follow_ask);
+      follow_ask, durable_timeout_micros);
 }
 
 void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
@@ -821,9 +833,12 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
   }
   std::vector<std::string> warnings;
   redis::CheckEviction(router, &warnings);
+  redis::DurabilityAssessment durability = redis::AssessDurability(router);
+  warnings.insert(warnings.end(), durability.warnings.begin(), durability.warnings.end());
+  redis::DurableMonitorOf(*connections).set_on_event(options.on_event);
   return std::make_unique<redis::RedisStoreImpl>(std::move(options), std::move(connections),
                                                  std::move(shas[0]), std::move(shas[1]),
-                                                 std::move(warnings));
+                                                 std::move(warnings), std::move(durability));
 }
 
 }  // namespace tollgate

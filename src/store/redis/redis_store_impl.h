@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/core/in_flight.h"
+#include "src/store/redis/durability.h"
 #include "src/store/redis/router.h"
 #include "tollgate/redis_store.h"
 
@@ -50,7 +51,8 @@ int ItemSlot(std::string_view prefix, const CheckItem& item);
 class RedisStoreImpl final : public RedisStore {
  public:
   RedisStoreImpl(RedisStoreOptions options, std::shared_ptr<RedisConnections> connections,
-                 std::string script_sha, std::string lease_sha, std::vector<std::string> warnings);
+                 std::string script_sha, std::string lease_sha, std::vector<std::string> warnings,
+                 DurabilityAssessment durability);
   // Connections of its own are closed, failing the calls still out at once; shared ones stay
   // with the other stores, and the destructor waits for this store's calls to be answered
   // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
@@ -60,6 +62,10 @@ class RedisStoreImpl final : public RedisStore {
   // kAdd items is one EVAL of lua/add.lua per hash slot (see its header for the rule).
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
+  // Durable limits (redis_store_durable.cc).
+  bool Durable(const Limit& limit) const override;
+  absl::Status CheckDurable(const std::vector<Limit>& limits) const override;
+  DurableWaitStats durable_waits() const override;
 
   // Items whose keys share a hash slot (always, on one server) are checked in one script
   // call. In a Redis Cluster, items on several slots are checked with one call per slot,
@@ -97,14 +103,17 @@ class RedisStoreImpl final : public RedisStore {
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
   // ApplyAsync of a batch of kAdd items.
   void AddAsync(std::vector<CheckItem> items, CheckCallback done);
-  // router_.Send, counted in calls_in_flight_ until `done` has returned.
-  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
+  // router_.Send, counted in calls_in_flight_ until `done` has returned; with
+  // `durable_timeout_micros` > 0 (DurableTimeoutMicros), router_.SendDurable.
+  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask,
+            int64_t durable_timeout_micros = 0);
 
   const RedisStoreOptions options_;
   const std::string script_sha_;         // lua/check.lua's
   const std::string lease_sha_;          // lua/lease.lua's
   const std::string single_check_head_;  // SingleCheckHead(script_sha_)
   const std::vector<std::string> warnings_;
+  const DurabilityAssessment durability_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
   // with the callbacks, which count down after they return; the destructor waits on it.
