@@ -157,7 +157,9 @@ int64_t DurableTimeoutMicros(const std::vector<CheckItem>& items, bool durable_b
   bool durable = false;
   int64_t timeout_micros = items.empty() ? 0 : items.front().limit->timeout_micros;
   for (const CheckItem& item : items) {
-    durable = durable || IsDurable(*item.limit, durable_by_default);
+    // A peek (a check of cost 0) writes nothing a replica must hold.
+    const bool writes = item.cost > 0 || !IsConditional(item.op);
+    durable = durable || (writes && IsDurable(*item.limit, durable_by_default));
     timeout_micros = std::min(timeout_micros, item.limit->timeout_micros);
   }
   return durable ? std::max<int64_t>(timeout_micros, 1) : 0;

@@ -62,8 +62,9 @@ inline bool IsDurable(const Limit& limit, bool durable_by_default) {
                                 limit.mode == Mode::kExact);
 }
 
-// 0 when no item of `items` is durable; else the time its call has (the smallest timeout of
-// its items, the deadline ResilientStore gives it).
+// 0 when no item of `items` that may write (anything but a peek, a check of cost 0) is
+// durable; else the time its call has (the smallest timeout of its items, the deadline
+// ResilientStore gives it).
 int64_t DurableTimeoutMicros(const std::vector<CheckItem>& items, bool durable_by_default);
 
 // Whether a reply of check.lua or lease.lua (8 bytes of time, then 25 bytes per item, each

@@ -99,6 +99,11 @@ TEST(DurabilityTest, ACallIsDurableWhenAnyItemIsAndHasItsItemsSmallestTimeout) {
   EXPECT_EQ(DurableTimeoutMicros({{&plain, "k"}}, true), 0);
   EXPECT_EQ(DurableTimeoutMicros({{&durable, "k"}}, false), 200'000);
   EXPECT_EQ(DurableTimeoutMicros({{&durable, "k"}, {&plain, "k"}}, false), 50'000);
+  // A peek writes nothing.
+  EXPECT_EQ(DurableTimeoutMicros({{&durable, "k", 0}}, false), 0);
+  CheckItem release{&durable, "k", 0};
+  release.op = ItemOp::kRelease;
+  EXPECT_EQ(DurableTimeoutMicros({release}, false), 200'000);
 }
 
 TEST(DurabilityTest, AReplyThatAllowsNothingWroteNothing) {
