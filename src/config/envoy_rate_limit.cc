@@ -17,7 +17,7 @@ namespace {
 
 constexpr absl::string_view kRateLimitKeys[] = {
     "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
-    "replaces", "algorithm",         "on_store_failure", "timeout"};
+    "replaces", "algorithm",         "on_store_failure", "timeout",   "durable"};
 constexpr absl::string_view kReplacesKeys[] = {"name"};
 constexpr absl::string_view kUnitNames[] = {"second", "minute", "hour", "day",
                                             "week",   "month",  "year"};
@@ -195,6 +195,10 @@ absl::StatusOr<EnvoyRateLimit> EnvoyParser::ParseRateLimit(const YAML::Node& nod
   }
   if (YAML::Node timeout = node["timeout"]) {
     ReadTimeout(*this, timeout, field + ".timeout", rate_limit).IgnoreError();
+  }
+  if (YAML::Node durable = node["durable"]) {
+    absl::StatusOr<bool> value = Bool(durable, field + ".durable");
+    if (value.ok()) rate_limit.durable = *value;
   }
   return rate_limit;
 }

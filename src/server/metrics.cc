@@ -269,7 +269,46 @@ void Metrics::set_tracing_stats(std::function<TracingStats()> tracing_stats) {
   tracing_stats_ = std::move(tracing_stats);
 }
 
+void Metrics::set_durable_waits(std::function<DurableWaitStats()> durable_waits) {
+  absl::MutexLock lock(&mu_);
+  durable_waits_ = std::move(durable_waits);
+}
+
 namespace {
+
+// A histogram family of kStoreRoundTripBucketsMicros.
+void RenderRoundTrips(std::string& out, const char* name, std::string_view help,
+                      const StoreRoundTripHistogram& histogram) {
+  Family(out, name, "histogram", help);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < kRoundTripBounds.size(); ++i) {
+    cumulative += histogram.counts[i];
+    absl::StrAppend(&out, name, "_bucket{le=\"", kRoundTripBounds[i], "\"} ", cumulative, "\n");
+  }
+  cumulative += histogram.counts.back();
+  absl::StrAppend(&out, name, "_bucket{le=\"+Inf\"} ", cumulative, "\n");
+  absl::StrAppend(&out, name, "_sum ", absl::StrFormat("%.6f", histogram.sum_micros / 1e6), "\n");
+  absl::StrAppend(&out, name, "_count ", cumulative, "\n");
+}
+
+void RenderDurableWaits(std::string& out, const DurableWaitStats& stats) {
+  Family(out, "tollgate_durable_waits_total", "counter",
+         "Redis WAITs sent for durable limits: one per group of durable calls.");
+  absl::StrAppend(&out, "tollgate_durable_waits_total ", stats.waits, "\n");
+  Family(out, "tollgate_durable_wait_timeouts_total", "counter",
+         "WAITs for durable limits that returned without a replica's confirmation.");
+  absl::StrAppend(&out, "tollgate_durable_wait_timeouts_total ", stats.wait_timeouts, "\n");
+  Family(out, "tollgate_durable_calls_total", "counter",
+         "Durable calls that wrote, by whether a replica confirmed them in time (unconfirmed: "
+         "answered by the limit's on_store_failure).");
+  absl::StrAppend(&out, "tollgate_durable_calls_total{result=\"confirmed\"} ",
+                  stats.calls_confirmed, "\n");
+  absl::StrAppend(&out, "tollgate_durable_calls_total{result=\"unconfirmed\"} ",
+                  stats.calls_unconfirmed, "\n");
+  RenderRoundTrips(out, "tollgate_durable_wait_seconds",
+                   "Time a WAIT for durable limits took, from sent to answered.",
+                   stats.wait_latency);
+}
 
 void RenderTracing(std::string& out, const TracingStats& stats) {
   Family(out, "tollgate_tracing_spans_exported_total", "counter",
@@ -307,9 +346,11 @@ std::string Metrics::Render() const {
   int64_t memory_max_keys = 0;
   const GrpcTlsCounters* grpc_tls = nullptr;
   std::function<TracingStats()> tracing_stats;
+  std::function<DurableWaitStats()> durable_waits;
   {
     absl::MutexLock lock(&mu_);
     tracing_stats = tracing_stats_;
+    durable_waits = durable_waits_;
     const Table* table = table_.load(std::memory_order_acquire);
     for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
     store = resilient_store_;
@@ -447,21 +488,10 @@ std::string Metrics::Render() const {
       Family(out, name, "counter", help_value.first);
       absl::StrAppend(&out, name, " ", help_value.second, "\n");
     }
-    const StoreRoundTripHistogram round_trips = store->store_round_trips();
-    Family(out, "tollgate_store_round_trip_seconds", "histogram",
-           "Time the shared store (Redis) took to answer a check call, late answers included.");
-    int64_t cumulative = 0;
-    for (size_t i = 0; i < kRoundTripBounds.size(); ++i) {
-      cumulative += round_trips.counts[i];
-      absl::StrAppend(&out, "tollgate_store_round_trip_seconds_bucket{le=\"", kRoundTripBounds[i],
-                      "\"} ", cumulative, "\n");
-    }
-    cumulative += round_trips.counts.back();
-    absl::StrAppend(&out, "tollgate_store_round_trip_seconds_bucket{le=\"+Inf\"} ", cumulative,
-                    "\n");
-    absl::StrAppend(&out, "tollgate_store_round_trip_seconds_sum ",
-                    absl::StrFormat("%.6f", round_trips.sum_micros / 1e6), "\n");
-    absl::StrAppend(&out, "tollgate_store_round_trip_seconds_count ", cumulative, "\n");
+    RenderRoundTrips(
+        out, "tollgate_store_round_trip_seconds",
+        "Time the shared store (Redis) took to answer a check call, late answers included.",
+        store->store_round_trips());
     Family(out, "tollgate_circuit_breaker_state", "gauge",
            "The store's circuit breaker: 0 closed, 1 open, 2 half_open.");
     int state = 0;
@@ -478,6 +508,7 @@ std::string Metrics::Render() const {
     }
     absl::StrAppend(&out, "tollgate_circuit_breaker_state ", state, "\n");
   }
+  if (durable_waits) RenderDurableWaits(out, durable_waits());
   if (instance_count) {
     Family(out, "tollgate_instances", "gauge",
            "Live tollgate instances sharing the limits (N of the fallback share).");
