@@ -10,9 +10,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "src/core/absl_view.h"
 #include "src/server/json_errors.h"
 #include "src/server/ratelimit_headers.h"
-#include "src/server/text_append.h"
 
 namespace tollgate::server {
 namespace {
@@ -282,26 +282,28 @@ void AppendJsonString(std::string& out, absl::string_view text) {
 // `extras`: the members a metered reply adds, "" for none.
 void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
                     bool allowed, const DecisionExtras& extras = {}) {
-  AppendPieces(out, allowed ? "\"allowed\":true" : "\"allowed\":false");
-  if (decision.debt > 0) AppendPieces(out, ",\"debt\":", decision.debt);
+  out += allowed ? "\"allowed\":true" : "\"allowed\":false";
+  if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
   if (!extras.lease.empty()) {
-    AppendPieces(out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
+    absl::StrAppend(&out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
     AppendJsonString(out, extras.lease);
   }
-  AppendPieces(out, ",\"limit\":", decision.limit, ",\"name\":");
+  absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
   AppendJsonString(out, name);
-  if (!allowed) AppendPieces(out, ",\"reason\":\"", DenyReasonName(decision.reason), "\"");
-  if (extras.released.has_value()) {
-    AppendPieces(out, *extras.released ? ",\"released\":true" : ",\"released\":false");
+  if (!allowed) {
+    absl::StrAppend(&out, ",\"reason\":\"", AbslView(DenyReasonName(decision.reason)), "\"");
   }
-  AppendPieces(out, ",\"remaining\":", std::max<int64_t>(decision.remaining, 0));
+  if (extras.released.has_value()) {
+    out += *extras.released ? ",\"released\":true" : ",\"released\":false";
+  }
+  absl::StrAppend(&out, ",\"remaining\":", std::max<int64_t>(decision.remaining, 0));
   if (!extras.reservation.empty()) {
     out += ",\"reservation\":";
     AppendJsonString(out, extras.reservation);
   }
-  AppendPieces(out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
-               ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
-               DecisionSourceName(decision.source), "\"");
+  absl::StrAppend(&out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
+                  ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
+                  AbslView(DecisionSourceName(decision.source)), "\"");
 }
 
 }  // namespace

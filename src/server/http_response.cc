@@ -2,16 +2,16 @@
 #include "src/server/http_response.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "boost/beast/http/status.hpp"
 #include "src/core/absl_view.h"
-#include "src/server/text_append.h"
 
 namespace tollgate::server {
 
 void HttpResponse::add_field(std::string_view name, std::string_view value) {
   // A response's fields take one allocation, not one per doubling from the inline capacity.
   if (fields_.capacity() < 256) fields_.reserve(256);
-  AppendPieces(fields_, name, ": ", value, "\r\n");
+  absl::StrAppend(&fields_, AbslView(name), ": ", AbslView(value), "\r\n");
 }
 
 std::string_view HttpResponse::field(std::string_view name) const {
@@ -33,9 +33,9 @@ void HttpResponse::AppendTo(std::string& out) const {
   std::string_view connection;
   if (version_ == 10 && keep_alive_) connection = "Connection: keep-alive\r\n";
   if (version_ != 10 && !keep_alive_) connection = "Connection: close\r\n";
-  AppendPieces(out, version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ", result_int(), " ",
-               std::string_view(reason.data(), reason.size()), "\r\n", fields_,
-               "Content-Length: ", body_.size(), "\r\n", connection, "\r\n", body_);
+  absl::StrAppend(&out, version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ", result_int(), " ",
+                  absl::string_view(reason.data(), reason.size()), "\r\n", fields_,
+                  "Content-Length: ", body_.size(), "\r\n", AbslView(connection), "\r\n", body_);
 }
 
 }  // namespace tollgate::server
