@@ -1,10 +1,10 @@
 // Copyright tollgate authors. Parts of every decision of `tollgate serve` on its event loop.
 // The shared state a Redis decision touches, from one thread and from two at once (two
 // loops): the circuit breaker's Admit and RecordSuccess, and FallbackShares::Count (a
-// demand-shared fail_open limit). And an HTTP /v1/check request read and its answer built and
-// written out, in src/server/http_request.h's and http_response.h's types and in Beast's
-// http::request_parser and http::response. And a ShouldRateLimit request as Envoy sends it,
-// read in place (src/server/rls_request.h) and parsed by protobuf onto an arena.
+// demand-shared fail_open limit). And an HTTP /v1/check request read, in
+// src/server/http_request.h's type and in Beast's http::request_parser. And a ShouldRateLimit
+// request as Envoy sends it, read in place (src/server/rls_request.h) and parsed by protobuf
+// onto an arena.
 //
 //   cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOLLGATE_BUILD_BENCH=ON
 //   cmake --build build-rel --target hot_path_bench
@@ -17,7 +17,6 @@
 #include "google/protobuf/arena.h"
 #include "src/resilience/circuit_breaker.h"
 #include "src/server/http_request.h"
-#include "src/server/http_response.h"
 #include "src/server/rls_request.h"
 #include "tollgate/clock.h"
 #include "tollgate/fallback_shares.h"
@@ -53,67 +52,6 @@ void BM_BreakerAdmitAndSucceed(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_BreakerAdmitAndSucceed)->Threads(1)->Threads(2)->UseRealTime();
-
-// The fields and body of an allowed /v1/check answer (src/server/http_handler.cc).
-constexpr char kPolicy[] = R"("api_per_user";q=100;w=1)";
-constexpr char kRateLimit[] = R"("api_per_user";r=99;t=0)";
-constexpr char kBody[] =
-    R"({"allowed":true,"limit":100,"name":"api_per_user","remaining":99,"reset_after_ms":10,)"
-    R"("retry_after_ms":0,"source":"redis"})"
-    "\n";
-
-void BM_CheckAnswer(benchmark::State& state) {
-  std::string wire;
-  for (auto _ : state) {
-    server::HttpResponse response(boost::beast::http::status::ok, 11);
-    response.add_field("Server", "tollgate");
-    response.add_field("Content-Type", "application/json");
-    response.add_field("Cache-Control", "no-store");
-    response.add_field("RateLimit-Policy", kPolicy);
-    response.add_field("RateLimit", kRateLimit);
-    response.body() = kBody;
-    wire.clear();
-    response.AppendTo(wire);
-    benchmark::DoNotOptimize(wire.data());
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_CheckAnswer);
-
-// The same answer in Beast's response, written out as the session wrote it before
-// src/server/http_response.h: the status line, each field, the body.
-void BM_CheckAnswerBeastResponse(benchmark::State& state) {
-  namespace http = boost::beast::http;
-  std::string wire;
-  for (auto _ : state) {
-    http::response<http::string_body> response(http::status::ok, 11);
-    response.set(http::field::server, "tollgate");
-    response.set(http::field::content_type, "application/json");
-    response.set(http::field::cache_control, "no-store");
-    response.keep_alive(true);
-    response.body() = kBody;
-    response.prepare_payload();
-    response.set("RateLimit-Policy", kPolicy);
-    response.set("RateLimit", kRateLimit);
-    wire.clear();
-    wire += "HTTP/1.1 ";
-    wire += std::to_string(response.result_int());
-    wire += ' ';
-    wire.append(response.reason().data(), response.reason().size());
-    wire += "\r\n";
-    for (const auto& field : response) {
-      wire.append(field.name_string().data(), field.name_string().size());
-      wire += ": ";
-      wire.append(field.value().data(), field.value().size());
-      wire += "\r\n";
-    }
-    wire += "\r\n";
-    wire += response.body();
-    benchmark::DoNotOptimize(wire.data());
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_CheckAnswerBeastResponse);
 
 // A /v1/check request as bench/http_load sends it.
 constexpr char kRequest[] =

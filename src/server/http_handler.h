@@ -25,7 +25,6 @@
 #include "boost/beast/http.hpp"
 #include "src/server/check_service.h"
 #include "src/server/http_request.h"
-#include "src/server/http_response.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
 
@@ -40,6 +39,9 @@ using ReadinessCheck = std::function<absl::Status()>;
 // answering OK with no limits"), or "" for nothing.
 using ReadinessNote = std::function<std::string()>;
 
+// A response of the API: Beast's. Its Content-Length is set when it is written
+// (HttpSession), so a handler need not call prepare_payload().
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
 using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 
 // A complete response with a JSON body {"error": message}.

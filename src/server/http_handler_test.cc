@@ -53,7 +53,8 @@ class HttpHandlerTest : public ::testing::Test {
   }
 
   static std::string Header(const HttpResponse& response, std::string_view name) {
-    return std::string(response.field(name));
+    const auto value = response[boost::beast::string_view(name.data(), name.size())];
+    return std::string(value.data(), value.size());
   }
 
   SimulatedClock clock_;
