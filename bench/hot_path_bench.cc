@@ -1,10 +1,8 @@
 // Copyright tollgate authors. Parts of every decision of `tollgate serve` on its event loop.
 // The shared state a Redis decision touches, from one thread and from two at once (two
 // loops): the circuit breaker's Admit and RecordSuccess, and FallbackShares::Count (a
-// demand-shared fail_open limit). And an HTTP /v1/check request read, in
-// src/server/http_request.h's type and in Beast's http::request_parser. And a ShouldRateLimit
-// request as Envoy sends it, read in place (src/server/rls_request.h) and parsed by protobuf
-// onto an arena.
+// demand-shared fail_open limit). And a ShouldRateLimit request as Envoy sends it, read in
+// place (src/server/rls_request.h) and parsed by protobuf onto an arena.
 //
 //   cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOLLGATE_BUILD_BENCH=ON
 //   cmake --build build-rel --target hot_path_bench
@@ -13,10 +11,8 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "boost/beast/http.hpp"
 #include "google/protobuf/arena.h"
 #include "src/resilience/circuit_breaker.h"
-#include "src/server/http_request.h"
 #include "src/server/rls_request.h"
 #include "tollgate/clock.h"
 #include "tollgate/fallback_shares.h"
@@ -52,38 +48,6 @@ void BM_BreakerAdmitAndSucceed(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_BreakerAdmitAndSucceed)->Threads(1)->Threads(2)->UseRealTime();
-
-// A /v1/check request as bench/http_load sends it.
-constexpr char kRequest[] =
-    "POST /v1/check HTTP/1.1\r\n"
-    "Host: 127.0.0.1:8080\r\n"
-    "Content-Type: application/json\r\n"
-    "Content-Length: 42\r\n"
-    "\r\n"
-    R"({"limit":"api_per_user","key":"user:1234"})";
-
-template <typename Parser>
-void ParseRequest(benchmark::State& state) {
-  size_t body_bytes = 0;
-  for (auto _ : state) {
-    Parser parser;
-    parser.header_limit(8 * 1024);
-    parser.body_limit(64 * 1024);
-    parser.eager(true);
-    boost::beast::error_code error;
-    parser.put(boost::asio::buffer(kRequest, sizeof(kRequest) - 1), error);
-    if (error || !parser.is_done()) state.SkipWithError("the request did not parse");
-    body_bytes += parser.get().body().size();
-  }
-  benchmark::DoNotOptimize(body_bytes);
-  state.SetItemsProcessed(state.iterations());
-}
-void BM_CheckRequest(benchmark::State& state) { ParseRequest<server::HttpRequestParser>(state); }
-BENCHMARK(BM_CheckRequest);
-void BM_CheckRequestBeastParser(benchmark::State& state) {
-  ParseRequest<boost::beast::http::request_parser<boost::beast::http::string_body>>(state);
-}
-BENCHMARK(BM_CheckRequestBeastParser);
 
 // A ShouldRateLimit request as bench/h2_load and Envoy's rate-limit filter send it: a domain
 // and one descriptor of one entry.

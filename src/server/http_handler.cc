@@ -72,11 +72,13 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
   absl::string_view target(request.target().data(), request.target().size());
   absl::string_view path = target.substr(0, target.find('?'));
   auto method_not_allowed = [&](const char* allow) {
-    HttpResponse response =
-        JsonErrorResponse(http::status::method_not_allowed,
-                          absl::StrCat("method ", AbslView(request.method_string()),
-                                       " not allowed on ", path, " (use ", allow, ")"),
-                          request.version(), request.keep_alive());
+    HttpResponse response = JsonErrorResponse(
+        http::status::method_not_allowed,
+        absl::StrCat(
+            "method ",
+            absl::string_view(request.method_string().data(), request.method_string().size()),
+            " not allowed on ", path, " (use ", allow, ")"),
+        request.version(), request.keep_alive());
     response.set(http::field::allow, allow);
     std::move(done)(std::move(response));
   };

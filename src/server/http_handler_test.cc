@@ -36,7 +36,7 @@ class HttpHandlerTest : public ::testing::Test {
 
   HttpResponse Send(http::verb method, const std::string& target, std::string body = "") {
     HttpRequest request(method, target, 11);
-    request.add_field("Host", "tollgate");  // HTTP/1.1 requires it
+    request.insert(http::field::host, "tollgate");  // HTTP/1.1 requires it
     request.body() = std::move(body);
     std::optional<HttpResponse> response;
     handler_->Handle(request, [&](HttpResponse r) { response = std::move(r); });

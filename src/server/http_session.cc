@@ -159,7 +159,8 @@ void HttpSession::Parse() {
     // The body's own deadline, from the end of the head.
     SetDeadline(NowMicros() + IdleTimeoutMicros());
     // curl and others wait (about a second) for "100 Continue" before sending a large body.
-    if (parser_->get().expects_continue()) {
+    const auto expect = parser_->get().find(http::field::expect);
+    if (expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue")) {
       write_buffer_.assign(kContinue.data(), kContinue.size());
       return Send(0, &HttpSession::OnContinueWritten);
     }

@@ -327,7 +327,7 @@ class HandlerOpsTest : public ::testing::Test {
   HttpResponse Send(HttpHandler& handler, http::verb method, const std::string& target,
                     std::string body = "") {
     HttpRequest request(method, target, 11);
-    request.add_field("Host", "tollgate");  // HTTP/1.1 requires it
+    request.insert(http::field::host, "tollgate");  // HTTP/1.1 requires it
     request.body() = std::move(body);
     std::optional<HttpResponse> response;
     handler.Handle(request, [&](HttpResponse reply) { response = std::move(reply); });
