@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cassert>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -16,7 +15,6 @@
 #include "google/protobuf/util/json_util.h"
 #include "src/core/absl_view.h"
 #include "src/server/metrics.h"
-#include "src/server/protobuf_wire.h"
 #include "src/server/ratelimit_headers.h"
 
 namespace tollgate::server {
@@ -317,7 +315,7 @@ struct StatusAnswer {
   int64_t reset_seconds = 0;
 };
 
-// The answer to a plan, decided once for both ways of writing it.
+// The answer to a plan, decided once for the message and for the span's outcome.
 struct Answer {
   RateLimitResponse::Code overall_code = RateLimitResponse::OK;
   absl::InlinedVector<StatusAnswer, 4> statuses;
@@ -420,39 +418,6 @@ void ForEachHeader(const Answer& answer, Each each) {
   each(kResetHeader, view(absl::AlphaNum(status.reset_seconds)));
 }
 
-using protobuf_wire::Extend;
-using protobuf_wire::LengthDelimitedSize;
-using protobuf_wire::StringFieldSize;
-using protobuf_wire::VarintFieldSize;
-using protobuf_wire::WireCursor;
-
-// RateLimitResponse.DescriptorStatus, its RateLimit and Duration (rls.proto).
-void PutStatus(std::string& out, const StatusAnswer& status) {
-  const size_t limit_size = VarintFieldSize(status.requests_per_unit) +
-                            VarintFieldSize(static_cast<uint64_t>(status.unit)) +
-                            StringFieldSize(status.name);
-  const size_t duration_size = VarintFieldSize(static_cast<uint64_t>(status.reset_seconds));
-  const size_t size = VarintFieldSize(static_cast<uint64_t>(status.code)) +
-                      (status.has_current_limit ? LengthDelimitedSize(limit_size) : 0) +
-                      VarintFieldSize(status.limit_remaining) +
-                      (status.has_duration ? LengthDelimitedSize(duration_size) : 0);
-  WireCursor cursor = Extend(out, LengthDelimitedSize(size));
-  cursor.LengthDelimited(2, size);  // RateLimitResponse.statuses
-  cursor.VarintField(1, static_cast<uint64_t>(status.code));
-  if (status.has_current_limit) {
-    cursor.LengthDelimited(2, limit_size);
-    cursor.VarintField(1, status.requests_per_unit);
-    cursor.VarintField(2, static_cast<uint64_t>(status.unit));
-    cursor.StringField(3, status.name);
-  }
-  cursor.VarintField(3, status.limit_remaining);
-  if (status.has_duration) {
-    cursor.LengthDelimited(4, duration_size);
-    cursor.VarintField(1, static_cast<uint64_t>(status.reset_seconds));
-  }
-  assert(cursor.at() == out.data() + out.size());
-}
-
 }  // namespace
 
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
@@ -519,31 +484,6 @@ RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros) {
     outcome.over_limit_descriptors += status.code == RateLimitResponse::OVER_LIMIT ? 1 : 0;
   }
   return outcome;
-}
-
-bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
-                                  std::string* out) {
-  if (plan.dynamic_metadata.has_value()) return false;
-  const Answer answer = Decide(plan, now_micros);
-  if (answer.unavailable_limit != nullptr) return false;  // dynamic metadata
-  // Room for the usual answer (a status of a few dozen bytes, three short headers per
-  // descriptor), so that it is not grown piece by piece.
-  out->reserve(out->size() + 8 + answer.statuses.size() * (headers ? 160 : 48));
-  const auto overall_code = static_cast<uint64_t>(answer.overall_code);
-  Extend(*out, VarintFieldSize(overall_code)).VarintField(1, overall_code);
-  for (const StatusAnswer& status : answer.statuses) PutStatus(*out, status);
-  if (headers) {
-    // RateLimitResponse.response_headers_to_add: HeaderValue {key = 1, value = 2}.
-    ForEachHeader(answer, [out](std::string_view name, std::string_view value) {
-      const size_t size = StringFieldSize(name) + StringFieldSize(value);
-      WireCursor cursor = Extend(*out, LengthDelimitedSize(size));
-      cursor.LengthDelimited(3, size);
-      cursor.StringField(1, name);
-      cursor.StringField(2, value);
-      assert(cursor.at() == out->data() + out->size());
-    });
-  }
-  return true;
 }
 
 bool RefusedForStoreUnavailable(const RateLimitResponse& response) {

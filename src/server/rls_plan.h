@@ -210,13 +210,6 @@ std::vector<CheckRequest> TakeCheckRequests(RlsPlan& plan);
 void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
                              RateLimitResponse* response);
 
-// The same answer serialized (Protocol Buffers' wire format), appended to `*out` without
-// building the message: what gRPC sends. Returns false, appending nothing, when the answer
-// carries dynamic metadata (plan.dynamic_metadata, or a limit refused because the store is
-// unreachable): then RenderRateLimitResponse and serialize.
-bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
-                                  std::string* out);
-
 // What the answer to `plan` (decisions set) says in sum, for its trace span: the overall code
 // and how many statuses are OVER_LIMIT (as RenderRateLimitResponse would write them).
 struct RlsOutcome {

@@ -39,13 +39,9 @@ struct RlsService::Reply {
   void Answer(const RlsPlan& plan, int64_t now_micros, bool headers) && {
     span.Answered(plan, now_micros);
     if (bytes_done) {
-      std::string bytes;
-      if (!AppendRateLimitResponseBytes(plan, now_micros, headers, &bytes)) {
-        RateLimitResponse response;
-        RenderRateLimitResponse(plan, now_micros, headers, &response);
-        response.SerializeToString(&bytes);
-      }
-      std::move(bytes_done)(std::move(bytes));
+      RateLimitResponse response;
+      RenderRateLimitResponse(plan, now_micros, headers, &response);
+      std::move(bytes_done)(response.SerializeAsString());
       return;
     }
     RateLimitResponse response;

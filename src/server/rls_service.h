@@ -105,9 +105,7 @@ class RlsService {
                        const RlsCallSource& source = {});
 
   // As above for a request read from its bytes (ReadRateLimitRequest; the bytes need only
-  // live until this returns), and `done` gets the response serialized, as gRPC sends it; an
-  // answer without dynamic metadata is written without building the message
-  // (AppendRateLimitResponseBytes).
+  // live until this returns), and `done` gets the response serialized, as gRPC sends it.
   void ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done,
                             const RlsCallSource& source = {});
 
