@@ -1,7 +1,6 @@
 // Copyright tollgate authors. Protocol Buffers' wire format as tollgate reads and writes it by
 // hand: the wire types, a field's tag, and a writer for messages sized before they are
-// written. src/server/rls_request.cc reads Envoy's request with them, src/server/rls_plan.cc
-// writes the response and src/server/otlp_encoding.cc the spans it exports.
+// written. src/server/otlp_encoding.cc writes the spans it exports with them.
 #ifndef TOLLGATE_SRC_SERVER_PROTOBUF_WIRE_H_
 #define TOLLGATE_SRC_SERVER_PROTOBUF_WIRE_H_
 

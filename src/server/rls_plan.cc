@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -92,31 +93,28 @@ uint32_t ClampUint32(int64_t value) {
 }
 
 // envoyproxy/ratelimit's request part of the dynamic metadata (rls_plan.h).
-google::protobuf::Struct RequestMetadata(const RateLimitRequestView& request) {
+google::protobuf::Struct RequestMetadata(const RateLimitRequest& request) {
   google::protobuf::Struct metadata;
   auto& fields = *metadata.mutable_fields();
-  fields["domain"].set_string_value(std::string(request.domain));
+  fields["domain"].set_string_value(request.domain());
   google::protobuf::ListValue* descriptors = fields["descriptors"].mutable_list_value();
-  for (const RlsDescriptorView& descriptor : request.descriptors) {
+  for (const RateLimitDescriptor& descriptor : request.descriptors()) {
     auto& described = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
     google::protobuf::ListValue* entries = described["entries"].mutable_list_value();
-    for (const DescriptorEntry& entry : descriptor.entries) {
-      entries->add_values()->set_string_value(
-          absl::StrCat(AbslView(entry.key), "=", AbslView(entry.value)));
+    for (const auto& entry : descriptor.entries()) {
+      entries->add_values()->set_string_value(absl::StrCat(entry.key(), "=", entry.value()));
     }
-    if (descriptor.has_limit) {
+    if (descriptor.has_limit()) {
       // The override in protobuf's text form, as the peer prints it.
-      RateLimitDescriptor::RateLimitOverride limit;
-      limit.set_requests_per_unit(descriptor.requests_per_unit);
-      limit.set_unit(static_cast<envoy::type::v3::RateLimitUnit>(descriptor.unit));
-      described["limit"].set_string_value(limit.ShortDebugString());
+      described["limit"].set_string_value(descriptor.limit().ShortDebugString());
     }
-    if (descriptor.has_hits_addend) {
-      described["hitsAddend"].set_number_value(static_cast<double>(descriptor.hits_addend));
+    if (descriptor.has_hits_addend()) {
+      described["hitsAddend"].set_number_value(
+          static_cast<double>(descriptor.hits_addend().value()));
     }
   }
-  if (request.hits_addend != 0) {
-    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend));
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
   }
   return metadata;
 }
@@ -155,66 +153,68 @@ int OverrideLimits::size() const {
   return static_cast<int>(limits_.size());
 }
 
-std::string DescriptorKey(const RlsDescriptorView& descriptor) {
-  return DescriptorKey(descriptor, {});
-}
-
-std::string DescriptorKey(const RlsDescriptorView& descriptor,
+std::string DescriptorKey(absl::Span<const DescriptorEntry> entries,
                           absl::Span<const std::string_view> values) {
   std::string key;
-  for (size_t i = 0; i < descriptor.entries.size(); ++i) {
+  for (size_t i = 0; i < entries.size(); ++i) {
     if (!key.empty()) key += ',';
-    AppendEscaped(key, descriptor.entries[i].key);
+    AppendEscaped(key, entries[i].key);
     key += '=';
-    AppendEscaped(key, i < values.size() ? values[i] : descriptor.entries[i].value);
+    AppendEscaped(key, i < values.size() ? values[i] : entries[i].value);
   }
   return key;
 }
 
-absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
+absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
                                       const DescriptorMatcher& matcher, const Limiter& limiter,
                                       OverrideLimits* overrides, const RlsPlanOptions& options) {
-  if (request.domain.empty()) {
+  if (request.domain().empty()) {
     return absl::InvalidArgumentError("rate limit domain must not be empty");
   }
-  if (request.descriptors.empty()) {
+  if (request.descriptors().empty()) {
     return absl::InvalidArgumentError("rate limit descriptor list must not be empty");
   }
-  if (request.descriptors.size() > static_cast<size_t>(options.max_descriptors)) {
+  if (request.descriptors_size() > options.max_descriptors) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rate limit request has ", request.descriptors.size(),
+        absl::StrCat("rate limit request has ", request.descriptors_size(),
                      " descriptors, at most ", options.max_descriptors, " are accepted"));
   }
   RlsPlan plan;
   plan.global_shadow = options.global_shadow;
   if (options.dynamic_metadata) plan.dynamic_metadata = RequestMetadata(request);
-  plan.known_domain = matcher.HasDomain(request.domain);
+  const std::string_view domain = request.domain();
+  plan.known_domain = matcher.HasDomain(domain);
   // As envoyproxy/ratelimit: an unknown domain limits nothing.
   if (!plan.known_domain) return plan;
 
-  const int64_t request_hits = request.hits_addend == 0 ? 1 : request.hits_addend;
+  const int64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
+  // A descriptor's entries as the matcher reads them, without an allocation for the usual few.
+  absl::InlinedVector<DescriptorEntry, 4> entries;
   std::vector<std::string_view> counted_values;
-  plan.descriptors.resize(request.descriptors.size());
+  plan.descriptors.resize(request.descriptors_size());
   absl::flat_hash_set<std::string_view> replaced;
-  for (size_t i = 0; i < request.descriptors.size(); ++i) {
-    const RlsDescriptorView& descriptor = request.descriptors[i];
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    const RateLimitDescriptor& descriptor = request.descriptors(i);
     PlannedDescriptor& item = plan.descriptors[i];
-    for (const DescriptorEntry& entry : descriptor.entries) {
-      if (entry.key.empty()) {
+    entries.clear();
+    for (const auto& entry : descriptor.entries()) {
+      if (entry.key().empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("descriptor ", i, ": an entry has an empty key"));
       }
+      entries.push_back(DescriptorEntry{entry.key(), entry.value()});
     }
-    item.cost = descriptor.has_hits_addend
-                    ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend, INT64_MAX))
-                    : request_hits;
+    item.cost =
+        descriptor.has_hits_addend()
+            ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend().value(), INT64_MAX))
+            : request_hits;
     item.report =
-        options.descriptor_hits_are_reports && descriptor.has_hits_addend && item.cost > 0;
+        options.descriptor_hits_are_reports && descriptor.has_hits_addend() && item.cost > 0;
 
     std::optional<EnvoyUnit> override_unit;
-    if (descriptor.has_limit) override_unit = UnitOfOverride(descriptor.unit);
+    if (descriptor.has_limit()) override_unit = UnitOfOverride(descriptor.limit().unit());
     if (override_unit.has_value()) {
-      item.requests_per_unit = descriptor.requests_per_unit;
+      item.requests_per_unit = descriptor.limit().requests_per_unit();
       item.unit = *override_unit;
       if (item.requests_per_unit == 0) {
         item.plan = DescriptorPlan::kBlocked;
@@ -225,14 +225,14 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
       if (limit != nullptr) {
         item.plan = DescriptorPlan::kCounted;
         item.limit = limit;
-        item.key = absl::StrCat(AbslView(request.domain), "|", DescriptorKey(descriptor));
+        item.key = absl::StrCat(AbslView(domain), "|", DescriptorKey(entries));
         continue;
       }
       spdlog::warn("rls: too many distinct limit overrides; ignoring {}/{}", item.requests_per_unit,
                    EnvoyUnitName(item.unit));
     }
 
-    const EnvoyRule* rule = matcher.Match(request.domain, descriptor.entries, &counted_values);
+    const EnvoyRule* rule = matcher.Match(domain, entries, &counted_values);
     if (rule == nullptr) continue;  // kNoRule
     item.rule = rule;
     item.rule_shadow = rule->shadow_mode;
@@ -253,7 +253,7 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
       }
       item.plan = DescriptorPlan::kCounted;
       // share_threshold: the wildcard in place of the values it matched (one counter).
-      item.key = DescriptorKey(descriptor, counted_values);
+      item.key = DescriptorKey(entries, counted_values);
     }
   }
 
