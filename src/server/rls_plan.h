@@ -5,8 +5,9 @@
 // another rule, blocked (requests_per_unit 0) or not limited at all, and whether a refusal of it
 // refuses the request (enforced) or is only reported (shadow). The caller checks the counted
 // descriptors in ONE store call (Limiter::CheckAllAsync, or Limiter::CheckAsync for one), stores
-// each decision in the plan, and RenderRateLimitResponse writes the answer. Nothing here touches
-// gRPC, sockets or a store; tests drive it directly (rls_plan_test.cc).
+// each decision in the plan, and RenderRateLimitResponse (src/server/rls_render.h) writes the
+// answer. Nothing here touches gRPC, sockets or a store; tests drive it directly
+// (rls_plan_test.cc).
 //
 // The rules (as envoyproxy/ratelimit, except where docs/envoy.md says otherwise):
 // - An unknown domain: OK with no statuses.
@@ -192,30 +193,6 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
 // The Limiter::CheckAll items of plan.counted (keys moved out of the plan, limits by
 // reference), shadow set for the ones not enforced, reports charged.
 std::vector<CheckRequest> TakeCheckRequests(RlsPlan& plan);
-
-// Writes the answer to `plan` (decisions set) into `*response`: statuses, overall code,
-// dynamic metadata and, when `headers`, RateLimit-Limit/-Remaining/-Reset from the counted
-// descriptor with the least remaining. `now_micros` gives block-list rules their reset time.
-// A rule's `metadata` is parsed from its JSON here, only when plan.dynamic_metadata is set.
-// REQUIRES: `*response` empty.
-void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
-                             RateLimitResponse* response);
-
-// What the answer to `plan` (decisions set) says in sum, for its trace span: the overall code
-// and how many statuses are OVER_LIMIT (as RenderRateLimitResponse would write them).
-struct RlsOutcome {
-  RateLimitResponse::Code overall_code = RateLimitResponse::OK;
-  int over_limit_descriptors = 0;
-};
-RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros);
-
-// The dynamic_metadata of a response refused because the store is unreachable.
-inline constexpr std::string_view kReasonMetadataKey = "reason";
-inline constexpr std::string_view kLimitMetadataKey = "limit";
-inline constexpr std::string_view kStoreUnavailableReason = "store_unavailable";
-
-// Whether `response` is a refusal because the store is unreachable (POST /json: 503).
-bool RefusedForStoreUnavailable(const RateLimitResponse& response);
 
 // The store key of a descriptor's entries: "k=v,k=v" with '%', ',' and '=' percent-encoded, so
 // two different entry lists never give the same key; with `values[i]` in place of entry i's

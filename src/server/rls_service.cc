@@ -18,6 +18,7 @@
 #include "src/server/json_errors.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
+#include "src/server/rls_render.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {

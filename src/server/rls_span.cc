@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/server/rls_render.h"
 
 namespace tollgate::server {
 
