@@ -187,6 +187,8 @@ class Metrics {
   };
 
   LimitCounters& CountersFor(std::string_view limit);
+  // Where a decision of `source` is counted in LimitCounters::decisions.
+  static int SourceIndex(DecisionSource source);
   // The tollgate_xds_* families.
   void RenderXds(std::string& out) const;
 

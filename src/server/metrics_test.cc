@@ -327,7 +327,7 @@ class HandlerOpsTest : public ::testing::Test {
   HttpResponse Send(HttpHandler& handler, http::verb method, const std::string& target,
                     std::string body = "") {
     HttpRequest request(method, target, 11);
-    request.add_field("Host", "tollgate");  // HTTP/1.1 requires it
+    request.insert(http::field::host, "tollgate");  // HTTP/1.1 requires it
     request.body() = std::move(body);
     std::optional<HttpResponse> response;
     handler.Handle(request, [&](HttpResponse reply) { response = std::move(reply); });
@@ -349,7 +349,7 @@ TEST_F(HandlerOpsTest, MetricsCountTheChecksItAnswered) {
   }
   HttpResponse response = Send(handler, http::verb::get, "/metrics");
   EXPECT_EQ(response.result(), http::status::ok);
-  EXPECT_THAT(std::string(response.field("Content-Type")), HasSubstr("version=0.0.4"));
+  EXPECT_THAT(std::string(response[http::field::content_type]), HasSubstr("version=0.0.4"));
   EXPECT_THAT(FormatProblems(response.body()), ::testing::IsEmpty());
   EXPECT_EQ(Sample(response.body(),
                    R"(tollgate_decisions_total{limit="bucket",source="memory",outcome="allowed"})"),
