@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "boost/beast/http/status.hpp"
 #include "boost/beast/http/message.hpp"
+#include "boost/beast/http/status.hpp"
 
 namespace tollgate::server {
 
@@ -30,8 +30,7 @@ struct FramingRefusal {
 // Content-Lengths, bare LF, chunked not last) never reaches this. Beast's parser adds a
 // chunked body's trailer fields to the request's: a Host or Transfer-Encoding there counts
 // as one in the head. Thread-safe; never throws.
-std::optional<FramingRefusal> CheckRequestFraming(
-    const boost::beast::http::request_header<>& head);
+std::optional<FramingRefusal> CheckRequestFraming(const boost::beast::http::request_header<>& head);
 
 }  // namespace tollgate::server
 
