@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -79,15 +80,13 @@ class Run {
       return;
     }
     const std::string key = "user:" + std::to_string(caller * 1000 + chain.next_key++ % 1000);
-    store_.ApplyAsync({{&limit_, key}},
-                      [this, caller, sent](const absl::StatusOr<std::vector<Decision>>& answer) {
-                        if (!answer.ok() || !(*answer)[0].allowed) ++errors_;
-                        chains_[caller].latencies.push_back(
-                            std::chrono::duration_cast<std::chrono::microseconds>(
-                                SteadyClock::now() - sent)
-                                .count());
-                        Next(caller);
-                      });
+    store_.ApplyAsync({{&limit_, key}}, [this, caller, sent](
+                                            const absl::StatusOr<std::vector<Decision>>& answer) {
+      if (!answer.ok() || !(*answer)[0].allowed) ++errors_;
+      chains_[caller].latencies.push_back(
+          std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent).count());
+      Next(caller);
+    });
   }
 
   RedisStore& store_;
@@ -120,10 +119,9 @@ Row Measure(RedisStore& store, const Limit& limit, int callers, double seconds,
   auto at = [&](double q) {
     return latencies.empty()
                ? 0.0
-               : static_cast<double>(
-                     latencies[std::min(latencies.size() - 1,
-                                        static_cast<size_t>(q * static_cast<double>(
-                                                                    latencies.size())))]);
+               : static_cast<double>(latencies[std::min(
+                     latencies.size() - 1,
+                     static_cast<size_t>(q * static_cast<double>(latencies.size())))]);
   };
   Row row;
   row.per_second = static_cast<double>(decisions) / elapsed;
@@ -139,9 +137,8 @@ Row Measure(RedisStore& store, const Limit& limit, int callers, double seconds,
 Limit BenchLimit(bool durable) {
   Limit limit;
   limit.name = durable ? "bench_durable" : "bench_plain";
-  limit.numbers = {.algorithm = Algorithm::kTokenBucket,
-                   .capacity = 1'000'000'000,
-                   .refill_per_second = 1e9};
+  limit.numbers = {
+      .algorithm = Algorithm::kTokenBucket, .capacity = 1'000'000'000, .refill_per_second = 1e9};
   limit.timeout_micros = 1'000'000;
   limit.durable = durable;
   return limit;
@@ -168,8 +165,9 @@ int Main() {
   std::printf(
       "One primary and one replica on loopback; %.1f s per row; callers = checks outstanding.\n\n",
       seconds);
-  std::printf("| checks | callers | decisions/s | p50 µs | p99 µs | primary CPU µs/decision | "
-              "WAITs/decision | decisions/WAIT | errors |\n");
+  std::printf(
+      "| checks | callers | decisions/s | p50 µs | p99 µs | primary CPU µs/decision | "
+      "WAITs/decision | decisions/WAIT | errors |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   double plain_at_64 = 0;
   double durable_at_64 = 0;
@@ -182,7 +180,7 @@ int Main() {
                   durable ? "durable" : "plain", callers, row.per_second, row.p50_us, row.p99_us,
                   row.cpu_us_per_decision, row.waits_per_decision,
                   durable && row.waits_per_decision > 0
-                      ? absl::StrCat(static_cast<int64_t>(1 / row.waits_per_decision + 0.5)).c_str()
+                      ? absl::StrCat(std::lround(1 / row.waits_per_decision)).c_str()
                       : "-",
                   static_cast<long long>(row.errors));
       if (callers == 64) (durable ? durable_at_64 : plain_at_64) = row.per_second;

@@ -89,12 +89,13 @@ std::unique_ptr<ReplicatedSet> StartSet(bool bounded) {
         << " 1\nsentinel down-after-milliseconds limits 1000\n"
            "sentinel failover-timeout limits 10000\n";
   }
-  set->sentinel = std::make_unique<RedisProcess>(
-      sentinel_port, std::vector<std::string>{config, "--sentinel"});
+  set->sentinel =
+      std::make_unique<RedisProcess>(sentinel_port, std::vector<std::string>{config, "--sentinel"});
   const std::string replica_port = std::to_string(set->replica->port());
   if (!WaitFor(
           [&] {
-            const std::string replicas = RedisCli(sentinel_port, {"SENTINEL", "replicas", "limits"});
+            const std::string replicas =
+                RedisCli(sentinel_port, {"SENTINEL", "replicas", "limits"});
             return absl::StrContains(replicas, replica_port) &&
                    !absl::StrContains(replicas, "disconnected");
           },
@@ -202,9 +203,8 @@ class Load {
 Limit Bucket(bool durable) {
   Limit limit;
   limit.name = "otp";
-  limit.numbers = {.algorithm = Algorithm::kTokenBucket,
-                   .capacity = kLimit,
-                   .refill_per_second = 1e-6};
+  limit.numbers = {
+      .algorithm = Algorithm::kTokenBucket, .capacity = kLimit, .refill_per_second = 1e-6};
   limit.timeout_micros = 1'000'000;
   limit.durable = durable;
   return limit;
@@ -246,9 +246,9 @@ void RunRow(const Setting& setting) {
   const int promoted_port = set->replica->port();
   WaitFor(
       [&] {
-        return absl::StrContains(RedisCli(set->sentinel->port(),
-                                          {"SENTINEL", "get-master-addr-by-name", "limits"}),
-                                 std::to_string(promoted_port));
+        return absl::StrContains(
+            RedisCli(set->sentinel->port(), {"SENTINEL", "get-master-addr-by-name", "limits"}),
+            std::to_string(promoted_port));
       },
       std::chrono::seconds(60));
   // The outage: from the kill to the first answer of the promoted primary (a durable check's
@@ -280,10 +280,11 @@ void RunRow(const Setting& setting) {
   std::printf("| %s | %lld | %lld | %lld | %.1f | %lld | %lld | %lld | %.2f |\n", setting.name,
               static_cast<long long>(admitted_a), static_cast<long long>(answered_before_kill),
               static_cast<long long>(load.unconfirmed()), outage_s,
-              static_cast<long long>(load.errors() + again.errors()),
+              static_cast<long long>(load.errors()) + static_cast<long long>(again.errors()),
               static_cast<long long>(beyond), static_cast<long long>(keys_beyond),
-              admitted_a > 0 ? 1000.0 * static_cast<double>(beyond) / static_cast<double>(admitted_a)
-                             : 0.0);
+              admitted_a > 0
+                  ? 1000.0 * static_cast<double>(beyond) / static_cast<double>(admitted_a)
+                  : 0.0);
   std::fflush(stdout);
   store->reset();
 }
@@ -296,16 +297,17 @@ int Main() {
       {"cut off 5 s, min-replicas-to-write 1, max-lag 1", FaultProxy::Fault::kBlackHole, 0, 5.0,
        true, false},
       {"durable, replica lagging 100 ms", FaultProxy::Fault::kDelay, 100, 1.0, false, true},
-      {"durable, replica cut off 5 s before the kill", FaultProxy::Fault::kBlackHole, 0, 5.0,
-       false, true},
+      {"durable, replica cut off 5 s before the kill", FaultProxy::Fault::kBlackHole, 0, 5.0, false,
+       true},
   };
   std::printf(
       "Token bucket of %lld per key; %d callers; request n asks for key n / %lld; Sentinel "
       "down-after-milliseconds 1000.\n\n",
       static_cast<long long>(kLimit), kCallers, static_cast<long long>(kRequestsPerKey));
-  std::printf("| replica | admitted under load | answers before the kill | refused unconfirmed | "
-              "outage s | errors | admissions beyond the limit | keys over | beyond per 1000 "
-              "admitted |\n");
+  std::printf(
+      "| replica | admitted under load | answers before the kill | refused unconfirmed | "
+      "outage s | errors | admissions beyond the limit | keys over | beyond per 1000 "
+      "admitted |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (size_t i = 0; i < all.size(); ++i) {
     if (Quick() && i != 0 && i != 2 && i != 5) continue;

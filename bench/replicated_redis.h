@@ -110,8 +110,12 @@ inline int64_t CommandCalls(int port, const std::string& command) {
 
 // The common arguments of a benchmark's redis-server on `port`: no persistence, loopback.
 inline std::vector<std::string> ServerArgs(int port) {
-  return {"--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-          "no",     "--dir",              "/tmp", "--loglevel", "warning"};
+  return {"--port",       std::to_string(port),
+          "--bind",       "127.0.0.1",
+          "--save",       "",
+          "--appendonly", "no",
+          "--dir",        "/tmp",
+          "--loglevel",   "warning"};
 }
 
 // Starts redis-server on a free port with `extra` arguments and waits for its PING.
@@ -133,8 +137,8 @@ inline bool WaitReplicas(int port, int replicas) {
   return WaitFor(
       [&] {
         return InfoField(port, "replication", "connected_slaves") == std::to_string(replicas) &&
-               (replicas == 0 || absl::StrContains(RedisCli(port, {"INFO", "replication"}),
-                                                   "state=online"));
+               (replicas == 0 ||
+                absl::StrContains(RedisCli(port, {"INFO", "replication"}), "state=online"));
       },
       std::chrono::seconds(30));
 }

@@ -278,8 +278,9 @@ TEST(DurableStartTest, DurableTrueOnARedisWithoutReplicaIsRefusedAtStart) {
                            "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"});
   ASSERT_FALSE(served.ok());
   EXPECT_THAT(std::string(served.status().message()),
-              HasSubstr(absl::StrCat(config, ":7:14: limits.otp_per_phone.durable: limit "
-                                             "'otp_per_phone' says durable: true")));
+              HasSubstr(absl::StrCat(config,
+                                     ":7:14: limits.otp_per_phone.durable: limit "
+                                     "'otp_per_phone' says durable: true")));
 
   // The same limit left to the default: on a Redis without a replica it is not durable.
   Limit defaulted = Otp(3, 200'000);

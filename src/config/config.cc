@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>

@@ -191,7 +191,7 @@ TEST(MetricsTest, DurableWaitFamiliesWithTheRedisStore) {
     stats.wait_timeouts = 1;
     stats.calls_confirmed = 30;
     stats.calls_unconfirmed = 2;
-    stats.wait_latency.counts[1] = 3;  // (50 µs, 100 µs]
+    stats.wait_latency.counts[1] = 3;      // (50 µs, 100 µs]
     stats.wait_latency.counts.back() = 1;  // over 100 ms
     stats.wait_latency.count = 4;
     stats.wait_latency.sum_micros = 250'000;
