@@ -12,8 +12,9 @@
 // count decides): a count the replica never received is admitted again. "Beyond the limit" is the
 // sum over keys of max(0, admitted - 5).
 //
-// Rows: a healthy replica; one whose link delays every byte 100 ms (a replica that lags); one
-// cut off 5 s before the kill, with the primary's min-replicas-to-write 0 (the default) and with
+// Rows: a healthy replica; one that falls behind for 1 s before the kill (the proxy forwards
+// one read of at most 16 KB per 100 ms, far less than the load's replication stream); one cut
+// off 5 s before the kill, with the primary's min-replicas-to-write 0 (the default) and with
 // min-replicas-to-write 1 / min-replicas-max-lag 1 (the bound); and the lagging and cut-off
 // replicas with the limit durable (timeout 1 s), whose admissions wait for the replica.
 //
@@ -292,11 +293,12 @@ void RunRow(const Setting& setting) {
 int Main() {
   const std::vector<Setting> all = {
       {"healthy replica", FaultProxy::Fault::kPass, 0, 1.0, false, false},
-      {"replica lagging 100 ms", FaultProxy::Fault::kDelay, 100, 1.0, false, false},
+      {"falling behind for 1 s (16 KB per 100 ms)", FaultProxy::Fault::kDelay, 100, 1.0, false,
+       false},
       {"replica cut off 5 s before the kill", FaultProxy::Fault::kBlackHole, 0, 5.0, false, false},
       {"cut off 5 s, min-replicas-to-write 1, max-lag 1", FaultProxy::Fault::kBlackHole, 0, 5.0,
        true, false},
-      {"durable, replica lagging 100 ms", FaultProxy::Fault::kDelay, 100, 1.0, false, true},
+      {"durable, falling behind for 1 s", FaultProxy::Fault::kDelay, 100, 1.0, false, true},
       {"durable, replica cut off 5 s before the kill", FaultProxy::Fault::kBlackHole, 0, 5.0, false,
        true},
   };
