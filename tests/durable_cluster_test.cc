@@ -32,8 +32,7 @@ constexpr char kPhone[] = "+919800000000";
 Limit Otp(std::string name, std::optional<bool> durable) {
   Limit otp;
   otp.name = std::move(name);
-  otp.numbers = {
-      .algorithm = Algorithm::kFixedWindow, .limit = 3, .window_micros = 600'000'000};
+  otp.numbers = {.algorithm = Algorithm::kFixedWindow, .limit = 3, .window_micros = 600'000'000};
   otp.on_store_failure = FailureMode::kFailClosed;
   otp.timeout_micros = 500'000;
   otp.durable = durable;
@@ -58,8 +57,7 @@ absl::Status CutReplication(int port) {
   options.connection.url.host = "127.0.0.1";
   options.connection.url.port = port;
   options.connections = 1;
-  absl::StatusOr<std::unique_ptr<redis::RedisClient>> client =
-      redis::RedisClient::Connect(options);
+  absl::StatusOr<std::unique_ptr<redis::RedisClient>> client = redis::RedisClient::Connect(options);
   if (!client.ok()) return client.status();
   for (const std::vector<std::string>& command :
        {std::vector<std::string>{"ACL", "SETUSER", "default", "off"},

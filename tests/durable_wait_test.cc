@@ -199,6 +199,41 @@ TEST_F(DurableWaitTest, ARefusalWroteNothingAndIsAnsweredWithoutWaiting) {
   link().set_fault(FaultProxy::Fault::kPass);
 }
 
+TEST_F(DurableWaitTest, LeasesAndReservationsOfADurableLimitWaitToo) {
+  std::unique_ptr<RedisStore> store = Store();
+  ASSERT_NE(store, nullptr);
+  Limit slots;
+  slots.name = "llm_in_flight";
+  slots.numbers = {.algorithm = Algorithm::kConcurrency, .limit = 5, .window_micros = 60'000'000};
+  slots.timeout_micros = 300'000;
+  slots.durable = true;
+  const Limit otp = Otp(3, 300'000);
+  CheckItem lease{&slots, "user:42"};
+  lease.id = "lease-1";
+  CheckItem reservation{&otp, kPhone};
+  reservation.op = ItemOp::kReserve;
+  reservation.id = "reservation-1";
+
+  for (const CheckItem& item : {lease, reservation}) {
+    absl::StatusOr<std::vector<Decision>> confirmed = store->Apply({item});
+    ASSERT_TRUE(confirmed.ok()) << item.limit->name << ": " << confirmed.status();
+    EXPECT_TRUE((*confirmed)[0].allowed);
+  }
+  EXPECT_EQ(store->durable_waits().calls_confirmed, 2);
+
+  link().set_fault(FaultProxy::Fault::kBlackHole);
+  lease.id = "lease-2";
+  reservation.id = "reservation-2";
+  for (const CheckItem& item : {lease, reservation}) {
+    absl::StatusOr<std::vector<Decision>> held = store->Apply({item});
+    EXPECT_TRUE(IsUnconfirmedWrite(held.status())) << item.limit->name << ": " << held.status();
+    // Its WAIT returned before the next is sent, so that the next is written too.
+    EXPECT_TRUE(Eventually([&] { return !BlockedInWait(primary()); }));
+  }
+  EXPECT_EQ(store->durable_waits().calls_unconfirmed, 2);
+  link().set_fault(FaultProxy::Fault::kPass);
+}
+
 TEST_F(DurableWaitTest, ThePolicyAnswersTheDurableLimitAndRedisTheOthers) {
   std::unique_ptr<RedisStore> redis = Store();
   ASSERT_NE(redis, nullptr);
@@ -278,8 +313,9 @@ TEST(DurableStartTest, DurableTrueOnARedisWithoutReplicaIsRefusedAtStart) {
                            "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"});
   ASSERT_FALSE(served.ok());
   EXPECT_THAT(std::string(served.status().message()),
-              HasSubstr(absl::StrCat(config, ":7:14: limits.otp_per_phone.durable: limit "
-                                             "'otp_per_phone' says durable: true")));
+              HasSubstr(absl::StrCat(config,
+                                     ":7:14: limits.otp_per_phone.durable: limit "
+                                     "'otp_per_phone' says durable: true")));
 
   // The same limit left to the default: on a Redis without a replica it is not durable.
   Limit defaulted = Otp(3, 200'000);

@@ -40,7 +40,7 @@ struct Config {
   // Where each limit that sets `durable: true` says so ("FILE:LINE:COLUMN"), by limit name:
   // such a limit is refused when the service starts on a Redis with no replica, and the
   // message points here.
-  std::map<std::string, std::string> durable_positions;
+  std::map<std::string, std::string> durable_positions = {};
 };
 
 // Parses `yaml_text`. On failure returns InvalidArgument whose message names every error of

@@ -94,7 +94,7 @@ struct Limit {
   // Redis Sentinel or Cluster deployment whose every primary had a replica at start
   // (RedisStore::Durable). Stores that keep no replicas (memory) ignore it; sync mode refuses
   // it (its counts reach Redis between syncs, never on the request path).
-  std::optional<bool> durable;
+  std::optional<bool> durable = std::nullopt;
 };
 
 // OK, or InvalidArgument naming the limit and every field at fault: numbers outside their

@@ -66,7 +66,7 @@ struct DurableWaitStats {
   // (UnconfirmedWriteError), the write spent on the primary.
   int64_t calls_unconfirmed = 0;
   // Each WAIT, from sent to answered.
-  StoreRoundTripHistogram wait_latency;
+  StoreRoundTripHistogram wait_latency = {};
 };
 
 // A Store keeping every limit's state in Redis. Thread-safe.

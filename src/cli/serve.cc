@@ -266,9 +266,9 @@ int RunServe(const ServeOptions& given) {
        .default_envoy_algorithm = options.default_algorithm},
       *std::move(config));
   if (!made_service.ok()) {
-    spdlog::error("invalid config: {}",
-                  std::string(WithDurablePositions(made_service.status(), durable_positions)
-                                  .message()));
+    spdlog::error(
+        "invalid config: {}",
+        std::string(WithDurablePositions(made_service.status(), durable_positions).message()));
     return 1;
   }
   // Held by the servers, their connections and readiness; once the last of them lets go,

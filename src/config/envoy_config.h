@@ -71,7 +71,7 @@ struct EnvoyRateLimit {
   int64_t timeout_micros = 10'000;
   // Extension: Limit::durable (answered once a Redis replica holds the count); unset: the
   // store's default.
-  std::optional<bool> durable;
+  std::optional<bool> durable = std::nullopt;
 };
 
 // One entry of a `descriptors:` list, with its nested list.

@@ -20,7 +20,7 @@ struct LoadedConfigs {
   // `memory_store.max_keys` of the one file that sets it; 0 when none does.
   int64_t memory_store_max_keys = 0;
   // Config::durable_positions of every file in tollgate's format, merged.
-  std::map<std::string, std::string> durable_positions;
+  std::map<std::string, std::string> durable_positions = {};
 };
 
 }  // namespace tollgate

@@ -22,7 +22,8 @@
 //   tollgate_store_round_trip_seconds               histogram; the shared store's answer time
 //       per check call (ResilientStore::store_round_trips(), buckets 50 us .. 100 ms)
 //   tollgate_circuit_breaker_state                  gauge; 0 closed, 1 open, 2 half_open
-//   tollgate_durable_waits_total, tollgate_durable_wait_timeouts_total, tollgate_durable_calls_total
+//   tollgate_durable_waits_total, tollgate_durable_wait_timeouts_total,
+//   tollgate_durable_calls_total
 //       {result: confirmed | unconfirmed}, tollgate_durable_wait_seconds (histogram): the
 //       WAITs of durable limits (RedisStore::durable_waits(), set_durable_waits)
 //   tollgate_instances                              gauge; live instances sharing the limits

@@ -59,8 +59,7 @@ class ConnectionPool {
   void SendAsking(std::string_view formatted_command, ReplyCallback done);
   // Sends a write to be answered once a replica holds it, on the node's connection for
   // durable writes (DurableWrites, made and connected on first use).
-  void SendDurable(std::string_view formatted_command, const DurableSend& how,
-                   ReplyCallback done);
+  void SendDurable(std::string_view formatted_command, const DurableSend& how, ReplyCallback done);
 
   // Connections currently ready (the ask connection is not counted).
   int ReadyConnections() const;
@@ -133,8 +132,7 @@ class RedisClient {
     Send(FormatCommand(args), std::move(done));
   }
   // ConnectionPool::SendDurable.
-  void SendDurable(std::string_view formatted_command, const DurableSend& how,
-                   ReplyCallback done) {
+  void SendDurable(std::string_view formatted_command, const DurableSend& how, ReplyCallback done) {
     pool_->SendDurable(formatted_command, how, std::move(done));
   }
 

@@ -102,7 +102,8 @@ class ClusterRouter final : public Router {
     if (!any_ready) return first_error;
     std::promise<absl::Status> refreshed;
     asio::post(io_thread_.io(), [this, &refreshed] {
-      refresher_.RefreshNow([&refreshed](absl::Status status) { refreshed.set_value(status); });
+      refresher_.RefreshNow(
+          [&refreshed](const absl::Status& status) { refreshed.set_value(status); });
     });
     absl::Status status = refreshed.get_future().get();
     if (!status.ok()) return status;
@@ -327,7 +328,8 @@ class ClusterRouter final : public Router {
     TryRefreshFrom(candidates, 0);
   }
 
-  void TryRefreshFrom(std::shared_ptr<std::vector<ConnectionPool*>> candidates, size_t index) {
+  void TryRefreshFrom(const std::shared_ptr<std::vector<ConnectionPool*>>& candidates,
+                      size_t index) {
     if (stopping_) {
       refresher_.Finish(absl::UnavailableError("the Redis store is shutting down"));
       return;

@@ -43,10 +43,11 @@ PrimaryReplication ReadPrimary(Router& router, int slot, std::string address, bo
     primary.online_replicas = OnlineReplicas(info->str);
   }
   if (primary.online_replicas < 0) {
-    primary.error = absl::StrCat(
-        "INFO replication: ", info.ok() ? DebugString(*info) : info.status().ToString());
+    primary.error = absl::StrCat("INFO replication: ",
+                                 info.ok() ? DebugString(*info) : info.status().ToString());
   }
-  primary.min_replicas_to_write = ConfigNumber(router, slot, "min-replicas-to-write", &primary.error);
+  primary.min_replicas_to_write =
+      ConfigNumber(router, slot, "min-replicas-to-write", &primary.error);
   primary.min_replicas_max_lag = ConfigNumber(router, slot, "min-replicas-max-lag", &primary.error);
   if (cluster) {
     primary.cluster_replica_validity_factor =
@@ -120,7 +121,8 @@ DurabilityAssessment AssessReplication(Topology topology,
             "Redis primary ", primary.address,
             primary.online_replicas < 0 ? ": its replicas could not be read ("
                                         : " has no connected replica (",
-            primary.online_replicas < 0 ? primary.error : "INFO replication", "): fail_closed "
+            primary.online_replicas < 0 ? primary.error : "INFO replication",
+            "): fail_closed "
             "limits are not durable by default until tollgate starts with a replica in place, and "
             "a limit with durable: true is refused (docs/redis.md#durable-limits)"));
       }
@@ -144,9 +146,10 @@ DurabilityAssessment AssessReplication(Topology topology,
           "(docs/redis.md#what-a-failover-loses)"));
     }
     if (!primary.error.empty()) {
-      assessment.warnings.push_back(absl::StrCat("could not read the replication settings of Redis "
-                                                 "primary ",
-                                                 primary.address, ": ", primary.error));
+      assessment.warnings.push_back(
+          absl::StrCat("could not read the replication settings of Redis "
+                       "primary ",
+                       primary.address, ": ", primary.error));
     }
   }
   assessment.durable_by_default = fails_over && every_primary_replicated;

@@ -43,8 +43,7 @@ TEST(DurabilityTest, OnlineReplicasCountsOnlyOnlineOnes) {
 }
 
 TEST(DurabilityTest, DefaultIsOnForFailClosedWhereAFailoverCanPromoteAReplica) {
-  const std::vector<PrimaryReplication> replicated = {
-      Primary("a:1", 1, 1)};
+  const std::vector<PrimaryReplication> replicated = {Primary("a:1", 1, 1)};
   EXPECT_TRUE(AssessReplication(Topology::kSentinel, replicated).durable_by_default);
   EXPECT_TRUE(AssessReplication(Topology::kCluster, replicated).durable_by_default);
   // One Redis: nothing promotes a replica by itself.
@@ -58,17 +57,15 @@ TEST(DurabilityTest, DefaultIsOnForFailClosedWhereAFailoverCanPromoteAReplica) {
 }
 
 TEST(DurabilityTest, APrimaryWithoutReplicaTurnsTheDefaultOffAndRefusesDurableTrue) {
-  const DurabilityAssessment assessment = AssessReplication(
-      Topology::kCluster, {Primary("a:1", 1, 1),
-                           Primary("b:2", 0, 0)});
+  const DurabilityAssessment assessment =
+      AssessReplication(Topology::kCluster, {Primary("a:1", 1, 1), Primary("b:2", 0, 0)});
   EXPECT_FALSE(assessment.durable_by_default);
   EXPECT_THAT(assessment.without_replica, ElementsAre("b:2"));
   ASSERT_EQ(assessment.warnings.size(), 1u);
   EXPECT_THAT(assessment.warnings[0], HasSubstr("Redis primary b:2 has no connected replica"));
 
   EXPECT_TRUE(CheckDurableLimits({Otp(FailureMode::kFailClosed)}, assessment).ok());
-  const absl::Status refused =
-      CheckDurableLimits({Otp(FailureMode::kFailOpen, true)}, assessment);
+  const absl::Status refused = CheckDurableLimits({Otp(FailureMode::kFailOpen, true)}, assessment);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.message()),
               HasSubstr("limit 'otp' says durable: true (answered once a replica holds the "
@@ -76,19 +73,16 @@ TEST(DurabilityTest, APrimaryWithoutReplicaTurnsTheDefaultOffAndRefusesDurableTr
 }
 
 TEST(DurabilityTest, WarnsWhereAFailoverLosesWithoutABound) {
-  const DurabilityAssessment bounded = AssessReplication(
-      Topology::kSentinel, {Primary("a:1", 1, 1)});
+  const DurabilityAssessment bounded =
+      AssessReplication(Topology::kSentinel, {Primary("a:1", 1, 1)});
   EXPECT_THAT(bounded.warnings, IsEmpty());
-  const DurabilityAssessment unbounded = AssessReplication(
-      Topology::kCluster, {Primary("a:1", 1, 0, 0)});
+  const DurabilityAssessment unbounded =
+      AssessReplication(Topology::kCluster, {Primary("a:1", 1, 0, 0)});
   ASSERT_EQ(unbounded.warnings.size(), 2u);
   EXPECT_THAT(unbounded.warnings[0], HasSubstr("min-replicas-to-write 0"));
   EXPECT_THAT(unbounded.warnings[1], HasSubstr("cluster-replica-validity-factor 0"));
   // One Redis without replicas: nothing fails over, nothing to say.
-  EXPECT_THAT(AssessReplication(Topology::kStandalone,
-                                {Primary("a:1", 0, 0)})
-                  .warnings,
-              IsEmpty());
+  EXPECT_THAT(AssessReplication(Topology::kStandalone, {Primary("a:1", 0, 0)}).warnings, IsEmpty());
 }
 
 TEST(DurabilityTest, ACallIsDurableWhenAnyItemIsAndHasItsItemsSmallestTimeout) {

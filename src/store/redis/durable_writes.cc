@@ -59,8 +59,7 @@ void DurableWaitMonitor::RecordUnconfirmed(const std::string& address, int64_t w
   Report(address, false, why);
 }
 
-void DurableWaitMonitor::Report(const std::string& address, bool confirmed,
-                                std::string_view why) {
+void DurableWaitMonitor::Report(const std::string& address, bool confirmed, std::string_view why) {
   ResilienceEventCallback on_event;
   {
     absl::MutexLock lock(&mu_);
@@ -117,26 +116,23 @@ void DurableWrites::Start() {
 }
 
 void DurableWrites::Send(std::string_view command, const DurableSend& how, ReplyCallback done) {
-  bool queued = false;
   bool schedule = false;
   bool expire_sooner = false;
   {
-    absl::MutexLock lock(&mu_);
-    if (!closed_) {
-      const SteadyTime wait_deadline =
-          std::chrono::steady_clock::now() + WaitBudget(how.timeout_micros);
-      queued_.push_back(Queued{std::string(command), std::move(done), how.wrote, wait_deadline});
-      queued = true;
-      schedule = started_ && !waiting_ && !flush_scheduled_;
-      flush_scheduled_ = flush_scheduled_ || schedule;
-      // Behind a WAIT, its time is kept by the timer.
-      expire_sooner = waiting_ && wait_deadline < armed_at_;
-      if (expire_sooner) armed_at_ = wait_deadline;
+    absl::ReleasableMutexLock lock(&mu_);
+    if (closed_) {
+      lock.Release();
+      std::move(done)(absl::UnavailableError("the Redis store is shutting down"));
+      return;
     }
-  }
-  if (!queued) {
-    std::move(done)(absl::UnavailableError("the Redis store is shutting down"));
-    return;
+    const SteadyTime wait_deadline =
+        std::chrono::steady_clock::now() + WaitBudget(how.timeout_micros);
+    queued_.push_back(Queued{std::string(command), std::move(done), how.wrote, wait_deadline});
+    schedule = started_ && !waiting_ && !flush_scheduled_;
+    flush_scheduled_ = flush_scheduled_ || schedule;
+    // Behind a WAIT, its time is kept by the timer.
+    expire_sooner = waiting_ && wait_deadline < armed_at_;
+    if (expire_sooner) armed_at_ = wait_deadline;
   }
   if (schedule) ScheduleFlush();
   if (expire_sooner) boost::asio::post(io_, [this] { Expire(); });
@@ -172,30 +168,29 @@ void DurableWrites::Flush() {
     }
     if (queued.wait_deadline - now < milliseconds(1)) {
       // Its time went waiting for the previous group's WAIT: not written, nothing spent.
-      std::move(queued.done)(UnconfirmedWriteError(absl::StrCat(
-          "no time left to wait for a replica of Redis at ", address_,
-          " (the previous WAIT for durable writes took it); not written")));
+      std::move(queued.done)(UnconfirmedWriteError(
+          absl::StrCat("no time left to wait for a replica of Redis at ", address_,
+                       " (the previous WAIT for durable writes took it); not written")));
       continue;
     }
     wait_until = std::min(wait_until, queued.wait_deadline);
     group->wait_deadlines.push_back(queued.wait_deadline);
-    connection_.Send(queued.command, [this, group, wrote = queued.wrote,
-                                      wait_deadline = queued.wait_deadline,
-                                      done = std::move(queued.done)](
-                                         absl::StatusOr<RedisReply> reply) mutable {
-      if (!reply.ok() || reply->is_error() || (wrote != nullptr && !wrote(*reply))) {
-        std::move(done)(std::move(reply));
-        return;
-      }
-      if (std::chrono::steady_clock::now() >= wait_deadline) {
-        // Written too late for any WAIT to confirm it in time.
-        monitor_->RecordUnconfirmed(address_, 1, "the write's reply came after its time");
-        std::move(done)(UnconfirmedWriteError(absl::StrCat(
-            "no replica of Redis at ", address_, " acknowledged the write in time (WAIT)")));
-        return;
-      }
-      group->held.push_back({*std::move(reply), std::move(done), wait_deadline});
-    });
+    connection_.Send(
+        queued.command, [this, group, wrote = queued.wrote, wait_deadline = queued.wait_deadline,
+                         done = std::move(queued.done)](absl::StatusOr<RedisReply> reply) mutable {
+          if (!reply.ok() || reply->is_error() || (wrote != nullptr && !wrote(*reply))) {
+            std::move(done)(std::move(reply));
+            return;
+          }
+          if (std::chrono::steady_clock::now() >= wait_deadline) {
+            // Written too late for any WAIT to confirm it in time.
+            monitor_->RecordUnconfirmed(address_, 1, "the write's reply came after its time");
+            std::move(done)(UnconfirmedWriteError(absl::StrCat(
+                "no replica of Redis at ", address_, " acknowledged the write in time (WAIT)")));
+            return;
+          }
+          group->held.push_back({*std::move(reply), std::move(done), wait_deadline});
+        });
     ++sent;
   }
   if (sent == 0) {
@@ -237,9 +232,9 @@ void DurableWrites::OnWaitReply(const std::shared_ptr<Group>& group, SteadyTime 
   std::vector<Group::Held> held;
   held.swap(group->held);
   if (current_ == group) current_ = nullptr;
-  monitor_->RecordWait(
-      address_, duration_cast<microseconds>(std::chrono::steady_clock::now() - sent).count(),
-      confirmed, static_cast<int64_t>(held.size()), why);
+  monitor_->RecordWait(address_,
+                       duration_cast<microseconds>(std::chrono::steady_clock::now() - sent).count(),
+                       confirmed, static_cast<int64_t>(held.size()), why);
   // The next group may go as soon as the callbacks below queue it: at the end of this read.
   bool more = false;
   {
@@ -298,13 +293,13 @@ void DurableWrites::Expire() {
         absl::StrCat("no replica of Redis at ", address_, " acknowledged the write in time"));
   }
   for (ReplyCallback& done : unconfirmed) {
-    std::move(done)(UnconfirmedWriteError(absl::StrCat(
-        "no replica of Redis at ", address_, " acknowledged the write in time (WAIT)")));
+    std::move(done)(UnconfirmedWriteError(absl::StrCat("no replica of Redis at ", address_,
+                                                       " acknowledged the write in time (WAIT)")));
   }
   for (ReplyCallback& done : not_sent) {
-    std::move(done)(UnconfirmedWriteError(absl::StrCat(
-        "no time left to wait for a replica of Redis at ", address_,
-        " (the previous WAIT for durable writes took it); not written")));
+    std::move(done)(UnconfirmedWriteError(
+        absl::StrCat("no time left to wait for a replica of Redis at ", address_,
+                     " (the previous WAIT for durable writes took it); not written")));
   }
   if (next == SteadyTime::max()) {
     timer_.cancel();

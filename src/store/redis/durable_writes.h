@@ -11,12 +11,13 @@
 //   WAIT k returns: a, b, ... are answered; group k+1 = c, d, ..., WAIT 1 <ms>
 //
 // A reply is held until its group's WAIT returns: with a replica (≥ 1), it goes to its callback
-// as it came; with none in time, or an error, its callback gets UnconfirmedWriteError (the
-// write stays on the primary). A reply that wrote nothing (DurableSend::wrote), an error reply
-// or a failure is answered at once. Each command's time is kept by a timer here, not by the
-// WAIT's own timeout, which Redis notices only at its next event loop turn (up to 1000 / hz
-// ms late): a held reply whose time is up is answered UnconfirmedWriteError, and a command
-// still queued behind a WAIT when its time is up is answered so without being sent.
+// as it came; with none in time, or an error reply, its callback gets UnconfirmedWriteError (the
+// write stays on the primary); when the connection is lost, its Unavailable. A reply that wrote
+// nothing (DurableSend::wrote), an error reply or a failure is answered at once. Each command's
+// time is kept by a timer here, not by the WAIT's own timeout, which Redis notices only at its next
+// event loop turn (up to 1000 / hz ms late): a held reply whose time is up is answered
+// UnconfirmedWriteError, and a command still queued behind a WAIT when its time is up is answered
+// so without being sent.
 #ifndef TOLLGATE_SRC_STORE_REDIS_DURABLE_WRITES_H_
 #define TOLLGATE_SRC_STORE_REDIS_DURABLE_WRITES_H_
 

@@ -28,8 +28,7 @@ thread_local const internal::InFlight* t_answering = nullptr;
 RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
                                std::shared_ptr<RedisConnections> connections,
                                std::string script_sha, std::string lease_sha,
-                               std::vector<std::string> warnings,
-                               DurabilityAssessment durability)
+                               std::vector<std::string> warnings, DurabilityAssessment durability)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       lease_sha_(std::move(lease_sha)),

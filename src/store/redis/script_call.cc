@@ -24,7 +24,7 @@ struct RedisStoreImpl::ScriptCall {
   int slot = kAnySlot;
   bool follow_ask = false;
   bool retried = false;
-  bool lease = false;  // lua/lease.lua's call (IsSingleLease), else lua/check.lua's
+  bool lease = false;                  // lua/lease.lua's call (IsSingleLease), else lua/check.lua's
   int64_t durable_timeout_micros = 0;  // DurableTimeoutMicros: > 0 when durable
   // Exactly one is set: the decisions (CheckAtAsync) or the raw reply (EvalCheckAsync).
   CheckCallback decisions_done;
@@ -68,8 +68,7 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call) {
     call->follow_ask = OnlyDeclaredKeys(call->items);
   }
   call->lease = IsSingleLease(call->items);
-  call->durable_timeout_micros =
-      DurableTimeoutMicros(call->items, durability_.durable_by_default);
+  call->durable_timeout_micros = DurableTimeoutMicros(call->items, durability_.durable_by_default);
   std::string command = ScriptCommand(*call, /*eval=*/false);
   SendScriptCommand(std::move(call), std::move(command));
 }

@@ -113,8 +113,8 @@ class SentinelRouter final : public Router {
         refresher_.Request();
       } else if (reply->is_error() && absl::StartsWith(reply->str, "READONLY")) {
         refresher_.Request();
-        reply = absl::UnavailableError(absl::StrCat("Redis at ", pool->address(),
-                                                    " is no longer the primary: ", reply->str));
+        reply = absl::UnavailableError(
+            absl::StrCat("Redis at ", pool->address(), " is no longer the primary: ", reply->str));
       }
       std::move(done)(std::move(reply));
     };
