@@ -6,15 +6,18 @@ file(GLOB TOLLGATE_TEST_SUPPORT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/te
 list(FILTER TOLLGATE_TEST_SUPPORT_SOURCES EXCLUDE REGEX "/fault_proxy\\.cc$")
 add_library(tollgate_test_support STATIC ${TOLLGATE_TEST_SUPPORT_SOURCES})
 target_include_directories(tollgate_test_support PUBLIC ${CMAKE_SOURCE_DIR})
-target_link_libraries(tollgate_test_support PUBLIC tollgate_server tollgate_xds tollgate_grpc
+target_link_libraries(tollgate_test_support PUBLIC tollgate tollgate_server tollgate_xds tollgate_grpc
   tollgate_fault_proxy GTest::gtest GTest::gmock
   absl::strings absl::time)
 target_compile_definitions(tollgate_test_support PUBLIC
   TOLLGATE_BINARY="$<TARGET_FILE:tollgate_cli>"
   TOLLGATE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
+# Every test runs with tests/lsan.supp (third-party per-thread state freed at thread exit).
+set(TOLLGATE_TEST_ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
+
 # Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
-foreach(dir core algorithm store/memory store/redis store/sync resilience fleet config server xds cli)
+foreach(dir core algorithm store/memory store/redis store/sync limiter resilience fleet config server xds cli)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
   if(tests)
     string(REPLACE "/" "_" name ${dir})
@@ -22,7 +25,7 @@ foreach(dir core algorithm store/memory store/redis store/sync resilience fleet 
     target_include_directories(${name}_test PRIVATE ${CMAKE_SOURCE_DIR})
     target_link_libraries(${name}_test PRIVATE tollgate_test_support GTest::gtest_main)
     gtest_discover_tests(${name}_test DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-      PROPERTIES TIMEOUT 600)
+      PROPERTIES TIMEOUT 600 ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
   endif()
 endforeach()
 
@@ -34,7 +37,7 @@ foreach(test_source ${integration_tests})
   target_link_libraries(${name} PRIVATE tollgate_test_support GTest::gtest_main)
   add_dependencies(${name} tollgate_cli)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT 900)
+    PROPERTIES TIMEOUT 900 ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
 endforeach()
 
 # Shell-driven tests (tests/*_test.sh): run with the build directory as $1.
@@ -43,13 +46,11 @@ foreach(test_script ${script_tests})
   get_filename_component(name ${test_script} NAME_WE)
   add_test(NAME ${name} COMMAND bash ${test_script} ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
   # Exit 77: skipped (a script that cannot run here says why).
-  set_tests_properties(${name} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
 endforeach()
 
-# src/cli/*_test.cc test parts of the binary's sources (not in a library).
+# src/cli/*_test.cc test the binary's subcommands (the cli layer's library).
 if(TARGET cli_test)
-  target_sources(cli_test PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/serve_environment.cc
-    ${CMAKE_SOURCE_DIR}/src/cli/ratelimit_environment.cc ${CMAKE_SOURCE_DIR}/src/cli/go_values.cc
-    ${CMAKE_SOURCE_DIR}/src/cli/load_configs.cc)
-  target_link_libraries(cli_test PRIVATE CLI11::CLI11)
+  target_link_libraries(cli_test PRIVATE tollgate_commands)
 endif()

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/config/config_file.h"
-#include "src/config/descriptor_matcher.h"
+#include "src/server/descriptor_matcher.h"
 #include "tollgate/config.h"
 #include "tollgate/limiter.h"
 
@@ -57,6 +57,7 @@ absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths)
         loaded.memory_store_max_keys = config->memory_store_max_keys;
       }
     }
+    loaded.durable_positions.merge(config->durable_positions);
     for (Limit& limit : config->limits) {
       if (!names.insert(limit.name).second) {
         errors.push_back(absl::InvalidArgumentError(

@@ -5,7 +5,8 @@
 //
 // Internal to GrpcServer (src/server/grpc_server.h). Threading: an H2Session lives on its
 // socket's loop; every member function below runs there, except GrpcResponder::Call's
-// Deliver, which posts to it.
+// Deliver, which posts to it. The connection's reading, writing and timers are in
+// h2_session.cc, its calls in h2_streams.cc, nghttp2's callbacks in h2_callbacks.cc.
 #ifndef TOLLGATE_SRC_SERVER_H2_SESSION_H_
 #define TOLLGATE_SRC_SERVER_H2_SESSION_H_
 

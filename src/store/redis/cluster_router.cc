@@ -17,6 +17,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,6 +135,20 @@ class ClusterRouter final : public Router {
     Dispatch(call, slots_[slot].load(std::memory_order_acquire), false);
   }
 
+  void SendDurable(int slot, std::string formatted_command, const DurableSend& how,
+                   ReplyCallback done) override {
+    auto call = std::make_shared<Call>();
+    call->slot = slot;
+    call->command = std::move(formatted_command);
+    call->done = std::move(done);
+    // Its WAIT must follow it on one connection: an ASK (to another node, for one command) is
+    // waited out instead.
+    call->follow_ask = false;
+    call->durable = how;
+    call->started = SteadyClock::now();
+    Dispatch(call, slots_[slot].load(std::memory_order_acquire), false);
+  }
+
   void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
   bool OnIoThread() const override { return io_thread_.InThisThread(); }
   bool DeferOnIoThread(Work& work) override { return DeferOn(io_thread_.io(), work); }
@@ -160,6 +175,7 @@ class ClusterRouter final : public Router {
     std::string command;
     ReplyCallback done;
     bool follow_ask = true;
+    std::optional<DurableSend> durable;  // sent with SendDurable
     SteadyClock::time_point started;
     int redirects = 0;
   };
@@ -192,6 +208,8 @@ class ClusterRouter final : public Router {
     };
     if (asking) {
       pool->SendAsking(call->command, std::move(on_reply));
+    } else if (call->durable.has_value()) {
+      pool->SendDurable(call->command, *call->durable, std::move(on_reply));
     } else {
       pool->Send(call->command, std::move(on_reply));
     }

@@ -28,10 +28,12 @@ thread_local const internal::InFlight* t_answering = nullptr;
 
 RedisStoreImpl::RedisStoreImpl(RedisStoreOptions options,
                                std::shared_ptr<RedisConnections> connections,
-                               std::string script_sha, std::vector<std::string> warnings)
+                               std::string script_sha, std::vector<std::string> warnings,
+                               DurabilityAssessment durability)
     : options_(std::move(options)),
       script_sha_(std::move(script_sha)),
       warnings_(std::move(warnings)),
+      durability_(std::move(durability)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
       connections_(std::move(connections)),
       router_(RouterOf(*connections_)) {}
@@ -45,20 +47,24 @@ RedisStoreImpl::~RedisStoreImpl() {
   calls_in_flight_->WaitUntilAtMost(t_answering == calls_in_flight_.get() ? 1 : 0);
 }
 
-void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask) {
+void RedisStoreImpl::Send(int slot, std::string command, ReplyCallback done, bool follow_ask,
+                          const DurableSend* durable) {
   calls_in_flight_->Start();
-  router_.Send(
-      slot, std::move(command),
-      [in_flight = calls_in_flight_,
-       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-        const internal::InFlight* outer = std::exchange(t_answering, in_flight.get());
-        std::move(done)(std::move(reply));
-        t_answering = outer;
-        // The store may be gone from here on (released in `done`, or by its destructor as
-        // soon as this count falls).
-        in_flight->Finish();
-      },
-      follow_ask);
+  ReplyCallback counted = [in_flight = calls_in_flight_,
+                           done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+    const internal::InFlight* outer = std::exchange(t_answering, in_flight.get());
+    std::move(done)(std::move(reply));
+    t_answering = outer;
+    // The store may be gone from here on (released in `done`, or by its destructor as
+    // soon as this count falls).
+    in_flight->Finish();
+  };
+  // ---- durable limits (durable_writes.h): answered once a replica holds the write ----
+  if (durable != nullptr) {
+    router_.SendDurable(slot, std::move(command), *durable, std::move(counted));
+    return;
+  }
+  router_.Send(slot, std::move(command), std::move(counted), follow_ask);
 }
 
 std::optional<int> RedisStoreImpl::SlotOf(const std::vector<CheckItem>& items) const {
@@ -189,8 +195,12 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(RedisStoreOptions
   }
   std::vector<std::string> warnings;
   redis::CheckEviction(router, &warnings);
+  redis::DurabilityAssessment durability = redis::AssessDurability(router);
+  warnings.insert(warnings.end(), durability.warnings.begin(), durability.warnings.end());
+  redis::DurableMonitorOf(*connections).set_on_event(options.on_event);
   return std::make_unique<redis::RedisStoreImpl>(std::move(options), std::move(connections),
-                                                 std::move(loaded->str), std::move(warnings));
+                                                 std::move(loaded->str), std::move(warnings),
+                                                 std::move(durability));
 }
 
 }  // namespace tollgate

@@ -13,6 +13,8 @@
 #include "src/core/in_flight.h"
 #include "src/store/redis/check_command.h"
 #include "src/store/redis/check_reply.h"
+#include "src/store/redis/durability.h"
+#include "src/store/redis/durable_writes.h"
 #include "src/store/redis/router.h"
 #include "src/store/redis/script_args.h"
 #include "tollgate/redis_store.h"
@@ -34,7 +36,8 @@ struct ScriptRequest {
 class RedisStoreImpl final : public RedisStore {
  public:
   RedisStoreImpl(RedisStoreOptions options, std::shared_ptr<RedisConnections> connections,
-                 std::string script_sha, std::vector<std::string> warnings);
+                 std::string script_sha, std::vector<std::string> warnings,
+                 DurabilityAssessment durability);
   // Connections of its own are closed, failing the calls still out at once; shared ones stay
   // with the other stores, and the destructor waits for this store's calls to be answered
   // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
@@ -55,6 +58,10 @@ class RedisStoreImpl final : public RedisStore {
   // consumed before `done` runs, so the request consumes nothing (see docs/redis.md).
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
+  // Durable limits (redis_store_durable.cc).
+  bool Durable(const Limit& limit) const override;
+  absl::Status CheckDurable(const std::vector<Limit>& limits) const override;
+  DurableWaitStats durable_waits() const override;
 
   // ApplyAsync with the script's time pinned to `now_micros` instead of Redis TIME, the
   // request sent alone at once. Only for the shared decision-table test; production calls
@@ -87,9 +94,14 @@ class RedisStoreImpl final : public RedisStore {
   // end of the running I/O handler; on a thread that runs no handler of the connections, it
   // goes at once.
   void Submit(int slot, ScriptRequest request);
-  // The script calls of `requests`, all of hash slot `slot`.
+  // The script calls of `requests`, all of hash slot `slot`: durable requests (durability.h)
+  // in calls of their own.
   void SendRequests(int slot, std::vector<ScriptRequest> requests,
                     std::optional<int64_t> now_micros);
+  // Calls of at most kMaxRequestsPerCall of `requests`, in order; with `durable_timeouts`
+  // (each request's DurableTimeoutMicros), durable calls.
+  void SendCalls(int slot, std::vector<ScriptRequest> requests,
+                 const std::vector<int64_t>& durable_timeouts, std::optional<int64_t> now_micros);
   // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
   void SendScriptCall(std::unique_ptr<ScriptCall> call, bool eval);
   void OnScriptReply(std::unique_ptr<ScriptCall> call, absl::StatusOr<RedisReply> reply);
@@ -98,8 +110,10 @@ class RedisStoreImpl final : public RedisStore {
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
   // ApplyAsync of a batch of kAdd items.
   void AddAsync(std::vector<CheckItem> items, CheckCallback done);
-  // router_.Send, counted in calls_in_flight_ until `done` has returned.
-  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
+  // router_.Send, counted in calls_in_flight_ until `done` has returned; with `durable`,
+  // router_.SendDurable (answered once a replica holds what the command wrote).
+  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask,
+            const DurableSend* durable = nullptr);
 
   // The flushes open on this thread, one per store at most.
   static thread_local std::vector<OpenFlush*> open_flushes_;
@@ -107,6 +121,7 @@ class RedisStoreImpl final : public RedisStore {
   const RedisStoreOptions options_;
   const std::string script_sha_;  // lua/check.lua's
   const std::vector<std::string> warnings_;
+  const DurabilityAssessment durability_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet, and open
   // flushes not yet sent. Shared with the callbacks, which count down after they return; the

@@ -1,6 +1,8 @@
 // Copyright tollgate authors. RedisStoreImpl's calls of check.lua: the requests of one hash
 // slot in calls of at most kMaxRequestsPerCall, EVALSHA first and EVAL once after NOSCRIPT,
-// and each request's answer out of the reply.
+// and each request's answer out of the reply; durable requests in calls of their own, each
+// answered once a replica holds what it wrote.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,6 +10,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
+#include "src/store/redis/durability.h"
 #include "src/store/redis/lua_scripts.h"
 #include "src/store/redis/redis_store_impl.h"
 
@@ -36,11 +39,28 @@ struct RedisStoreImpl::ScriptCall {
   int slot = kAnySlot;
   bool follow_ask = false;
   bool retried = false;
+  // > 0: a call of durable requests (DurableTimeoutMicros), sent with SendDurable.
+  int64_t durable_timeout_micros = 0;
+  // A durable call's reply as read when it came, before its WAIT (Wrote).
+  std::optional<CheckReply> read;
 
   Requests Items() const {
     Requests items;
     for (const ScriptRequest& request : requests) items.push_back(&request.items);
     return items;
+  }
+
+  // DurableSend::wrote: reads the reply once, keeps it, and says whether any request wrote
+  // (RequestWrote). A reply that does not parse is answered at once, as an error.
+  bool Wrote(const RedisReply& reply) {
+    absl::StatusOr<CheckReply> answer = ParseCheckReply(reply, Items());
+    if (!answer.ok()) return false;
+    bool wrote = false;
+    for (size_t i = 0; i < requests.size() && !wrote; ++i) {
+      wrote = answer->requests[i].ok() && RequestWrote(requests[i].items, *answer->requests[i]);
+    }
+    read = *std::move(answer);
+    return wrote;
   }
 };
 
@@ -82,15 +102,44 @@ void RedisStoreImpl::FlushAsync(std::vector<ScriptRequest> requests,
 
 void RedisStoreImpl::SendRequests(int slot, std::vector<ScriptRequest> requests,
                                   std::optional<int64_t> now_micros) {
+  // Durable requests go in calls of their own, on the connection whose WAIT confirms them:
+  // the others are not held up by it.
+  std::vector<ScriptRequest> durable;
+  std::vector<int64_t> durable_timeouts;
+  size_t kept = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const int64_t timeout = DurableTimeoutMicros(requests[i].items, durability_.durable_by_default);
+    if (timeout > 0) {
+      durable.push_back(std::move(requests[i]));
+      durable_timeouts.push_back(timeout);
+    } else if (kept++ != i) {
+      requests[kept - 1] = std::move(requests[i]);
+    }
+  }
+  requests.resize(kept);
+  SendCalls(slot, std::move(requests), {}, now_micros);
+  SendCalls(slot, std::move(durable), durable_timeouts, now_micros);
+}
+
+void RedisStoreImpl::SendCalls(int slot, std::vector<ScriptRequest> requests,
+                               const std::vector<int64_t>& durable_timeouts,
+                               std::optional<int64_t> now_micros) {
   size_t next = 0;
   while (next < requests.size()) {
     auto call = std::make_unique<ScriptCall>();
     call->slot = slot;
     call->now_micros = now_micros;
     size_t items = 0;
-    // As many as fit one call; a request too large to share one goes alone.
+    // As many as fit one call; a request too large to share one goes alone. A durable call
+    // has the least time of its requests.
     while (next < requests.size() && call->requests.size() < kMaxRequestsPerCall &&
            (call->requests.empty() || items + requests[next].items.size() <= kMaxItemsPerCall)) {
+      if (!durable_timeouts.empty()) {
+        const int64_t timeout = durable_timeouts[next];
+        call->durable_timeout_micros = call->durable_timeout_micros == 0
+                                           ? timeout
+                                           : std::min(call->durable_timeout_micros, timeout);
+      }
       items += requests[next].items.size();
       call->requests.push_back(std::move(requests[next++]));
       if (items > kMaxItemsPerCall) break;
@@ -111,12 +160,19 @@ void RedisStoreImpl::SendScriptCall(std::unique_ptr<ScriptCall> call, bool eval)
                                      options_.key_prefix, items, call->now_micros);
   const int slot = call->slot;
   const bool follow_ask = call->follow_ask;
+  std::optional<DurableSend> durable;
+  if (call->durable_timeout_micros > 0) {
+    // The call lives in the reply's callback, which DurableWrites runs after `wrote`.
+    durable = DurableSend{
+        .timeout_micros = call->durable_timeout_micros,
+        .wrote = [owner = call.get()](const RedisReply& reply) { return owner->Wrote(reply); }};
+  }
   Send(
       slot, std::move(command),
       [this, call = std::move(call)](absl::StatusOr<RedisReply> reply) mutable {
         OnScriptReply(std::move(call), std::move(reply));
       },
-      follow_ask);
+      follow_ask, durable.has_value() ? &*durable : nullptr);
 }
 
 void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
@@ -128,6 +184,21 @@ void RedisStoreImpl::OnScriptReply(std::unique_ptr<ScriptCall> call,
     // under the same SHA1, so later EVALSHA calls find it.
     call->retried = true;
     SendScriptCall(std::move(call), /*eval=*/true);
+    return;
+  }
+  if (call->read.has_value()) {
+    // A durable call whose requests were read as the reply came: one that wrote gets its
+    // decisions once a replica holds them, else why not (UnconfirmedWriteError, or the lost
+    // connection's status); the others get theirs either way.
+    CheckReply& read = *call->read;
+    for (size_t i = 0; i < call->requests.size(); ++i) {
+      ScriptRequest& request = call->requests[i];
+      if (!reply.ok() && read.requests[i].ok() && RequestWrote(request.items, *read.requests[i])) {
+        Answer(request, reply.status(), 0);
+      } else {
+        Answer(request, std::move(read.requests[i]), read.now_micros);
+      }
+    }
     return;
   }
   absl::StatusOr<CheckReply> answer =
