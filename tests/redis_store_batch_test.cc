@@ -196,6 +196,44 @@ TEST_F(RedisStoreBatchTest, ABadRequestFailsAlone) {
   EXPECT_THAT(std::string(negative.status().message()), HasSubstr("limit 'api'"));
 }
 
+// The same where every request is plain checks and no key comes twice (check.lua's batch of
+// distinct keys): a request on a counter of text fails alone, and its other items write
+// nothing; the others are decided and applied.
+TEST_F(RedisStoreBatchTest, ABadRequestFailsAloneWhereNoKeyComesTwice) {
+  const Limit bucket = TokenBucket("api", 10, 0.001);
+  const Limit fixed = Window("per-hour", Algorithm::kFixedWindow, 5, 3'600'000'000);
+  const Limit sliding = Window("sliding", Algorithm::kSlidingWindow, 5, 3'600'000'000);
+  const int64_t index = SystemClock().NowMicros() / 3'600'000'000;
+  Redis({"SET", absl::StrCat("tollgate:per-hour:{bad}:", index), "abc", "PX", "600000"});
+  Redis({"SET", absl::StrCat("tollgate:sliding:{old}:", index - 1), "1.5", "PX", "600000"});
+  Answers answers(5);
+  const int64_t calls = Calls();
+  store_->FlushAsync(Requests({{{&bucket, "a"}},
+                               {{&fixed, "bad"}},                   // a run's request
+                               {{&bucket, "b"}, {&fixed, "bad2"}},  // fine alone
+                               {{&bucket, "c"}, {&sliding, "old"}},
+                               {{&sliding, "good"}}},
+                              answers),
+                     std::nullopt);
+  const Answer counter = answers.Get(1);
+  ASSERT_FALSE(counter.ok());
+  EXPECT_THAT(std::string(counter.status().message()), HasSubstr("per-hour:{bad}"));
+  const Answer previous = answers.Get(3);
+  ASSERT_FALSE(previous.ok());
+  EXPECT_THAT(std::string(previous.status().message()),
+              HasSubstr(absl::StrCat("sliding:{old}:", index - 1, " holds no count")));
+  for (size_t i : {0, 2, 4}) {
+    const Answer good = answers.Get(i);
+    ASSERT_TRUE(good.ok()) << i << ": " << good.status();
+    EXPECT_TRUE((*good)[0].allowed) << i;
+  }
+  EXPECT_EQ(Calls() - calls, 1);
+  EXPECT_EQ(Redis({"GET", absl::StrCat("tollgate:per-hour:{bad2}:", index)}).str, "1");
+  EXPECT_EQ(Redis({"GET", absl::StrCat("tollgate:sliding:{good}:", index)}).str, "1");
+  EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{c}"}).integer, 0);  // its request failed
+  EXPECT_EQ(Redis({"EXISTS", "tollgate:api:{b}"}).integer, 1);
+}
+
 // The production path: requests made while one I/O handler runs (here the callback of a
 // reply, as a closed-loop caller makes its next check) wait for its end and go in one call,
 // checks, charges, reservations, settles and leases alike; a caller's own thread sends at once.

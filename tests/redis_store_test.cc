@@ -42,17 +42,31 @@ using testing::RedisServer;
 using ::tollgate::testing::TokenBucket;
 using ::tollgate::testing::Window;
 
-// One request at a pinned time: in a call of its own, or (`in_batch`) as one request of a
-// batch between two others (a peek and a check of another limit), in one script call.
+// The ways a table's item reaches check.lua: alone in its call (the fast path for a plain
+// check, the lease entry for a lease); beside a peek at another limit (a request of several
+// plain checks, or the general path); beside a shadow peek (the general path); alone in a
+// request of a batch whose keys come once each (check_distinct.inc.lua, when all are plain
+// checks), or of one where another key comes twice (the general batch).
+enum class Path { kAlone, kWithAPeek, kWithAShadowPeek, kInBatch, kInBatchSharingAKey };
+Path PathOf(int i) { return static_cast<Path>(i % 5); }
+const char* PathName(Path path) {
+  static const char* const kNames[] = {"alone", "with a peek", "with a shadow peek", "in a batch",
+                                       "in a batch sharing a key"};
+  return kNames[static_cast<int>(path)];
+}
+
+// One request at a pinned time: in a call of its own, or (`path` kInBatch or
+// kInBatchSharingAKey) as one request of a batch between two others (a peek and a check of
+// another limit, on two keys or on one), in one script call.
 absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector<CheckItem> items,
                                               std::optional<int64_t> now_micros,
-                                              bool in_batch = false) {
+                                              Path path = Path::kAlone) {
   std::promise<absl::StatusOr<std::vector<Decision>>> promise;
   auto result = promise.get_future();
   CheckCallback done = [&promise](absl::StatusOr<std::vector<Decision>> decisions) {
     promise.set_value(std::move(decisions));
   };
-  if (!in_batch) {
+  if (path != Path::kInBatch && path != Path::kInBatchSharingAKey) {
     store.CheckAtAsync(std::move(items), now_micros, std::move(done));
     return result.get();
   }
@@ -60,7 +74,7 @@ absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector
   std::vector<redis::ScriptRequest> requests(3);
   requests[0].items = {{&companion, "c", 0}};
   requests[1].items = std::move(items);
-  requests[2].items = {{&companion, "d", 1}};
+  requests[2].items = {{&companion, path == Path::kInBatch ? "d" : "c", 1}};
   for (redis::ScriptRequest& request : requests) {
     request.done = [](const absl::StatusOr<std::vector<Decision>>&) {};
   }
@@ -191,16 +205,6 @@ class RedisStoreTest : public ::testing::Test {
 
 // ---- The shared decision table: src/algorithm and check.lua agree bit for bit. ----------
 
-// The ways a table's item reaches check.lua: alone in its call (the fast path for a plain
-// check, the lease entry for a lease); beside a peek at another limit (a request of several
-// plain checks, or the general path); beside a shadow peek (the general path); alone in a
-// request of a batch.
-enum class Path { kAlone, kWithAPeek, kWithAShadowPeek, kInBatch };
-Path PathOf(int i) { return static_cast<Path>(i % 4); }
-const char* PathName(Path path) {
-  static const char* const kNames[] = {"alone", "with a peek", "with a shadow peek", "in a batch"};
-  return kNames[static_cast<int>(path)];
-}
 // `item`, with a peek at `other` (shadow or not) as `path` asks.
 std::vector<CheckItem> Along(Path path, const CheckItem& item, const Limit& other) {
   std::vector<CheckItem> items = {item};
@@ -247,7 +251,7 @@ TEST_F(RedisStoreTest, TokenBucketTableMatchesTheAlgorithm) {
     // Every path of check.lua meets the table (Path).
     const Path path = PathOf(i);
     absl::StatusOr<std::vector<Decision>> actual =
-        CheckAt(*store_, Along(path, {&limit, "k", cost}, other), now, path == Path::kInBatch);
+        CheckAt(*store_, Along(path, {&limit, "k", cost}, other), now, path);
     ASSERT_TRUE(actual.ok()) << actual.status();
     const std::string what = absl::StrCat(
         "case ", i, " (", PathName(path), "): capacity ", capacity, " rate ", rate, " cost ", cost,
@@ -282,9 +286,10 @@ TEST_F(RedisStoreTest, ABucketStoredAsDecimalTextIsStillRead) {
   Redis({"SET", key, absl::StrFormat("%.17g", state.empty_at_micros), "PX", "60000"});
 
   const Limit other = TokenBucket("other", 10, 1);
-  for (const Path path : {Path::kAlone, Path::kWithAPeek, Path::kWithAShadowPeek, Path::kInBatch}) {
+  for (const Path path : {Path::kAlone, Path::kWithAPeek, Path::kWithAShadowPeek, Path::kInBatch,
+                          Path::kInBatchSharingAKey}) {
     absl::StatusOr<std::vector<Decision>> peek =
-        CheckAt(*store_, Along(path, {&limit, "old", 0}, other), now, path == Path::kInBatch);
+        CheckAt(*store_, Along(path, {&limit, "old", 0}, other), now, path);
     ASSERT_TRUE(peek.ok()) << peek.status();
     EXPECT_EQ((*peek)[0].remaining, 2) << PathName(path);
   }
@@ -321,7 +326,7 @@ TEST_F(RedisStoreTest, FixedWindowTableMatchesTheAlgorithm) {
     const auto expected = algorithm::FixedWindowCheck(state, now, {max, window}, cost);
     const Path path = PathOf(i);  // every path of check.lua meets the table
     absl::StatusOr<std::vector<Decision>> actual =
-        CheckAt(*store_, Along(path, {&limit, "k", cost}, other), now, path == Path::kInBatch);
+        CheckAt(*store_, Along(path, {&limit, "k", cost}, other), now, path);
     ASSERT_TRUE(actual.ok()) << actual.status();
     const std::string what = absl::StrCat("case ", i, " (", PathName(path), "): limit ", max,
                                           " window ", window, " cost ", cost, " now ", now);
@@ -369,7 +374,7 @@ TEST_F(RedisStoreTest, SlidingWindowTableMatchesTheAlgorithm) {
     const auto expected = algorithm::SlidingWindowCheck(state, now, {max, window}, cost);
     const Path path = PathOf(i);  // every path of check.lua meets the table
     absl::StatusOr<std::vector<Decision>> actual =
-        CheckAt(*store_, Along(path, {&limit, "k", cost}, other), now, path == Path::kInBatch);
+        CheckAt(*store_, Along(path, {&limit, "k", cost}, other), now, path);
     ASSERT_TRUE(actual.ok()) << actual.status();
     const std::string what = absl::StrCat("case ", i, " (", PathName(path), "): limit ", max,
                                           " window ", window, " cost ", cost, " now ", now);
@@ -422,7 +427,7 @@ TEST_F(RedisStoreTest, ChargeTableMatchesTheAlgorithm) {
     item.op = ItemOp::kCharge;
     const Path path = PathOf(i);
     absl::StatusOr<std::vector<Decision>> actual =
-        CheckAt(*store_, Along(path, item, other), now, path == Path::kInBatch);
+        CheckAt(*store_, Along(path, item, other), now, path);
     ASSERT_TRUE(actual.ok()) << actual.status();
     const std::string what =
         absl::StrCat("case ", i, " kind ", kind, " (", PathName(path), "): max ", max, " rate ",
@@ -454,8 +459,8 @@ TEST_F(RedisStoreTest, ChargeTableMatchesTheAlgorithm) {
         : kind == 1 ? algorithm::FixedWindowCheck(fixed_state, later, windowed, cost).decision
                     : algorithm::SlidingWindowCheck(sliding_state, later, windowed, cost).decision;
     const Path then_path = PathOf(i / 4);
-    absl::StatusOr<std::vector<Decision>> checked = CheckAt(
-        *store_, Along(then_path, {&limit, "k", cost}, other), later, then_path == Path::kInBatch);
+    absl::StatusOr<std::vector<Decision>> checked =
+        CheckAt(*store_, Along(then_path, {&limit, "k", cost}, other), later, then_path);
     ASSERT_TRUE(checked.ok()) << checked.status();
     ExpectSameDecision(then, (*checked)[0], absl::StrCat(what, ", then a check of ", cost));
   }
@@ -515,8 +520,9 @@ TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
     const std::string what =
         absl::StrCat("case ", i, " kind ", kind, ": max ", max, " rate ", rate, " window ", window,
                      " reserved ", reserved, " at -", now - at, " cost ", cost);
-    const bool in_batch = i % 2 == 1;
-    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {item}, now, in_batch);
+    const Path path = i % 2 == 1 ? Path::kInBatch : Path::kAlone;
+    const Path other_path = i % 2 == 1 ? Path::kAlone : Path::kInBatch;
+    absl::StatusOr<std::vector<Decision>> actual = CheckAt(*store_, {item}, now, path);
     ASSERT_TRUE(actual.ok()) << actual.status();
     ExpectSameDecision(expected, (*actual)[0], what);
     EXPECT_TRUE((*actual)[0].allowed) << what;
@@ -538,7 +544,7 @@ TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
     Decision again = peek_after;
     again.allowed = false;
     again.reason = DenyReason::kAlreadySettled;
-    absl::StatusOr<std::vector<Decision>> second = CheckAt(*store_, {item}, now, !in_batch);
+    absl::StatusOr<std::vector<Decision>> second = CheckAt(*store_, {item}, now, other_path);
     ASSERT_TRUE(second.ok()) << second.status();
     ExpectSameDecision(again, (*second)[0], absl::StrCat(what, ", settled again"));
     // An id the store never recorded is not found.
@@ -546,7 +552,7 @@ TEST_F(RedisStoreTest, SettleTableMatchesTheAlgorithm) {
     Decision forged = peek_after;
     forged.allowed = false;
     forged.reason = DenyReason::kNotFound;
-    absl::StatusOr<std::vector<Decision>> unknown = CheckAt(*store_, {item}, now, in_batch);
+    absl::StatusOr<std::vector<Decision>> unknown = CheckAt(*store_, {item}, now, path);
     ASSERT_TRUE(unknown.ok()) << unknown.status();
     ExpectSameDecision(forged, (*unknown)[0], absl::StrCat(what, ", forged"));
   }
@@ -621,7 +627,7 @@ TEST_F(RedisStoreTest, ConcurrencyTableMatchesTheAlgorithm) {
                                           held, " op ", static_cast<int>(item.op), " cost ",
                                           item.cost, " id ", item.id, " (", PathName(path), ")");
     absl::StatusOr<std::vector<Decision>> actual =
-        CheckAt(*store_, Along(path, item, other), now, path == Path::kInBatch);
+        CheckAt(*store_, Along(path, item, other), now, path);
     ASSERT_TRUE(actual.ok()) << actual.status() << " " << what;
     ExpectSameDecision(expected.decision, (*actual)[0], what);
     // The set now: the live leases the algorithm keeps, in the same order.

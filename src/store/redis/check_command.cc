@@ -2,7 +2,10 @@
 #include "src/store/redis/check_command.h"
 
 #include <cstring>
+#include <string_view>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "src/store/redis/resp.h"
@@ -134,16 +137,25 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
     return std::move(writer).Finish();
   }
 
-  // The batch form: each distinct spec once, and the layout that names them.
+  // The batch form: each distinct spec once, and the layout that names them, 'D' first while
+  // every request is plain checks and no state key comes twice (check.lua's header).
   absl::InlinedVector<Spec, 4> specs;
-  std::string layout;
-  layout.reserve(3 * requests.size());
+  std::string layout = "D";
+  layout.reserve(1 + 3 * requests.size());
+  bool distinct = true;
+  absl::flat_hash_set<std::pair<std::string_view, std::string_view>> limit_keys;
+  limit_keys.reserve(requests.size());
   size_t items = 0;
   size_t bytes = 96 + script.size();
   size_t run = std::string::npos;  // where the run being extended starts in `layout`
   for (const std::vector<CheckItem>* request : requests) {
     const RequestKind kind = KindOf(*request);
     items += request->size();
+    distinct = distinct && kind == RequestKind::kPlain;
+    for (const CheckItem& item : *request) {
+      if (!distinct) break;
+      distinct = limit_keys.emplace(item.limit->name, item.key).second;
+    }
     const size_t entry = layout.size();
     layout.push_back(static_cast<char>(kind));
     layout.push_back(static_cast<char>(request->size()));
@@ -172,6 +184,7 @@ std::string CheckCommand(std::string_view verb, std::string_view script, std::st
       run = entry;
     }
   }
+  if (!distinct) layout.erase(0, 1);
   CommandWriter writer(5 + items + specs.size(), bytes + layout.size());
   writer.Add(verb);
   writer.Add(script);

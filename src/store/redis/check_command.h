@@ -43,7 +43,8 @@ bool FitsOneCall(absl::Span<const std::vector<CheckItem>* const> requests);
 // `<verb> <script> <n> <keys> <time> ...`: check.lua's call for `requests`, in order (verb
 // EVALSHA with its SHA1, or EVAL with its text), `now_micros` unset for Redis TIME. One
 // request goes in the one-request form (its items' specs), several in the batch form (a
-// layout, then each distinct spec once); lua/check.lua's header has both.
+// layout, led by 'D' when every request is plain checks and no state key comes twice, then
+// each distinct spec once); lua/check.lua's header has both.
 // REQUIRES: FitsOneCall(requests); every request non-empty.
 std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
                          absl::Span<const std::vector<CheckItem>* const> requests,

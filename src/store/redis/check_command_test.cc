@@ -105,6 +105,25 @@ TEST(CheckCommandTest, ABatchNamesEachDistinctSpecOnce) {
                 Bulk(Spec('F', 3, 600'000'000, 1)));
 }
 
+// A batch of plain checks whose state keys each come once says so with a 'D' before its
+// layout; a key twice (the same limit and key) and it does not.
+TEST(CheckCommandTest, ABatchOfPlainChecksOnDistinctKeysSaysSo) {
+  const Limit bucket = TokenBucket("api", 5, 1);
+  const Limit otp = Window("otp", Algorithm::kFixedWindow, 3, 600'000'000);
+  const std::vector<CheckItem> a = {{&bucket, "a"}};
+  const std::vector<CheckItem> both = {{&bucket, "b"}, {&otp, "a"}};
+  const std::vector<CheckItem> a_again = {{&bucket, "a"}};
+  const std::string tail = Bulk(Spec('t', 5, 1, 1)) + Bulk(Spec('f', 3, 600'000'000, 1));
+  EXPECT_EQ(CheckCommand("EVALSHA", "s", "", {&a, &both}, std::nullopt),
+            "*10\r\n$7\r\nEVALSHA\r\n" + Bulk("s") + Bulk("3") + Bulk("api:{a}") + Bulk("api:{b}") +
+                Bulk("otp:{a}") + Bulk("") + Bulk(std::string("DP\x01\x01p\x02\x01\x02", 8)) +
+                tail);
+  EXPECT_EQ(CheckCommand("EVALSHA", "s", "", {&a, &both, &a_again}, std::nullopt),
+            "*11\r\n$7\r\nEVALSHA\r\n" + Bulk("s") + Bulk("4") + Bulk("api:{a}") + Bulk("api:{b}") +
+                Bulk("otp:{a}") + Bulk("api:{a}") + Bulk("") +
+                Bulk(std::string("P\x01\x01p\x02\x01\x02P\x01\x01", 10)) + tail);
+}
+
 TEST(CheckCommandTest, WhatFitsOneCall) {
   const Limit bucket = TokenBucket("api", 5, 1);
   const std::vector<CheckItem> big(300, CheckItem{&bucket, "k"});

@@ -12,6 +12,8 @@
 -- with a kind, never an algorithm's letter), each for the requests of the next items in order:
 --   kind n j1..jn   one request of n items (1..255) with specs j1..jn
 --   'P' m j         m requests (1..255) of one plain check each, all with spec j
+-- and a layout that starts with 'D' promises that every entry is of plain checks ('P', 'p')
+-- and that no state key appears twice in the call (check_distinct.inc.lua decides it).
 -- A request's kind: 'p' plain checks of rate limits (no op, not in shadow mode); 'k' one
 -- concurrency item taking ('K') or releasing ('L') a lease, not in shadow mode; 'g' any
 -- other. A request alone is classified the same way here.
@@ -66,6 +68,7 @@ end
 
 local byte, unpack_d, pack, ceil, format = string.byte, struct.unpack, struct.pack, math.ceil,
                                           string.format
+local rcall = redis.call
 local NOW, ZERO, ONE = pack('<d', now), '\0', '\1'
 local NONE = '\0\0\0\0\0\0\240\255'  -- pack('<d', -math.huge): no bucket state
 
@@ -226,6 +229,7 @@ if lone then
 end
 
 -- tollgate:include check_batch.inc.lua
+-- tollgate:include check_distinct.inc.lua
 
 local SP = {}  -- item -> its spec
 
@@ -309,14 +313,6 @@ if nr > 1 then
   end
 end
 
--- A request alone fails the call; one of a batch fails alone, with an error record.
-local function fail(why)
-  -- What it read or staged may not be what Redis holds now: read again after it.
-  tent, nw, cache = nil, 0, {}
-  local message = string.sub(type(why) == 'table' and tostring(why.err) or tostring(why), 1, 999)
-  put(pack('<BH', 255, #message))
-  put(message)
-end
 for e = 1, #kinds do
   local kind, first, n, mark = kinds[e], firsts[e], counts[e], no
   local ok, why = true, nil

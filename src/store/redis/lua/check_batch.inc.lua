@@ -67,19 +67,19 @@ end
 
 local function write(mode, key, a, b)
   if mode == 'o' then
-    redis.call('SETRANGE', key, '0', a)
+    rcall('SETRANGE', key, '0', a)
   elseif mode == 'k' then
-    redis.call('SET', key, a, 'KEEPTTL')
+    rcall('SET', key, a, 'KEEPTTL')
   elseif mode == 'i' then
     if a == '1' then
-      redis.call('INCR', key)
+      rcall('INCR', key)
     else
-      redis.call('INCRBY', key, a)
+      rcall('INCRBY', key, a)
     end
   elseif mode == 'z' then
-    redis.call('ZADD', key, a, b)
+    rcall('ZADD', key, a, b)
   else
-    redis.call('SET', key, a, 'PX', b)
+    rcall('SET', key, a, 'PX', b)
   end
 end
 
@@ -120,21 +120,15 @@ local function bucket_ttl(state, empty_at, fill)
   return at
 end
 
--- The plain check of item i with its spec's numbers `p` (TokenBucketCheck, FixedWindowCheck,
--- SlidingWindowCheck: the same expressions): puts its record and returns whether it passes,
--- or nil and why when its state is not one. When it passes and consumes, it writes at once
--- (`now_write`: a request of this item alone) or stages its write.
-local function check(i, p, now_write)
-  local code, key, cost, limit, why = p[1], KEYS[i], p[4], p[2], nil
+-- The plain check with spec numbers `p` of state `raw` (a sliding window's previous count
+-- `praw`) at `key` (a bucket's key, or a window's counter), with the expressions of
+-- TokenBucketCheck, FixedWindowCheck and SlidingWindowCheck: puts its record and returns
+-- whether it passes and, when it passes and consumes, the write its request makes (mode, a, b
+-- as write() takes them, and the value it leaves), made here already when `now_write` (a
+-- request of this check alone); or nil and why when the state is not one.
+local function decide(p, key, raw, praw, now_write)
+  local code, cost, limit = p[1], p[4], p[2]
   if code == 116 then
-    local raw = tent and tent[key]
-    if raw == nil then
-      raw = cache[key]
-      if raw == nil then
-        raw, why = fetch(key)
-        if raw == nil then return nil, why end
-      end
-    end
     local state, record = nil, NONE
     if raw then
       if #raw == 8 then
@@ -148,81 +142,99 @@ local function check(i, p, now_write)
     local empty_at = now - fill
     if state and state > empty_at then empty_at = state end
     local next_empty_at = empty_at + p[7]
-    local pass = cost <= limit and next_empty_at <= now
-    out[no + 1], out[no + 2], no = pass and ONE or ZERO, record, no + 2
-    if pass and cost > 0 then
-      -- bucket_ttl(), inline: ceil() by arithmetic, cheaper than a call of math.ceil
-      local x, y, mode, at = (next_empty_at + fill) / 1e6, state and (state + fill) / 1e6, nil, nil
-      local second, first = x - x % 1, y and y - y % 1
-      if second < x then second = second + 1 end
-      if first and first < y then first = first + 1 end
-      if first == second then
-        mode = #raw == 8 and 'o' or 'k'
-      else
-        mode, at = 'n', expiry[second]
-        if not at then
-          at = decimal((second + 1) * 1000 - math.floor(now / 1000))
-          expiry[second] = at
-        end
-      end
-      local value = pack('<d', next_empty_at)
-      if now_write then
-        write(mode, key, value, at)
-        cache[key] = value
-      else
-        stage(mode, key, value, at, value)
-      end
+    if not (cost <= limit and next_empty_at <= now) then
+      out[no + 1], out[no + 2], no = ZERO, record, no + 2
+      return false
     end
-    return pass
-  end
-  local ckey = ckeys[i] or key .. p[6]
-  local raw = tent and tent[ckey]
-  if raw == nil then
-    raw = cache[ckey]
-    if raw == nil then
-      raw, why = fetch(ckey)
-      if raw == nil then return nil, why end
+    out[no + 1], out[no + 2], no = ONE, record, no + 2
+    if cost <= 0 then return true end
+    -- bucket_ttl(), inline: ceil() by arithmetic, cheaper than a call of math.ceil
+    local x, y = (next_empty_at + fill) / 1e6, state and (state + fill) / 1e6
+    local second, first = x - x % 1, y and y - y % 1
+    if second < x then second = second + 1 end
+    if first and first < y then first = first + 1 end
+    local value = pack('<d', next_empty_at)
+    if first == second then  -- the TTL set before covers it
+      if #raw ~= 8 then
+        if now_write then rcall('SET', key, value, 'KEEPTTL') end
+        return true, 'k', value, nil, value
+      end
+      if now_write then rcall('SETRANGE', key, '0', value) end
+      return true, 'o', value, nil, value
     end
+    local at = expiry[second]
+    if not at then
+      at = decimal((second + 1) * 1000 - math.floor(now / 1000))
+      expiry[second] = at
+    end
+    if now_write then rcall('SET', key, value, 'PX', at) end
+    return true, 'n', value, at, value
   end
   local current = 0  -- count_of(raw), inline
   if raw then
     current = tonumber(raw)
-    if not current or current % 1 ~= 0 then return nil, ckey .. ' holds no count' end
+    if not current or current % 1 ~= 0 then return nil, key .. ' holds no count' end
   end
   local pass
   if code == 102 then
     pass = cost <= limit and current + cost <= limit
     out[no + 1], out[no + 2], no = pass and ONE or ZERO, raw or '', no + 2
   else
-    local pkey = pkeys[i] or key .. p[10]
-    local praw = tent and tent[pkey]
-    if praw == nil then
-      praw = cache[pkey]
-      if praw == nil then
-        praw, why = fetch(pkey)
-        if praw == nil then return nil, why end
-      end
-    end
     local previous = 0
     if praw then
       previous = tonumber(praw)
-      if not previous or previous % 1 ~= 0 then return nil, pkey .. ' holds no count' end
+      if not previous or previous % 1 ~= 0 then
+        return nil, string.sub(key, 1, #key - #p[6]) .. p[10] .. ' holds no count'
+      end
     end
     pass = cost <= limit and previous * p[9] + current + cost <= limit
     out[no + 1], out[no + 2], out[no + 3], out[no + 4], no =
       pass and ONE or ZERO, raw or '', ',', praw or '', no + 4
   end
-  if pass and cost > 0 then
-    local mode, ttl = 'i', nil
-    if not raw then mode, ttl = 'n', p[11] or counter_ttl(p) end
+  if not pass or cost <= 0 then return pass end
+  if raw then
     if now_write then
-      write(mode, ckey, p[7], ttl)
-      cache[ckey] = current + cost
+      if cost == 1 then rcall('INCR', key) else rcall('INCRBY', key, p[7]) end
+    end
+    return true, 'i', p[7], nil, current + cost
+  end
+  local ttl = p[11] or counter_ttl(p)
+  if now_write then rcall('SET', key, p[7], 'PX', ttl) end
+  return true, 'n', p[7], ttl, current + cost
+end
+
+-- `key`'s value as this call left it: a request's tentative one, the cache's, or read now.
+local function value_of(key)
+  local v = tent and tent[key]
+  if v == nil then
+    v = cache[key]
+    if v == nil then return fetch(key) end
+  end
+  return v
+end
+
+-- The plain check of item i with its spec's numbers `p` (decide()) on what this call left
+-- under its keys: puts its record and returns whether it passes, or nil and why. When it
+-- passes and consumes, it writes at once (`now_write`: a request of this item alone) or
+-- stages its write.
+local function check(i, p, now_write)
+  local key, praw = KEYS[i], nil
+  if p[1] ~= 116 then key = ckeys[i] or key .. p[6] end
+  local raw, why = value_of(key)
+  if raw == nil then return nil, why end
+  if p[1] == 115 then
+    praw, why = value_of(pkeys[i] or KEYS[i] .. p[10])
+    if praw == nil then return nil, why end
+  end
+  local pass, mode, a, b, value = decide(p, key, raw, praw, now_write)
+  if pass and mode then
+    if now_write then
+      cache[key] = value
     else
-      stage(mode, ckey, p[7], ttl, current + cost)
+      stage(mode, key, a, b, value)
     end
   end
-  return pass
+  return pass, mode
 end
 
 -- A request of plain checks: items first..first + n - 1 with spec numbers P[i]. Returns why
@@ -248,4 +260,13 @@ local function plain(first, n)
   tent = nil
   if pass then commit() end
   nw = 0
+end
+
+-- A request alone fails the call; one of a batch fails alone, with an error record.
+local function fail(why)
+  -- What it read or staged may not be what Redis holds now: read again after it.
+  tent, nw, cache = nil, 0, {}
+  local message = string.sub(type(why) == 'table' and tostring(why.err) or tostring(why), 1, 999)
+  put(pack('<BH', 255, #message))
+  put(message)
 end
