@@ -45,19 +45,35 @@ using ::tollgate::testing::Window;
 // The ways a table's item reaches check.lua: alone in its call (the fast path for a plain
 // check, the lease entry for a lease); beside a peek at another limit (a request of several
 // plain checks, or the general path); beside a shadow peek (the general path); alone in a
-// request of a batch whose keys come once each (check_distinct.inc.lua, when all are plain
-// checks), or of one where another key comes twice (the general batch).
-enum class Path { kAlone, kWithAPeek, kWithAShadowPeek, kInBatch, kInBatchSharingAKey };
-Path PathOf(int i) { return static_cast<Path>(i % 5); }
+// request of a batch whose keys come once each (check_distinct.inc.lua's runs, when all are
+// plain checks), or beside a peek there (its requests of several checks), or alone in a
+// request of a batch where another key comes twice (the general batch).
+enum class Path {
+  kAlone,
+  kWithAPeek,
+  kWithAShadowPeek,
+  kInBatch,
+  kInBatchSharingAKey,
+  kInBatchWithAPeek
+};
+Path PathOf(int i) { return static_cast<Path>(i % 6); }
 const char* PathName(Path path) {
-  static const char* const kNames[] = {"alone", "with a peek", "with a shadow peek", "in a batch",
-                                       "in a batch sharing a key"};
+  static const char* const kNames[] = {"alone",
+                                       "with a peek",
+                                       "with a shadow peek",
+                                       "in a batch",
+                                       "in a batch sharing a key",
+                                       "with a peek in a batch"};
   return kNames[static_cast<int>(path)];
 }
+bool InBatch(Path path) {
+  return path == Path::kInBatch || path == Path::kInBatchSharingAKey ||
+         path == Path::kInBatchWithAPeek;
+}
 
-// One request at a pinned time: in a call of its own, or (`path` kInBatch or
-// kInBatchSharingAKey) as one request of a batch between two others (a peek and a check of
-// another limit, on two keys or on one), in one script call.
+// One request at a pinned time: in a call of its own, or (InBatch(path)) as one request of a
+// batch between two others (a peek and a check of another limit, on two keys, or on one for
+// kInBatchSharingAKey), in one script call.
 absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector<CheckItem> items,
                                               std::optional<int64_t> now_micros,
                                               Path path = Path::kAlone) {
@@ -66,7 +82,7 @@ absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector
   CheckCallback done = [&promise](absl::StatusOr<std::vector<Decision>> decisions) {
     promise.set_value(std::move(decisions));
   };
-  if (path != Path::kInBatch && path != Path::kInBatchSharingAKey) {
+  if (!InBatch(path)) {
     store.CheckAtAsync(std::move(items), now_micros, std::move(done));
     return result.get();
   }
@@ -74,7 +90,7 @@ absl::StatusOr<std::vector<Decision>> CheckAt(RedisStoreImpl& store, std::vector
   std::vector<redis::ScriptRequest> requests(3);
   requests[0].items = {{&companion, "c", 0}};
   requests[1].items = std::move(items);
-  requests[2].items = {{&companion, path == Path::kInBatch ? "d" : "c", 1}};
+  requests[2].items = {{&companion, path == Path::kInBatchSharingAKey ? "c" : "d", 1}};
   for (redis::ScriptRequest& request : requests) {
     request.done = [](const absl::StatusOr<std::vector<Decision>>&) {};
   }
@@ -208,7 +224,8 @@ class RedisStoreTest : public ::testing::Test {
 // `item`, with a peek at `other` (shadow or not) as `path` asks.
 std::vector<CheckItem> Along(Path path, const CheckItem& item, const Limit& other) {
   std::vector<CheckItem> items = {item};
-  if (path == Path::kWithAPeek || path == Path::kWithAShadowPeek) {
+  if (path == Path::kWithAPeek || path == Path::kWithAShadowPeek ||
+      path == Path::kInBatchWithAPeek) {
     items.push_back(
         {.limit = &other, .key = "k", .cost = 0, .shadow = path == Path::kWithAShadowPeek});
   }
@@ -287,7 +304,7 @@ TEST_F(RedisStoreTest, ABucketStoredAsDecimalTextIsStillRead) {
 
   const Limit other = TokenBucket("other", 10, 1);
   for (const Path path : {Path::kAlone, Path::kWithAPeek, Path::kWithAShadowPeek, Path::kInBatch,
-                          Path::kInBatchSharingAKey}) {
+                          Path::kInBatchSharingAKey, Path::kInBatchWithAPeek}) {
     absl::StatusOr<std::vector<Decision>> peek =
         CheckAt(*store_, Along(path, {&limit, "old", 0}, other), now, path);
     ASSERT_TRUE(peek.ok()) << peek.status();
