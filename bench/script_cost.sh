@@ -10,7 +10,13 @@
 #
 #   bench/script_cost.sh [BUILD_DIR]      (default: build; needs bench/compare_driver)
 #
-# Environment: CALLS=10000 measured calls per row (after 2,000 warm-up calls).
+# Environment: CALLS=10000 measured calls per row (after 2,000 warm-up calls). BREAKDOWN=1 adds
+# a second table: where each tollgate row's instructions go, from callgrind_annotate's inclusive
+# counts of redis-server's functions: reading calls and writing replies (all but
+# evalGenericCommand), a call's set-up (evalGenericCommand less lua_pcall: KEYS, ARGV, the
+# reply), the script's Lua (lua_pcall less the function that calls scriptCall, Lua's
+# redis.call, whose name Debian's binary does not keep), Redis's side of redis.call (that
+# function less scriptCall), and the commands the script runs (scriptCall).
 # Needs valgrind (scripts/bootstrap installs it). Takes about 2 minutes: Redis runs about
 # 50 times slower under callgrind.
 set -euo pipefail
@@ -58,7 +64,31 @@ measure() {
   after=$(executed)
   dump=$(ls -t "$WORK"/callgrind.out."$REDIS_PID".* | head -1)
   awk -v n="$((after - before))" '/^(summary|totals):/ {printf "%.0f %d\n", $2, n; exit}' "$dump"
-  rm -f "$dump"
+  if [ "${BREAKDOWN:-0}" = 1 ]; then mv "$dump" "$WORK/last.dump"; else rm -f "$dump"; fi
+}
+
+# The BREAKDOWN row of the last measured dump: its name, then instructions per decision ($2
+# decisions) in total and in each part (see the header).
+BREAKDOWN_ROWS=()
+breakdown() {
+  local tree="$WORK/tree"
+  callgrind_annotate --inclusive=yes --tree=caller "$WORK/last.dump" >"$tree" 2>/dev/null
+  rm -f "$WORK/last.dump"
+  BREAKDOWN_ROWS+=("$(awk -v name="$1" -v d="$2" '
+    function count(s) { gsub(",", "", s); return s + 0 }
+    /PROGRAM TOTALS/ { total = count($1) }
+    /\*  \?\?\?:evalGenericCommand \[/ { eval_ = count($1) }
+    /\*  \?\?\?:lua_pcall \[/ { pcall_ = count($1) }
+    /<  *\?\?\?:/ { caller = $0 }
+    /\*  \?\?\?:scriptCall \[/ {
+      commands = count($1); split(caller, c, "\\?\\?\\?:"); split(c[2], a, " "); lua_call = a[1]
+    }
+    { line[NR] = $0 }
+    END {
+      for (i = 1; i <= NR; i++) if (line[i] ~ ("\\*  \\?\\?\\?:" lua_call " \\[")) { split(line[i], f, " "); redis_call = count(f[1]) }
+      printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |", name, total / d, (total - eval_) / d,
+        (eval_ - pcall_) / d, (pcall_ - redis_call) / d, (redis_call - commands) / d, commands / d
+    }' "$tree")")
 }
 
 SEED_SHA=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat bench/seed_token_bucket.lua)")
@@ -89,6 +119,9 @@ row() {
   read -r instructions calls < <(measure "$run" "$CALLS")
   awk -v name="$name" -v shown="$shown" -v i="$instructions" -v c="$calls" -v d="$((CALLS * per))" \
     'BEGIN {printf "| %s | %.0f | %.3f | `%s` |\n", name, i / d, c / d, shown}'
+  if [ "${BREAKDOWN:-0}" = 1 ]; then
+    case "$name" in tollgate*) breakdown "$name" "$((CALLS * per))" ;; *) rm -f "$WORK/last.dump" ;; esac
+  fi
 }
 
 echo "Instructions redis-server executes per decision (callgrind, $CALLS decisions after $WARMUP_CALLS warm-up)."
@@ -112,3 +145,11 @@ row "tollgate concurrency lease, an acquire or a release, 64 callers" \
   "compare_driver --via library --mode lease --callers 64 --keys 1000" tollgate_lease 2
 COUNTED=incr
 row "plain INCR" "redis-benchmark -c 4 -P 32 -r 1000 INCR 'incr:{__rand_int__}'" incr
+if [ "${BREAKDOWN:-0}" = 1 ]; then
+  echo
+  echo "Where a decision's instructions go (per decision; see bench/script_cost.sh's header)."
+  echo
+  echo "| decision | total | reading calls, writing replies | a call's set-up | the script's Lua | Redis's side of redis.call | the commands the script runs |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  printf '%s\n' "${BREAKDOWN_ROWS[@]}"
+fi
