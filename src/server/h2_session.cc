@@ -45,6 +45,8 @@ struct H2Session::Stream {
   std::array<char, kGrpcMessagePrefixBytes> prefix{};
   std::string response;
   size_t response_offset = 0;  // of prefix + response
+  // A streaming call's state (src/server/h2_streaming.h); nullptr for a unary call.
+  std::unique_ptr<H2StreamingCall> streaming;
 
   // As new, keeping the strings' capacity when small (a closed stream is reused for the
   // connection's next one): a spare holds at most kKeptBytes per string.
@@ -65,6 +67,7 @@ struct H2Session::Stream {
     if (response.capacity() > kKeptBytes) std::string().swap(response);
     response.clear();
     response_offset = 0;
+    streaming.reset();  // tells its handler the call is over
   }
 };
 
@@ -158,6 +161,9 @@ struct H2Callbacks {
   // rate, SETTINGS entries, CONTINUATION): such a connection is closed once it is written,
   // not left to send the rest of its flood.
   static int OnFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      Of(user_data).StreamingTrailersSent(frame->hd.stream_id);  // h2_streaming.cc
+    }
     if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
       H2Session& session = Of(user_data);
       session.terminating_ = true;
@@ -436,6 +442,7 @@ void H2Session::Terminate(uint32_t error_code) {
 void H2Session::GoAway() {
   if (closed_ || going_away_) return;
   going_away_ = true;
+  FinishAllStreaming(absl::UnavailableError("the server is shutting down"));  // h2_streaming.cc
   nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
                         nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
                         nullptr, 0);
@@ -510,6 +517,11 @@ bool H2Session::TakeControlToken() {
   return true;
 }
 
+H2StreamingCall* H2Session::FindStreamingCall(int32_t stream_id) {
+  Stream* stream = FindStream(stream_id);
+  return stream == nullptr ? nullptr : stream->streaming.get();
+}
+
 H2Session::Stream* H2Session::FindStream(int32_t stream_id) {
   // The callbacks of one frame (each header of a HEADERS block) ask for the same stream.
   if (found_stream_ != nullptr && found_stream_->id == stream_id) return found_stream_;
@@ -545,6 +557,18 @@ void H2Session::OnRequestHeaders(Stream& stream) {
                   /*accept_identity=*/true);
       return;
   }
+  if (const GrpcStreamFactory* factory = shared_->methods.FindStreaming(stream.headers.path)) {
+    // A streaming call (h2_streaming.cc): it answers as it goes.
+    stream.state = Stream::State::kDispatched;
+    const absl::Status started =
+        StartStreaming(stream.id, *factory, check.timeout, &stream.streaming);
+    if (!started.ok()) {
+      AnswerError(stream, static_cast<GrpcStatusCode>(static_cast<int>(started.code())),
+                  std::string_view(started.message().data(), started.message().size()));
+    }
+    stream.headers.Clear();
+    return;
+  }
   stream.handler = shared_->methods.Find(stream.headers.path);
   if (stream.handler == nullptr) {
     AnswerError(stream, GrpcStatusCode::kUnimplemented, "unknown method " + stream.headers.path);
@@ -570,6 +594,10 @@ void H2Session::OnRequestHeaders(Stream& stream) {
 }
 
 void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length) {
+  if (stream.streaming != nullptr) {
+    StreamingData(*stream.streaming, data, length);  // h2_streaming.cc
+    return;
+  }
   if (stream.state != Stream::State::kReceiving || stream.handler == nullptr) return;
   const size_t limit = kGrpcMessagePrefixBytes + options_.max_message_bytes;
   if (held_body_bytes_ + length > options_.max_buffered_bytes_per_connection) {
@@ -603,6 +631,10 @@ void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length
 }
 
 void H2Session::OnRequestEnd(Stream& stream) {
+  if (stream.streaming != nullptr) {
+    StreamingHalfClose(*stream.streaming);  // h2_streaming.cc
+    return;
+  }
   if (stream.state != Stream::State::kReceiving || stream.handler == nullptr) return;
   const GrpcUnaryBody body = ParseGrpcUnaryBody(stream.body, options_.max_message_bytes);
   switch (body.result) {
@@ -660,6 +692,11 @@ void H2Session::OnDeadlines() {
   int64_t next = kNoGrpcDeadline;
   bool answered = false;
   for (auto& [id, stream] : streams_) {
+    if (stream->streaming != nullptr) {  // h2_streaming.cc
+      next = std::min(next, StreamingDeadline(*stream->streaming, now));
+      answered = true;
+      continue;
+    }
     if (stream->call == nullptr || stream->state == Stream::State::kAnswered) continue;
     if (stream->call->deadline_micros <= now) {
       AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");
