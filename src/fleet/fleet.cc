@@ -46,6 +46,7 @@ class FleetImpl final : public Fleet {
   const ResilientStore* resilient_store() const override { return resilient_; }
   const SyncStore* sync_store() const override { return sync_; }
   const FallbackShares* fallback_shares() const override { return fallback_shares_.get(); }
+  const std::shared_ptr<RedisConnections>& connections() const override { return connections_; }
 
   int64_t InstanceCount() const override {
     if (fixed_instances_ > 0) return fixed_instances_;

@@ -264,6 +264,11 @@ void Metrics::set_grpc_tls(const GrpcTlsCounters* counters) {
   grpc_tls_ = counters;
 }
 
+void Metrics::set_rlqs_stats(std::function<RlqsStats()> rlqs_stats) {
+  absl::MutexLock lock(&mu_);
+  rlqs_stats_ = std::move(rlqs_stats);
+}
+
 void Metrics::set_tracing_stats(std::function<TracingStats()> tracing_stats) {
   absl::MutexLock lock(&mu_);
   tracing_stats_ = std::move(tracing_stats);
@@ -307,9 +312,11 @@ std::string Metrics::Render() const {
   int64_t memory_max_keys = 0;
   const GrpcTlsCounters* grpc_tls = nullptr;
   std::function<TracingStats()> tracing_stats;
+  std::function<RlqsStats()> rlqs_stats;
   {
     absl::MutexLock lock(&mu_);
     tracing_stats = tracing_stats_;
+    rlqs_stats = rlqs_stats_;
     const Table* table = table_.load(std::memory_order_acquire);
     for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
     store = resilient_store_;
@@ -527,6 +534,7 @@ std::string Metrics::Render() const {
   }
   if (xds_started_.load(std::memory_order_relaxed)) RenderXds(out);
   if (tracing_stats) RenderTracing(out, tracing_stats());
+  if (rlqs_stats) RenderRlqsStats(out, rlqs_stats());  // rlqs_stats.cc
   return out;
 }
 

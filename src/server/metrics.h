@@ -47,6 +47,9 @@
 //       rejected (answered other than 2xx) | timeout | unreachable
 //   tollgate_tracing_queued_spans                   gauge; spans waiting for export
 //   (the tracing families only when tracing is on)
+//   tollgate_rlqs_*                                 the Rate Limit Quota Service
+//       (src/server/rlqs_stats.h, RenderRlqsStats): streams, buckets, reports, assignments by
+//       strategy, abandoned and refused buckets, rounds by result, Redis commands
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
 
@@ -66,6 +69,7 @@
 #include "absl/types/span.h"
 #include "src/server/otlp_exporter.h"
 #include "src/server/ratelimit_metrics.h"
+#include "src/server/rlqs_stats.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
@@ -151,6 +155,8 @@ class Metrics {
   void set_grpc_tls(const GrpcTlsCounters* counters);
   // The trace exporter's totals (src/server/otlp_exporter.h).
   void set_tracing_stats(std::function<TracingStats()> tracing_stats);
+  // The Rate Limit Quota Service's totals (tollgate_rlqs_*, src/server/rlqs_stats.h).
+  void set_rlqs_stats(std::function<RlqsStats()> rlqs_stats);
 
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
@@ -213,6 +219,7 @@ class Metrics {
   std::string xds_version_ ABSL_GUARDED_BY(mu_);
   int64_t xds_applied_unix_micros_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<TracingStats()> tracing_stats_ ABSL_GUARDED_BY(mu_);
+  std::function<RlqsStats()> rlqs_stats_ ABSL_GUARDED_BY(mu_);
 
   struct TrackedLease {
     std::string limit;

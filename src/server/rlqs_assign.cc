@@ -9,32 +9,28 @@
 
 namespace tollgate::server {
 
-std::vector<int64_t> SplitGrant(int64_t grant, absl::Span<const RlqsShareInput> subscriptions) {
+std::vector<int64_t> SplitGrant(int64_t available, absl::Span<const RlqsShareInput> subscriptions) {
   std::vector<int64_t> fresh(subscriptions.size(), 0);
-  if (subscriptions.empty()) return fresh;
+  if (subscriptions.empty() || available <= 0) return fresh;
   double fleet = 0;
-  int64_t held = 0;
-  for (const RlqsShareInput& sub : subscriptions) {
-    fleet += std::max(0.0, sub.demand_per_second);
-    held += std::max<int64_t>(0, sub.outstanding);
-  }
+  for (const RlqsShareInput& sub : subscriptions) fleet += std::max(0.0, sub.demand_per_second);
   const double scale = static_cast<double>(algorithm::kDemandFloorDivisor) *
                        static_cast<double>(subscriptions.size());
   std::vector<double> weights(subscriptions.size(), 1.0);
   double total = 0;
   for (size_t i = 0; i < subscriptions.size(); ++i) {
-    if (fleet > 0)
+    if (fleet > 0) {
       weights[i] = std::max(scale * std::max(0.0, subscriptions[i].demand_per_second), fleet);
+    }
     total += weights[i];
   }
-  int64_t available = std::max<int64_t>(0, grant - held);
-  for (size_t i = 0; i < subscriptions.size() && available > 0; ++i) {
+  int64_t left = available;
+  for (size_t i = 0; i < subscriptions.size() && left > 0; ++i) {
     if (!subscriptions[i].refresh) continue;
-    const int64_t target = algorithm::FloorAtLeastZero(
-        static_cast<double>(std::max<int64_t>(0, grant)) * weights[i] / total + 1e-9);
-    const int64_t wanted = std::max<int64_t>(0, target - subscriptions[i].outstanding);
-    fresh[i] = std::min(wanted, available);
-    available -= fresh[i];
+    const int64_t target =
+        algorithm::FloorAtLeastZero(static_cast<double>(available) * weights[i] / total + 1e-9);
+    fresh[i] = std::min(target, left);
+    left -= fresh[i];
   }
   return fresh;
 }

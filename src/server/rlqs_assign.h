@@ -2,24 +2,30 @@
 // (limit, key) among the Envoy buckets (subscriptions) that count against it, and what it
 // sends each of them. Pure: no I/O, no clock, no locks.
 //
-// Each round gives this instance a grant: the units it may still admit in the limit's window
-// beyond what is counted (from Redis' sync script: its share of what is left, weighted by
-// its demand against the other instances'; or its fallback share when Redis is away). Each
-// subscription j has
-//   demand_j       requests per second Envoy asked of it (allowed + denied) in its last report,
-//   outstanding_j  what Envoy may still admit in it without telling us: the tokens of the
-//                  assignments sent, less what its reports since showed admitted,
-//   refresh_j      whether it reported since its last assignment (only then does it get a new
-//                  one: a fresh grant is never given before the last one's use is known).
+// Each round tells this instance what it may still admit of one (limit, key) (`available`):
+// from Redis' sync script, its grant (its share of what is left, weighted by its demand
+// against the other instances'), less what it charged since; without Redis, the limit less
+// what its Envoys were granted or admitted in the window; with Redis away, its fallback share
+// likewise. Each subscription j (one Envoy's bucket) has
+//   demand_j   requests per second Envoy asked of it (allowed + denied) in its last report,
+//   refresh_j  whether it may get a new assignment now. A new grant replaces the bucket Envoy
+//              holds, so it goes only to a bucket whose reports show its grant spent (a
+//              replacement would waste the rest), that holds DENY_ALL, or whose grant was for
+//              a fixed window that is over; the others keep spending theirs.
 // SplitGrant gives each refreshed subscription
-//   target_j = floor(grant * w_j / sum(w)),   w_j = max(10 n * demand_j, D)   (D = sum of
-//              demands, n subscriptions; every w_j = 1 when D = 0), the rule of
-//              src/algorithm/share.h's DemandWeights, so a quiet bucket keeps 1/(10 n)
-//   fresh_j  = min(max(0, target_j - outstanding_j), what is left of grant - sum(outstanding))
-// so what this instance's Envoys may admit unreported never exceeds its grant: the fleet's
-// admitted + granted stays within the limit as in sync mode (docs/sync.md), and the overshoot
-// is what an Envoy admits between its report and the arrival of the assignment that follows
-// it (at most its previous grant's leftover).
+//   fresh_j = min(floor(available * w_j / sum(w)), what is left of available)
+//   w_j     = max(10 n * demand_j, D)   (D = sum of demands, n subscriptions; every w_j = 1
+//             when D = 0): the rule of src/algorithm/share.h's DemandWeights, so a quiet bucket
+//             keeps 1/(10 n) and the others share in proportion to what they ask.
+// A grant is charged to the limit's counter when it is sent (rlqs_ledger.h): Envoy's reports
+// of what it admitted are covered by it, and only what they show beyond it is counted. So
+// what every instance's Envoys may admit is always counted or within some instance's grant,
+// and the fleet stays within the limit as in sync mode (docs/sync.md), less what is granted
+// and never spent (the rest of a grant that expires, or that a fixed window's end takes
+// away). What can pass is what an Envoy admits with no assignment (its
+// no_assignment_behavior) or after one expired (its expired_assignment_behavior), and the
+// rest of a fixed window's grant admitted between the window's end and the replacement's
+// arrival.
 //
 // Envoy applies a token_bucket assignment as a new bucket filled with max_tokens when it
 // differs from the active one, and keeps an equal one as it is (refilled only by time). So a
@@ -42,13 +48,12 @@ using RlqsBucketAction = envoy::service::rate_limit_quota::v3::RateLimitQuotaRes
 
 struct RlqsShareInput {
   double demand_per_second = 0;
-  int64_t outstanding = 0;
   bool refresh = false;
 };
 
 // The fresh grant of each subscription (0 for those not refreshed), by the rule above.
-// REQUIRES: demands >= 0, outstanding >= 0.
-std::vector<int64_t> SplitGrant(int64_t grant, absl::Span<const RlqsShareInput> subscriptions);
+// REQUIRES: demands >= 0.
+std::vector<int64_t> SplitGrant(int64_t available, absl::Span<const RlqsShareInput> subscriptions);
 
 // What one assignment tells Envoy.
 struct RlqsAssignment {

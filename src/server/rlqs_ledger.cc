@@ -38,16 +38,27 @@ struct RlqsLedger::Subscription {
   BucketEntries entries;
   BucketTarget::Kind kind = BucketTarget::Kind::kNotLimited;
   Entry* entry = nullptr;  // kCounted
-  int64_t first_report_micros = 0;
   int64_t last_report_micros = 0;
+  // Its last report with a request in it (or its first report): abandoned idle_micros after.
+  int64_t last_active_micros = 0;
   // The longest of its last two gaps between reports (the assumed interval before).
   int64_t interval_micros = 0;
   int64_t last_gap_micros = 0;
   double demand_per_second = 0;
-  // What Envoy may still admit in it without reporting, as far as the assignments sent and
-  // the reports since tell; and the tokens of the last assignment (0: none, or DENY_ALL).
+  // What Envoy may still admit of its grant, as far as its reports tell (the grant less what
+  // they showed admitted since); the tokens of the last assignment (0: none, or DENY_ALL).
   int64_t outstanding = 0;
   int64_t last_tokens = 0;
+  // Units charged to the window's counter for its grants and not yet matched by a reported
+  // admission: a report's admissions are covered by them first, and only the rest is counted.
+  int64_t prepaid = 0;
+  // The window its last grant was charged to (a fixed window's grant ends with it), and
+  // whether its next assignment must replace the bucket whatever it holds (it now counts
+  // against another limit).
+  int64_t grant_window = 0;
+  bool force_replace = false;
+  // When the last assignment's time to live ends: Envoy admits nothing more of it after.
+  int64_t assignment_expires_micros = 0;
   bool refresh = true;  // reported since its last assignment
   bool parity = false;
 };
@@ -197,7 +208,7 @@ absl::StatusOr<bool> RlqsLedger::Report(StreamId id, const RateLimitQuotaUsageRe
       sub->stream = &stream;
       sub->bucket_id = usage.bucket_id().SerializeAsString();
       sub->entries = entries;
-      sub->first_report_micros = monotonic_micros;
+      sub->last_active_micros = monotonic_micros;
       sub->interval_micros = options_.assumed_reporting_interval_micros;
       sub->last_gap_micros = options_.assumed_reporting_interval_micros;
       Attach(*sub, *snapshot, now_micros);
@@ -219,21 +230,32 @@ absl::StatusOr<bool> RlqsLedger::Report(StreamId id, const RateLimitQuotaUsageRe
       sub.last_gap_micros = gap;
     }
     sub.last_report_micros = monotonic_micros;
+    if (allowed + denied > 0) sub.last_active_micros = monotonic_micros;
     sub.demand_per_second = static_cast<double>(allowed + denied) * 1e6 /
                             static_cast<double>(std::max(gap, options_.round_micros));
+    // Admissions of its grants were charged when granted; only the rest is counted now
+    // (admitted with no assignment, or after one expired). What is still prepaid after a
+    // report is at most what its grant has left: the rest was never spent (a replaced bucket).
+    const int64_t covered = std::min(allowed, sub.prepaid);
+    const int64_t excess = allowed - covered;
     sub.outstanding = std::max<int64_t>(0, sub.outstanding - allowed);
+    sub.prepaid = std::min(sub.prepaid - covered, sub.outstanding);
     sub.refresh = true;
     if (sub.entry != nullptr) {
       Entry& entry = *sub.entry;
-      const int64_t window = entry.sync.info->numbers.window_micros;
-      sync::Roll(entry.sync, algorithm::WindowIndex(now_micros, window));
-      entry.sync.unsent_current += allowed;
+      Charge(entry, excess, now_micros);
       entry.sync.last_check_micros = monotonic_micros;
-      RollLocal(window, now_micros, entry.local_window, entry.local_current, entry.local_previous);
-      entry.local_current += allowed;
     }
   }
   return subscribed;
+}
+
+void RlqsLedger::Charge(Entry& entry, int64_t units, int64_t now_micros) {
+  const int64_t window = entry.sync.info->numbers.window_micros;
+  sync::Roll(entry.sync, algorithm::WindowIndex(now_micros, window));
+  RollLocal(window, now_micros, entry.local_window, entry.local_current, entry.local_previous);
+  entry.sync.unsent_current += units;
+  entry.local_current += units;
 }
 
 void RlqsLedger::Rematch(const std::shared_ptr<const CheckSnapshot>& snapshot, int64_t now_micros) {
@@ -247,9 +269,15 @@ void RlqsLedger::RematchLocked(const std::shared_ptr<const CheckSnapshot>& snaps
   matched_ = snapshot;
   for (auto& [id, stream] : streams_) {
     for (auto& [key, sub] : stream->buckets) {
+      Entry* before = sub->entry;
       Detach(*sub);
       Attach(*sub, *snapshot, now_micros);
       sub->refresh = true;  // its assignment may have changed
+      if (sub->entry != before) {
+        // What it was charged stays with the old limit's counter; its bucket is replaced.
+        sub->prepaid = 0;
+        sub->force_replace = true;
+      }
     }
   }
 }
@@ -291,9 +319,15 @@ void RlqsLedger::ApplyReplies(const std::vector<sync::CounterItem>& items,
   }
 }
 
-int64_t RlqsLedger::GrantOf(Entry& entry, const RlqsAssignContext& context) {
+int64_t RlqsLedger::AvailableOf(Entry& entry, const RlqsAssignContext& context) {
   const LimitNumbers& numbers = entry.sync.info->numbers;
-  if (context.shared && context.store_ok) return entry.sync.grant_current;
+  if (context.shared && context.store_ok) {
+    sync::Roll(entry.sync, algorithm::WindowIndex(context.now_micros, numbers.window_micros));
+    // The grant is what Redis leaves this instance beyond what it counted; charges since
+    // (grants sent, admissions reported beyond them) come out of it.
+    if (entry.sync.grant_current < 0) return -1;
+    return std::max<int64_t>(0, entry.sync.grant_current - entry.sync.unsent_current);
+  }
   double fraction = 1;
   if (context.shared) {
     switch (entry.on_store_failure) {
@@ -322,6 +356,18 @@ int64_t RlqsLedger::GrantOf(Entry& entry, const RlqsAssignContext& context) {
         algorithm::WindowParams{share, numbers.window_micros});
   }
   return algorithm::FloorAtLeastZero(static_cast<double>(share) - used + 1e-9);
+}
+
+int64_t RlqsLedger::NextBoundary(int64_t now_micros) const {
+  int64_t next = 0;
+  for (const auto& [name, entry] : entries_) {
+    const LimitNumbers& numbers = entry->sync.info->numbers;
+    if (numbers.algorithm != Algorithm::kFixedWindow || entry->subscriptions.empty()) continue;
+    const int64_t boundary =
+        (algorithm::WindowIndex(now_micros, numbers.window_micros) + 1) * numbers.window_micros;
+    if (next == 0 || boundary < next) next = boundary;
+  }
+  return next;
 }
 
 int64_t RlqsLedger::TtlSeconds(const Subscription& sub) const {
@@ -362,7 +408,7 @@ std::vector<RlqsLedger::Outgoing> RlqsLedger::Assign(const RlqsAssignContext& co
   for (auto& [id, stream] : streams_) {
     for (auto it = stream->buckets.begin(); it != stream->buckets.end();) {
       Subscription& sub = *it->second;
-      if (context.monotonic_micros - sub.last_report_micros < options_.idle_micros) {
+      if (context.monotonic_micros - sub.last_active_micros < options_.idle_micros) {
         ++it;
         continue;
       }
@@ -374,30 +420,55 @@ std::vector<RlqsLedger::Outgoing> RlqsLedger::Assign(const RlqsAssignContext& co
     }
   }
 
-  // Counted buckets: each (limit, key)'s grant divided among its buckets.
+  // Counted buckets: what this instance may still admit of each (limit, key), divided among
+  // its buckets.
   std::vector<RlqsShareInput> inputs;
   for (auto& [name, entry] : entries_) {
     if (entry->subscriptions.empty()) continue;
-    const int64_t grant = GrantOf(*entry, context);
-    if (grant < 0) continue;
+    const int64_t available = AvailableOf(*entry, context);
+    if (available < 0) continue;
+    const bool fixed = entry->sync.info->numbers.algorithm == Algorithm::kFixedWindow;
+    const int64_t window = entry->sync.window_index;
     inputs.clear();
-    for (const Subscription* sub : entry->subscriptions) {
+    for (Subscription* sub : entry->subscriptions) {
+      // Past its time to live, Envoy admits nothing more of an assignment.
+      if (context.monotonic_micros >= sub->assignment_expires_micros) sub->outstanding = 0;
       const bool fresh =
           context.monotonic_micros - sub->last_report_micros <= 2 * sub->interval_micros;
-      inputs.push_back({.demand_per_second = fresh ? sub->demand_per_second : 0,
-                        .outstanding = sub->outstanding,
-                        .refresh = sub->refresh});
+      // A new grant replaces the bucket Envoy holds, so it goes to a bucket whose reports show
+      // its grant spent (a replacement would waste the rest), that holds DENY_ALL or nothing,
+      // or whose grant belongs to a fixed window that is over (a window's grants end with it).
+      const bool replace = (sub->refresh && sub->outstanding == 0) || sub->last_tokens == 0 ||
+                           sub->force_replace || (fixed && sub->grant_window != window);
+      inputs.push_back(
+          {.demand_per_second = fresh ? sub->demand_per_second : 0, .refresh = replace});
     }
-    const std::vector<int64_t> fresh = SplitGrant(grant, inputs);
+    const std::vector<int64_t> fresh = SplitGrant(available, inputs);
     for (size_t i = 0; i < entry->subscriptions.size(); ++i) {
       Subscription& sub = *entry->subscriptions[i];
-      if (!sub.refresh) continue;
-      sub.parity = !sub.parity;
-      // The assignment replaces the bucket Envoy holds: of it, only what Envoy admits before
-      // the assignment arrives may still come.
-      sub.outstanding = std::min(sub.outstanding, sub.last_tokens) + fresh[i];
-      sub.last_tokens = fresh[i];
-      send(sub, GrantAssignment(fresh[i], sub.parity, TtlSeconds(sub)));
+      const int64_t ttl_seconds = TtlSeconds(sub);
+      if (inputs[i].refresh) {
+        // Still DENY_ALL, unreported: nothing new to say.
+        if (!sub.refresh && sub.last_tokens == 0 && fresh[i] == 0 && !sub.force_replace) continue;
+        Charge(*entry, fresh[i], context.now_micros);
+        sub.prepaid += fresh[i];
+        sub.outstanding = fresh[i];
+        sub.last_tokens = fresh[i];
+        sub.grant_window = window;
+        sub.force_replace = false;
+        sub.parity = !sub.parity;
+        sub.assignment_expires_micros = context.monotonic_micros + ttl_seconds * 1'000'000;
+        send(sub, GrantAssignment(fresh[i], sub.parity, ttl_seconds));
+        continue;
+      }
+      // A bucket still spending its grant keeps it; when the grant would expire before its
+      // next report can renew it, the same assignment again extends it (Envoy keeps an equal
+      // bucket as it is).
+      if (sub.assignment_expires_micros - context.monotonic_micros <
+          sub.interval_micros + options_.round_micros) {
+        sub.assignment_expires_micros = context.monotonic_micros + ttl_seconds * 1'000'000;
+        send(sub, GrantAssignment(sub.last_tokens, sub.parity, ttl_seconds));
+      }
     }
   }
 
@@ -414,6 +485,7 @@ std::vector<RlqsLedger::Outgoing> RlqsLedger::Assign(const RlqsAssignContext& co
     }
   }
 
+  next_boundary_.store(NextBoundary(context.now_micros), std::memory_order_relaxed);
   std::vector<Outgoing> out;
   for (auto& [stream, list] : responses) {
     for (RateLimitQuotaResponse& response : list) {

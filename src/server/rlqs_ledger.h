@@ -10,7 +10,8 @@
 //      of its buckets, as the sync script's items (with Redis; skipped without).
 //   3. ApplyReplies: the script's totals and grants (or nothing when the call failed).
 //   4. Assign: the assignments of every bucket that reported since its last one (rlqs_assign.h),
-//      and an AbandonAction for each bucket not reported for RlqsLedgerOptions::idle_micros.
+//      and an AbandonAction for each bucket without a request reported for
+//      RlqsLedgerOptions::idle_micros.
 //      The grant is the script's; without Redis, the whole limit less what this instance's
 //      Envoys reported in the window; with Redis away, by the limit's on_store_failure:
 //      fail_open, this instance's fallback share of the limit (FallbackShare, src/algorithm/
@@ -48,7 +49,8 @@ using RateLimitQuotaResponse = envoy::service::rate_limit_quota::v3::RateLimitQu
 struct RlqsLedgerOptions {
   // How often a round runs: how often this instance syncs with Redis and assigns.
   int64_t round_micros = 1'000'000;
-  // A bucket not reported for this long is abandoned (AbandonAction).
+  // A bucket whose reports show no request for this long is abandoned (AbandonAction); so is
+  // one not reported at all for this long. (Envoy reports every bucket it holds, idle or not.)
   int64_t idle_micros = 10'000'000;
   // A bucket's reporting interval until two of its reports show it (Envoy's default is 5 s).
   int64_t assumed_reporting_interval_micros = 5'000'000;
@@ -113,6 +115,9 @@ class RlqsLedger {
   std::vector<Outgoing> Assign(const RlqsAssignContext& context);
 
   RlqsStats stats() const;
+  // When the next fixed window of a limit with buckets starts (`now_micros`' time), as the
+  // last Assign saw; 0: none. A round right after it gives that window's grants at once.
+  int64_t next_boundary_micros() const { return next_boundary_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry;
@@ -126,9 +131,15 @@ class RlqsLedger {
   void Detach(Subscription& sub) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RematchLocked(const std::shared_ptr<const CheckSnapshot>& snapshot, int64_t now_micros)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The grant of `entry` this round; -1: assign nothing (no grant known yet, or `expire`).
-  int64_t GrantOf(Entry& entry, const RlqsAssignContext& context)
+  // What this instance may still admit of `entry` this round, beyond what is counted or
+  // charged; -1: assign nothing (no grant known yet, or the limit lets assignments expire).
+  int64_t AvailableOf(Entry& entry, const RlqsAssignContext& context)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `units` against `entry` in the window of `now_micros` (sent to Redis at the next
+  // round; and in the local count the fallback uses).
+  void Charge(Entry& entry, int64_t units, int64_t now_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the next fixed window of any counted entry starts, in `now_micros`' time (0: none).
+  int64_t NextBoundary(int64_t now_micros) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t TtlSeconds(const Subscription& sub) const;
 
   const RlqsLedgerOptions options_;
@@ -141,6 +152,7 @@ class RlqsLedger {
   std::shared_ptr<const CheckSnapshot> matched_ ABSL_GUARDED_BY(mu_);
   int64_t buckets_ ABSL_GUARDED_BY(mu_) = 0;
 
+  std::atomic<int64_t> next_boundary_{0};
   std::atomic<int64_t> reports_{0};
   std::atomic<int64_t> token_bucket_assignments_{0};
   std::atomic<int64_t> deny_all_assignments_{0};

@@ -3,6 +3,7 @@
 // fleet's Redis connections as sync mode sends its own (src/store/sync/sync_store.cc).
 #include "src/server/rlqs_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <utility>
@@ -31,12 +32,12 @@ std::string RandomInstanceId() {
 }  // namespace
 
 struct RlqsService::Core : std::enable_shared_from_this<Core> {
-  explicit Core(RlqsServiceOptions given)
+  Core(RlqsServiceOptions given, RedisConnections* redis)
       : options(std::move(given)),
         clock(options.clock != nullptr ? options.clock : &SystemClock()),
         timers(options.timers != nullptr ? options.timers : ThreadTimers()),
         ledger(options.ledger),
-        router(options.redis != nullptr ? &redis::RouterOf(*options.redis) : nullptr) {}
+        router(redis != nullptr ? &redis::RouterOf(*redis) : nullptr) {}
 
   // One round's script calls and their replies as they come.
   struct Round {
@@ -101,7 +102,7 @@ struct RlqsService::Core : std::enable_shared_from_this<Core> {
     ledger.Rematch(options.check_service->snapshot(), now);
     if (router == nullptr) {
       Assign(/*store_ok=*/true);
-      std::move(next)(options.ledger.round_micros);
+      std::move(next)(NextDelay());
       return;
     }
     std::vector<sync::CounterItem> items = ledger.TakeCounters(timers->NowMicros(), now);
@@ -109,7 +110,7 @@ struct RlqsService::Core : std::enable_shared_from_this<Core> {
     for (const sync::Batch& batch : calls.given_up) ledger.ApplyReplies(batch.items, nullptr);
     if (calls.calls.empty()) {
       Assign(/*store_ok=*/true);
-      std::move(next)(options.ledger.round_micros);
+      std::move(next)(NextDelay());
       return;
     }
     auto round = std::make_shared<Round>();
@@ -164,7 +165,16 @@ struct RlqsService::Core : std::enable_shared_from_this<Core> {
       ledger.ApplyReplies(call.batches.back().items, &reply->counters);
     }
     Assign(ok);
-    std::move(round.next)(options.ledger.round_micros);
+    std::move(round.next)(NextDelay());
+  }
+
+  // A round interval, or less when a fixed window starts sooner: its grants then go out
+  // right after its start (what a bucket holds of the window before ends with it).
+  int64_t NextDelay() const {
+    const int64_t boundary = ledger.next_boundary_micros();
+    const int64_t until =
+        boundary > 0 ? boundary - NowMicros() + 1000 : options.ledger.round_micros;
+    return std::clamp<int64_t>(until, 1000, options.ledger.round_micros);
   }
 
   void Assign(bool store_ok) {
@@ -248,7 +258,8 @@ absl::StatusOr<std::unique_ptr<RlqsService>> RlqsService::Start(RlqsServiceOptio
     return absl::InvalidArgumentError("RLQS: the round and idle times must be at least 1 ms");
   }
   if (options.instance_id.empty()) options.instance_id = RandomInstanceId();
-  auto core = std::make_shared<Core>(std::move(options));
+  std::shared_ptr<RedisConnections> redis = std::move(options.redis);
+  auto core = std::make_shared<Core>(std::move(options), redis.get());
   if (core->router != nullptr) {
     if (absl::Status loaded = core->LoadScript(); !loaded.ok()) return loaded;
     core->context.instance_id = core->options.instance_id;
@@ -256,7 +267,7 @@ absl::StatusOr<std::unique_ptr<RlqsService>> RlqsService::Start(RlqsServiceOptio
         absl::StrCat(core->options.ledger.key_prefix, "sync:", core->options.instance_id);
   }
   core->ScheduleRounds();
-  return std::unique_ptr<RlqsService>(new RlqsService(std::move(core)));
+  return std::unique_ptr<RlqsService>(new RlqsService(std::move(core), std::move(redis)));
 }
 
 RlqsService::~RlqsService() {

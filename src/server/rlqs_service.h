@@ -83,8 +83,12 @@ class RlqsService {
   struct Core;  // internal: shared with the streams' handlers (rlqs_service.cc)
 
  private:
-  explicit RlqsService(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  RlqsService(std::shared_ptr<Core> core, std::shared_ptr<RedisConnections> redis)
+      : core_(std::move(core)), redis_(std::move(redis)) {}
+  // Shared with the streams' handlers, which may outlive the service; it does not own the
+  // connections (whose last owner must not be one of their own threads): the service does.
   std::shared_ptr<Core> core_;
+  std::shared_ptr<RedisConnections> redis_;
 };
 
 }  // namespace tollgate::server

@@ -4,6 +4,7 @@
 #define TOLLGATE_SRC_SERVER_RLQS_STATS_H_
 
 #include <cstdint>
+#include <string>
 
 namespace tollgate::server {
 
@@ -21,6 +22,9 @@ struct RlqsStats {
   int64_t failed_rounds = 0;   // rounds whose Redis calls failed (fallback assignments)
   int64_t redis_commands = 0;  // script calls sent by rounds
 };
+
+// Appends the tollgate_rlqs_* families of `stats` to `out` (Prometheus' text format).
+void RenderRlqsStats(std::string& out, const RlqsStats& stats);
 
 }  // namespace tollgate::server
 
