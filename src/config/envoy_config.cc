@@ -46,7 +46,8 @@ constexpr absl::string_view kDescriptorKeys[] = {
     "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
 constexpr absl::string_view kRateLimitKeys[] = {
     "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
-    "replaces", "algorithm",         "on_store_failure", "timeout"};
+    "replaces", "algorithm",         "on_store_failure", "timeout",
+    "rlqs_on_store_failure"};
 // A window of unit_multiplier units is at most this many seconds (ten years of 365 days).
 constexpr int64_t kMaxWindowSeconds = 10 * 365 * 86'400;
 constexpr absl::string_view kReplacesKeys[] = {"name"};
@@ -287,6 +288,21 @@ EnvoyRateLimit ParseRateLimit(const YAML::Node& node, const std::string& field, 
       } else {
         Fail(failure, field + ".on_store_failure",
              absl::StrCat("expected fail_open or fail_closed, got ", Describe(failure)));
+      }
+    });
+  }
+  if (YAML::Node failure = node["rlqs_on_store_failure"]) {
+    errors.Try([&] {
+      const std::string text = Scalar(failure, field + ".rlqs_on_store_failure");
+      if (text == "fail_open") {
+        rate_limit.rlqs_on_store_failure = RlqsStoreFailure::kFailOpen;
+      } else if (text == "fail_closed") {
+        rate_limit.rlqs_on_store_failure = RlqsStoreFailure::kFailClosed;
+      } else if (text == "expire") {
+        rate_limit.rlqs_on_store_failure = RlqsStoreFailure::kExpire;
+      } else {
+        Fail(failure, field + ".rlqs_on_store_failure",
+             absl::StrCat("expected fail_open, fail_closed or expire, got ", Describe(failure)));
       }
     });
   }

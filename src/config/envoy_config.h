@@ -45,6 +45,12 @@ std::string_view EnvoyUnitName(EnvoyUnit unit);
 // Case-insensitive "second" ... "year". nullopt for anything else.
 std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text);
 
+// Extension: what the Rate Limit Quota Service assigns a rule's buckets while Redis is away
+// (src/server/rlqs_ledger.h): this instance's fallback share (fail_open), DENY_ALL
+// (fail_closed), or nothing, so that the assignments Envoy holds expire into its own
+// expired_assignment_behavior (expire).
+enum class RlqsStoreFailure { kFailOpen, kFailClosed, kExpire };
+
 // A descriptor's `rate_limit:` block.
 struct EnvoyRateLimit {
   // Matches, answers OK, counts nothing.
@@ -68,6 +74,8 @@ struct EnvoyRateLimit {
   // Extensions: what to do when the store fails, and the deadline of one store call.
   FailureMode on_store_failure = FailureMode::kFailOpen;
   int64_t timeout_micros = 10'000;
+  // Extension (`rlqs_on_store_failure`); unset: as on_store_failure.
+  std::optional<RlqsStoreFailure> rlqs_on_store_failure;
 };
 
 // One entry of a `descriptors:` list, with its nested list.

@@ -59,6 +59,9 @@ absl::StatusOr<BucketTarget> MatchBucket(std::string_view domain, const BucketEn
     return absl::InternalError(absl::StrCat("rule ", rule->full_key, " has no limit"));
   }
   target.key = DescriptorKey(view, counted_values);
+  target.on_store_failure = rule->rate_limit.rlqs_on_store_failure.value_or(
+      target.limit->on_store_failure == FailureMode::kFailClosed ? RlqsStoreFailure::kFailClosed
+                                                                 : RlqsStoreFailure::kFailOpen);
   if (target.key.size() > kMaxKeyBytes) {
     return absl::InvalidArgumentError(absl::StrCat("a bucket's pairs are ", target.key.size(),
                                                    " bytes, more than ", kMaxKeyBytes));

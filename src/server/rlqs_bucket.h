@@ -54,6 +54,9 @@ struct BucketTarget {
   const Limit* limit = nullptr;
   std::string key;
   std::string rule;
+  // kCounted: what its buckets are assigned while Redis is away (the rule's
+  // rlqs_on_store_failure, else as its on_store_failure).
+  RlqsStoreFailure on_store_failure = RlqsStoreFailure::kFailOpen;
 };
 
 // The target of the bucket `entries` in `domain`. InternalError when a counting rule has no

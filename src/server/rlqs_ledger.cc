@@ -21,7 +21,7 @@ namespace tollgate::server {
 struct RlqsLedger::Entry {
   std::string name;  // limit name, '\0', key
   std::string limit_name;
-  FailureMode on_store_failure = FailureMode::kFailOpen;
+  RlqsStoreFailure on_store_failure = RlqsStoreFailure::kFailOpen;
   sync::Entry sync;  // units reported and not yet counted in Redis, and the last grant
   // What this instance's Envoys reported admitted, by window (without Redis, and while Redis
   // is away: the fallback's count).
@@ -110,8 +110,9 @@ void RlqsLedger::CloseStream(StreamId id) {
   streams_.erase(it);
 }
 
-RlqsLedger::Entry* RlqsLedger::EntryFor(const Limit& limit, const std::string& key,
-                                        int64_t now_micros) {
+RlqsLedger::Entry* RlqsLedger::EntryFor(const BucketTarget& target, int64_t now_micros) {
+  const Limit& limit = *target.limit;
+  const std::string& key = target.key;
   std::string name = absl::StrCat(limit.name, absl::string_view("\0", 1), key);
   const LimitNumbers numbers = RlqsWindowNumbers(limit.numbers);
   auto it = entries_.find(name);
@@ -120,7 +121,7 @@ RlqsLedger::Entry* RlqsLedger::EntryFor(const Limit& limit, const std::string& k
     if (info.numbers.limit == numbers.limit &&
         info.numbers.window_micros == numbers.window_micros &&
         info.numbers.algorithm == numbers.algorithm) {
-      it->second->on_store_failure = limit.on_store_failure;
+      it->second->on_store_failure = target.on_store_failure;
       return it->second.get();
     }
   }
@@ -134,7 +135,7 @@ RlqsLedger::Entry* RlqsLedger::EntryFor(const Limit& limit, const std::string& k
   auto entry = std::make_unique<Entry>();
   entry->name = name;
   entry->limit_name = limit.name;
-  entry->on_store_failure = limit.on_store_failure;
+  entry->on_store_failure = target.on_store_failure;
   entry->sync = sync::NewEntry(std::move(info), 0, now_micros);
   entry->local_window = entry->sync.window_index;
   if (it != entries_.end()) {
@@ -157,7 +158,7 @@ void RlqsLedger::Attach(Subscription& sub, const CheckSnapshot& snapshot, int64_
   if (!target.ok()) target = BucketTarget{};
   sub.kind = target->kind;
   if (target->kind != BucketTarget::Kind::kCounted) return;
-  sub.entry = EntryFor(*target->limit, target->key, now_micros);
+  sub.entry = EntryFor(*target, now_micros);
   sub.entry->subscriptions.push_back(&sub);
 }
 
@@ -331,11 +332,11 @@ int64_t RlqsLedger::AvailableOf(Entry& entry, const RlqsAssignContext& context) 
   double fraction = 1;
   if (context.shared) {
     switch (entry.on_store_failure) {
-      case FailureMode::kFailClosed:
+      case RlqsStoreFailure::kFailClosed:
         return 0;
-      case FailureMode::kLocal:
+      case RlqsStoreFailure::kExpire:
         return -1;
-      case FailureMode::kFailOpen:
+      case RlqsStoreFailure::kFailOpen:
         fraction = context.fallback_fraction
                        ? context.fallback_fraction(entry.limit_name, context.instances)
                        : 1.0 / static_cast<double>(std::max<int64_t>(1, context.instances));

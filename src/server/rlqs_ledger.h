@@ -13,11 +13,13 @@
 //      and an AbandonAction for each bucket without a request reported for
 //      RlqsLedgerOptions::idle_micros.
 //      The grant is the script's; without Redis, the whole limit less what this instance's
-//      Envoys reported in the window; with Redis away, by the limit's on_store_failure:
+//      Envoys were granted or admitted in the window; with Redis away, by the rule's
+//      rlqs_on_store_failure:
 //      fail_open, this instance's fallback share of the limit (FallbackShare, src/algorithm/
-//      share.h) less what its Envoys reported in the window; fail_closed, DENY_ALL; local (and
-//      a rule's RLQS failure mode `expire`), nothing: the assignments Envoy holds expire into
-//      its own expired_assignment_behavior.
+//      share.h) less what its Envoys were granted or admitted in the window; fail_closed,
+//      DENY_ALL; expire, nothing: the assignments Envoy holds expire into its own
+//      expired_assignment_behavior. Unset, it follows the rule's on_store_failure (so fail_open
+//      by default).
 //
 // Thread-safe: one mutex guards everything; a report holds it for the time of its buckets.
 #ifndef TOLLGATE_SRC_SERVER_RLQS_LEDGER_H_
@@ -38,6 +40,7 @@
 #include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
 #include "src/server/check_service.h"
 #include "src/server/grpc_stream.h"
+#include "src/server/rlqs_bucket.h"
 #include "src/server/rlqs_stats.h"
 #include "src/store/sync/round.h"
 
@@ -124,7 +127,8 @@ class RlqsLedger {
   struct Subscription;
   struct Stream;
 
-  Entry* EntryFor(const Limit& limit, const std::string& key, int64_t now_micros)
+  // The entry of a kCounted target, made (or remade, when its limit's numbers changed).
+  Entry* EntryFor(const BucketTarget& target, int64_t now_micros)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Attach(Subscription& sub, const CheckSnapshot& snapshot, int64_t now_micros)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -18,7 +18,9 @@
 #include "gtest/gtest.h"
 #include "src/server/event_loops.h"
 #include "src/server/grpc_server.h"
+#include "src/server/metrics.h"
 #include "tests/support/rlqs_envoy.h"
+#include "tests/support/serve_process.h"
 
 namespace tollgate {
 namespace {
@@ -129,6 +131,28 @@ TEST_F(RlqsServiceTest, ACountedBucketGetsATokenBucketOfWhatIsLeftThenDenyAllOnc
   ASSERT_TRUE(Eventually([&] { return envoy->counts(kApi).last_strategy == "deny_all"; }));
   EXPECT_FALSE(envoy->Request(kApi));
   EXPECT_EQ(envoy->counts(kApi).allowed, 10);
+}
+
+TEST_F(RlqsServiceTest, MetricsCountStreamsBucketsReportsAndAssignmentsByStrategy) {
+  server::Metrics metrics;
+  metrics.set_rlqs_stats([this] { return rlqs_->stats(); });
+  std::unique_ptr<SimulatedEnvoy> envoy = Envoy();
+  envoy->Request(kApi);
+  envoy->Request({{"name", "blocked"}});
+  envoy->Request({{"name", "free"}});
+  ASSERT_TRUE(Eventually([&] { return envoy->counts({{"name", "free"}}).assignments > 0; }));
+  ASSERT_TRUE(Eventually([&] { return envoy->counts(kApi).assignments > 0; }));
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("tollgate_rlqs_streams 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tollgate_rlqs_buckets 3\n"), std::string::npos);
+  EXPECT_GE(testing::MetricValue(text, "tollgate_rlqs_reports_total"), 3);
+  EXPECT_NE(text.find("tollgate_rlqs_assignments_total{strategy=\"token_bucket\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("tollgate_rlqs_assignments_total{strategy=\"deny_all\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("tollgate_rlqs_assignments_total{strategy=\"allow_all\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE tollgate_rlqs_abandoned_buckets_total counter"), std::string::npos);
 }
 
 TEST_F(RlqsServiceTest, BucketsWithoutACountingRuleAreAllowedOrBlockedAsTheirRuleSays) {
