@@ -54,6 +54,6 @@ endforeach()
 if(TARGET cli_test)
   target_sources(cli_test PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/serve_environment.cc
     ${CMAKE_SOURCE_DIR}/src/cli/ratelimit_environment.cc ${CMAKE_SOURCE_DIR}/src/cli/go_values.cc
-    ${CMAKE_SOURCE_DIR}/src/cli/load_configs.cc)
+    ${CMAKE_SOURCE_DIR}/src/cli/load_configs.cc ${CMAKE_SOURCE_DIR}/src/cli/validate_rlqs.cc)
   target_link_libraries(cli_test PRIVATE CLI11::CLI11)
 endif()
