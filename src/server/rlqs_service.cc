@@ -177,6 +177,27 @@ struct RlqsService::Core : std::enable_shared_from_this<Core> {
     return std::clamp<int64_t>(until, 1000, options.ledger.round_micros);
   }
 
+  // After the last round (the task stopped): what was reported and granted since is counted,
+  // so that the other instances' grants leave room for it. Blocking, on the caller's thread.
+  // REQUIRES: not on one of the connections' threads; no round running.
+  void LastRound() {
+    if (router == nullptr) return;
+    const int64_t now = NowMicros();
+    std::vector<sync::CounterItem> items = ledger.TakeCounters(timers->NowMicros(), now);
+    sync::PendingBatches::Calls calls = pending.Take(++sequence, std::move(items), now);
+    context.instances = Instances();
+    for (const sync::SlotCall& call : calls.calls) {
+      for (const char* verb : {"EVALSHA", "EVAL"}) {
+        const bool eval = std::string_view(verb) == "EVAL";
+        redis_commands.fetch_add(1, std::memory_order_relaxed);
+        absl::StatusOr<redis::RedisReply> reply = router->Command(
+            sync::ScriptCommand(verb, eval ? redis::kLuaSync : script_sha, context, call),
+            call.slot);
+        if (!reply.ok() || !reply->is_error() || !absl::StartsWith(reply->str, "NOSCRIPT")) break;
+      }
+    }
+  }
+
   void Assign(bool store_ok) {
     RlqsAssignContext assign;
     assign.monotonic_micros = timers->NowMicros();
@@ -272,6 +293,7 @@ absl::StatusOr<std::unique_ptr<RlqsService>> RlqsService::Start(RlqsServiceOptio
 
 RlqsService::~RlqsService() {
   if (core_->task != nullptr) core_->task->StopAndWait();
+  core_->LastRound();
 }
 
 void RlqsService::AddMethod(GrpcMethods& methods) {

@@ -72,7 +72,9 @@ class RlqsService {
 
   RlqsService(const RlqsService&) = delete;
   RlqsService& operator=(const RlqsService&) = delete;
-  // Stops the rounds (waits for the one in flight). Streams still open keep what they need.
+  // Stops the rounds (waits for the one in flight), then sends what was reported and granted
+  // since to Redis (one last script call, waited for). Streams still open keep what they need.
+  // REQUIRES: not on one of the Redis connections' threads.
   ~RlqsService();
 
   // Adds StreamRateLimitQuotas to `methods`.
