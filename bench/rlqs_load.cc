@@ -144,30 +144,21 @@ void RunEnvoy(const Options& options, const std::shared_ptr<grpc::Channel>& chan
 
 int main(int argc, char** argv) {
   Options options;
+  const std::map<std::string, std::string*> strings = {{"--target", &options.target},
+                                                       {"--domain", &options.domain},
+                                                       {"--metrics", &options.metrics}};
+  const std::map<std::string, int*> numbers = {
+      {"--envoys", &options.envoys},           {"--buckets", &options.buckets},
+      {"--interval-ms", &options.interval_ms}, {"--warmup-s", &options.warmup_s},
+      {"--seconds", &options.seconds},         {"--channels", &options.channels},
+      {"--server-pid", &options.server_pid}};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    const char* value = argv[i + 1];
-    if (flag == "--target")
-      options.target = value;
-    else if (flag == "--domain")
-      options.domain = value;
-    else if (flag == "--envoys")
-      options.envoys = std::atoi(value);
-    else if (flag == "--buckets")
-      options.buckets = std::atoi(value);
-    else if (flag == "--interval-ms")
-      options.interval_ms = std::atoi(value);
-    else if (flag == "--warmup-s")
-      options.warmup_s = std::atoi(value);
-    else if (flag == "--seconds")
-      options.seconds = std::atoi(value);
-    else if (flag == "--channels")
-      options.channels = std::atoi(value);
-    else if (flag == "--metrics")
-      options.metrics = value;
-    else if (flag == "--server-pid")
-      options.server_pid = std::atoi(value);
-    else {
+    if (auto it = strings.find(flag); it != strings.end()) {
+      *it->second = argv[i + 1];
+    } else if (auto number = numbers.find(flag); number != numbers.end()) {
+      *number->second = std::atoi(argv[i + 1]);
+    } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }

@@ -68,27 +68,27 @@ TEST_F(RlqsOutageTest, RedisKilledGivesEachRuleItsFallbackAndTheFleetRecoversAft
   std::vector<RlqsBucketCounts> during(2), later(2);
   int64_t fallback_rounds = 0;
   std::string closed_strategy;
-  admitted = DriveRlqs(
-      traffic, kWindowSeconds, 24,
-      {{3,
-        [&] {
-          redis_->Kill();
-          outage_from = admitted.WindowOf(std::chrono::system_clock::now()) + 1;
-        }},
-       // By then every assignment sent before the outage has expired (3 s).
-       {8,
-        [&] {
-          for (int i = 0; i < 2; ++i) during[i] = envoys[i]->counts(kExpiring);
-          closed_strategy = envoys[0]->counts(kClosed).last_strategy;
-        }},
-       {11, [&] {
-          for (int i = 0; i < 2; ++i) later[i] = envoys[i]->counts(kExpiring);
-          fallback_rounds = testing::MetricValue(testing::ScrapeMetrics(servers_[0]->port()),
-                                                 "tollgate_rlqs_rounds_total{result=\"fallback\"}");
-          outage_to = admitted.WindowOf(std::chrono::system_clock::now()) - 1;
-          ASSERT_TRUE(redis_->Restart().ok());
-          recovered_from = admitted.WindowOf(std::chrono::system_clock::now()) + 1;
-        }}});
+  admitted = DriveRlqs(traffic, kWindowSeconds, 24,
+                       {{3,
+                         [&] {
+                           redis_->Kill();
+                           outage_from = admitted.WindowOf(std::chrono::system_clock::now()) + 1;
+                         }},
+                        // By then every assignment sent before the outage has expired (3 s).
+                        {8,
+                         [&] {
+                           for (int i = 0; i < 2; ++i) during[i] = envoys[i]->counts(kExpiring);
+                           closed_strategy = envoys[0]->counts(kClosed).last_strategy;
+                         }},
+                        {11, [&] {
+                           for (int i = 0; i < 2; ++i) later[i] = envoys[i]->counts(kExpiring);
+                           fallback_rounds = testing::MetricValue(
+                               testing::ScrapeMetrics(servers_[0]->port()),
+                               "tollgate_rlqs_rounds_total{result=\"fallback\"}");
+                           outage_to = admitted.WindowOf(std::chrono::system_clock::now()) - 1;
+                           ASSERT_TRUE(redis_->Restart().ok());
+                           recovered_from = admitted.WindowOf(std::chrono::system_clock::now()) + 1;
+                         }}});
 
   EXPECT_GT(fallback_rounds, 0);
   // fail_closed: DENY_ALL while Redis is away.

@@ -46,8 +46,7 @@ constexpr absl::string_view kDescriptorKeys[] = {
     "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
 constexpr absl::string_view kRateLimitKeys[] = {
     "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
-    "replaces", "algorithm",         "on_store_failure", "timeout",
-    "rlqs_on_store_failure"};
+    "replaces", "algorithm",         "on_store_failure", "timeout",   "rlqs_on_store_failure"};
 // A window of unit_multiplier units is at most this many seconds (ten years of 365 days).
 constexpr int64_t kMaxWindowSeconds = 10 * 365 * 86'400;
 constexpr absl::string_view kReplacesKeys[] = {"name"};

@@ -12,9 +12,9 @@
 namespace tollgate::server {
 namespace {
 
-BucketId Bucket(std::vector<std::pair<std::string, std::string>> pairs) {
+BucketId Bucket(const std::vector<std::pair<std::string, std::string>>& pairs) {
   BucketId id;
-  for (auto& [key, value] : pairs) (*id.mutable_bucket())[key] = value;
+  for (const auto& [key, value] : pairs) (*id.mutable_bucket())[key] = value;
   return id;
 }
 
@@ -71,7 +71,7 @@ descriptors:
     service_ = *std::move(service);
   }
 
-  absl::StatusOr<BucketTarget> Match(std::string_view domain, BucketId id) {
+  absl::StatusOr<BucketTarget> Match(std::string_view domain, const BucketId& id) {
     BucketEntries entries;
     EXPECT_TRUE(ReadBucketEntries(id, "f", &entries).ok());
     auto snapshot = service_->snapshot();
