@@ -78,6 +78,7 @@ foreach(bench_source ${bench_sources})
     add_executable(${name} ${bench_source} ${CMAKE_SOURCE_DIR}/bench/benchmark_main.cc)
   endif()
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
-  target_link_libraries(${name} PRIVATE tollgate_server tollgate_fault_proxy benchmark::benchmark)
+  target_link_libraries(${name} PRIVATE tollgate tollgate_server tollgate_fault_proxy
+    benchmark::benchmark)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endforeach()

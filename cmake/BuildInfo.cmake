@@ -28,6 +28,6 @@ if(GIT_FOUND)
     endif()
   endif()
 endif()
+# The core layer has ${CMAKE_BINARY_DIR}/generated on its include path (cmake/Layers.cmake).
 configure_file(${CMAKE_SOURCE_DIR}/src/core/build_info.h.in
   ${CMAKE_BINARY_DIR}/generated/src/core/build_info.h @ONLY)
-target_include_directories(tollgate_server PUBLIC ${CMAKE_BINARY_DIR}/generated)

@@ -26,12 +26,8 @@ foreach(fuzz_source ${TOLLGATE_FUZZ_SOURCES})
     continue()
   endif()
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
-  # The HTTP body, gRPC wire and RLS request targets need the service library; the others the core one.
-  if(name STREQUAL "http_json_fuzz" OR name STREQUAL "grpc_wire_fuzz" OR
-     name STREQUAL "rls_request_fuzz")
-    target_link_libraries(${name} PRIVATE tollgate_server absl::strings)
-  else()
-    target_link_libraries(${name} PRIVATE tollgate absl::strings)
-  endif()
+  # Every target reads what the server layer does (HTTP bodies, gRPC frames, RLS requests,
+  # configs built into a descriptor matcher), so links it with the library.
+  target_link_libraries(${name} PRIVATE tollgate tollgate_server absl::strings)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
 endforeach()

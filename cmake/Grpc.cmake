@@ -1,7 +1,7 @@
 # gRPC: the .proto files under proto/ (Envoy's rate-limit service API, the Aggregated Discovery
 # Service and the RateLimitConfig resource, written for tollgate with Envoy's package, names and
 # field numbers; grpc.health.v1) compiled by protoc and grpc_cpp_plugin into the build tree:
-#   tollgate_proto  the messages (protobuf). The service library links them: its gRPC server is
+#   tollgate_proto  the messages (protobuf). The server layer links them: its gRPC server is
 #                   ours (src/server/grpc_server.h, on libnghttp2).
 #   tollgate_grpc   the grpc++ stubs. The xDS client (src/xds/) streams its config with gRPC
 #                   C++'s client, so the tollgate binary links it; tests and benchmarks use it
@@ -48,5 +48,3 @@ target_link_libraries(tollgate_proto PUBLIC protobuf::libprotobuf)
 add_library(tollgate_grpc STATIC ${TOLLGATE_GRPC_SOURCES})
 target_compile_options(tollgate_grpc PRIVATE -w)
 target_link_libraries(tollgate_grpc PUBLIC tollgate_proto gRPC::grpc++)
-
-target_link_libraries(tollgate_server PUBLIC tollgate_proto)

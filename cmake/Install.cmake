@@ -1,7 +1,12 @@
-# `cmake --install` puts the headers, libtollgate.a and a CMake package in place, so another
-# project can `find_package(tollgate)` and link `tollgate::tollgate`.
+# `cmake --install` puts the headers, the library layers' archives (libtollgate_core.a, ...)
+# and a CMake package in place, so another project can `find_package(tollgate)` and link
+# `tollgate::tollgate`, which brings every layer it needs.
 include(CMakePackageConfigHelpers)
-install(TARGETS tollgate EXPORT tollgateTargets
+set(TOLLGATE_INSTALLED_TARGETS tollgate)
+foreach(layer ${TOLLGATE_LIBRARY_LAYERS})
+  list(APPEND TOLLGATE_INSTALLED_TARGETS tollgate_${layer})
+endforeach()
+install(TARGETS ${TOLLGATE_INSTALLED_TARGETS} EXPORT tollgateTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/tollgate DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -1,7 +1,7 @@
-# The Redis store (src/store/redis) inside the `tollgate` library, and the Lua scripts of
-# src/store/redis/lua/*.lua embedded at build time into a generated .cc in the build tree.
+# The Lua scripts of src/store/redis/lua/*.lua, embedded at build time into a generated .cc in
+# the build tree, part of the Redis store's layer (tollgate_store_redis, cmake/Layers.cmake).
 #
-# This file has two roles. Included from CMakeLists.txt it adds the sources. Run as
+# This file has two roles. Included from CMakeLists.txt it adds the generated source. Run as
 # `cmake -DOUTPUT=... -DINPUTS=a.lua;b.lua -P Redis.cmake` it writes the generated file:
 # one `extern const std::string_view kLua<Name>` per script, as a raw string literal.
 if(CMAKE_SCRIPT_MODE_FILE)
@@ -40,8 +40,4 @@ add_custom_command(OUTPUT ${TOLLGATE_REDIS_LUA_CC}
   COMMENT "Embedding src/store/redis/lua/*.lua"
   VERBATIM)
 
-tollgate_sources(TOLLGATE_REDIS_SOURCES store/redis)
-target_sources(tollgate PRIVATE ${TOLLGATE_REDIS_SOURCES} ${TOLLGATE_REDIS_LUA_CC})
-# PRIVATE, but a static library still needs hiredis at the user's link: the installed
-# package config (cmake/tollgateConfig.cmake.in) finds it again.
-target_link_libraries(tollgate PRIVATE PkgConfig::HIREDIS Boost::headers OpenSSL::SSL Threads::Threads)
+target_sources(tollgate_store_redis PRIVATE ${TOLLGATE_REDIS_LUA_CC})

@@ -6,7 +6,7 @@ file(GLOB TOLLGATE_TEST_SUPPORT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/te
 list(FILTER TOLLGATE_TEST_SUPPORT_SOURCES EXCLUDE REGEX "/fault_proxy\\.cc$")
 add_library(tollgate_test_support STATIC ${TOLLGATE_TEST_SUPPORT_SOURCES})
 target_include_directories(tollgate_test_support PUBLIC ${CMAKE_SOURCE_DIR})
-target_link_libraries(tollgate_test_support PUBLIC tollgate_server tollgate_xds tollgate_grpc
+target_link_libraries(tollgate_test_support PUBLIC tollgate tollgate_server tollgate_rlqs tollgate_xds tollgate_grpc
   tollgate_fault_proxy GTest::gtest GTest::gmock
   absl::strings absl::time)
 target_compile_definitions(tollgate_test_support PUBLIC
@@ -17,7 +17,7 @@ target_compile_definitions(tollgate_test_support PUBLIC
 set(TOLLGATE_TEST_ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
 
 # Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
-foreach(dir core algorithm store/memory store/redis store/sync resilience fleet config server xds cli)
+foreach(dir core algorithm store/memory store/redis store/sync limiter resilience fleet config server rlqs xds cli)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
   if(tests)
     string(REPLACE "/" "_" name ${dir})
@@ -50,10 +50,7 @@ foreach(test_script ${script_tests})
     ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
 endforeach()
 
-# src/cli/*_test.cc test parts of the binary's sources (not in a library).
+# src/cli/*_test.cc test the binary's subcommands (the cli layer's library).
 if(TARGET cli_test)
-  target_sources(cli_test PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/serve_environment.cc
-    ${CMAKE_SOURCE_DIR}/src/cli/ratelimit_environment.cc ${CMAKE_SOURCE_DIR}/src/cli/go_values.cc
-    ${CMAKE_SOURCE_DIR}/src/cli/load_configs.cc ${CMAKE_SOURCE_DIR}/src/cli/validate_rlqs.cc)
-  target_link_libraries(cli_test PRIVATE CLI11::CLI11)
+  target_link_libraries(cli_test PRIVATE tollgate_commands)
 endif()

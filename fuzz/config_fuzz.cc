@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/config/descriptor_matcher.h"
 #include "src/config/envoy_config.h"
+#include "src/server/descriptor_matcher.h"
 #include "tollgate/config.h"
 #include "tollgate/limiter.h"
 

@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "src/config/descriptor_matcher.h"
 #include "src/config/envoy_config.h"
+#include "src/server/descriptor_matcher.h"
 
 namespace {
 

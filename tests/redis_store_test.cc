@@ -26,6 +26,7 @@
 #include "src/algorithm/token_bucket.h"
 #include "src/store/redis/redis_store_impl.h"
 #include "src/store/redis/slot.h"
+#include "tests/support/decisions.h"
 #include "tests/support/limits.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/redis_stores.h"
@@ -216,13 +217,7 @@ class RedisStoreTest : public ::testing::Test {
 // ---- The shared decision table: src/algorithm and check.lua agree bit for bit. ----------
 
 void ExpectSameDecision(const Decision& memory, const Decision& redis, const std::string& what) {
-  EXPECT_EQ(memory.allowed, redis.allowed) << what;
-  EXPECT_EQ(memory.limit, redis.limit) << what;
-  EXPECT_EQ(memory.remaining, redis.remaining) << what;
-  EXPECT_EQ(memory.reset_after_micros, redis.reset_after_micros) << what;
-  EXPECT_EQ(memory.retry_after_micros, redis.retry_after_micros) << what;
-  EXPECT_EQ(memory.reason, redis.reason) << what;
-  EXPECT_EQ(memory.debt, redis.debt) << what;
+  testing::ExpectSameDecision(memory, redis, what);
   EXPECT_EQ(redis.source, DecisionSource::kRedis) << what;
 }
 

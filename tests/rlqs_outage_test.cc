@@ -62,6 +62,9 @@ TEST_F(RlqsOutageTest, RedisKilledGivesEachRuleItsFallbackAndTheFleetRecoversAft
       traffic.push_back({envoy.get(), bucket, 4.0 * kLimit / kWindowSeconds / 2});
     }
   }
+  // Started at a window's start: Redis is away for the whole of the second window (3 s to
+  // 11 s), and back for the whole of the fourth.
+  testing::WaitForWindowStart(kWindowSeconds);
   RlqsAdmitted admitted{.window_seconds = kWindowSeconds};
   int64_t outage_from = 0, outage_to = 0;  // the first and last window wholly in the outage
   int64_t recovered_from = 0;

@@ -29,9 +29,9 @@ class io_context;
 
 namespace tollgate {
 
-namespace resilience {
-class DeadlineQueue;  // src/resilience/deadline_queue.h
-}  // namespace resilience
+namespace internal {
+class DeadlineQueue;  // src/core/deadline_queue.h
+}  // namespace internal
 
 class Timers {
  public:
@@ -85,7 +85,7 @@ class SimulatedTimers final : public Timers {
  private:
   mutable absl::Mutex mutex_;
   int64_t now_ ABSL_GUARDED_BY(mutex_);
-  const std::unique_ptr<resilience::DeadlineQueue> queue_ ABSL_GUARDED_BY(mutex_);
+  const std::unique_ptr<internal::DeadlineQueue> queue_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace tollgate

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/config/config_file.h"
-#include "src/config/descriptor_matcher.h"
+#include "src/server/descriptor_matcher.h"
 #include "tollgate/config.h"
 #include "tollgate/limiter.h"
 

@@ -9,91 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "src/cli/environment_reader.h"
 #include "src/cli/go_values.h"
+#include "src/cli/ratelimit_redis.h"
 #include "src/cli/serve_environment.h"
 #include "src/core/absl_view.h"
 
 namespace tollgate::cli {
 namespace {
-
-// Reads variables, keeping every error and notice for the caller.
-class Reader {
- public:
-  explicit Reader(const EnvironmentLookup& lookup) : lookup_(lookup) {}
-
-  std::optional<std::string> Get(std::string_view name) const {
-    std::optional<std::string> value = lookup_(name);
-    if (value.has_value() && value->empty()) return std::nullopt;
-    return value;
-  }
-
-  std::string String(std::string_view name, std::string_view fallback) const {
-    return Get(name).value_or(std::string(fallback));
-  }
-
-  bool Bool(std::string_view name, bool fallback) {
-    std::optional<std::string> value = Get(name);
-    if (!value) return fallback;
-    std::optional<bool> parsed = ParseGoBool(*value);
-    if (!parsed) {
-      Error(name, "expected true or false (or 1, 0, t, f)");
-      return fallback;
-    }
-    return *parsed;
-  }
-
-  int64_t Int(std::string_view name, int64_t fallback, int64_t min, int64_t max) {
-    std::optional<std::string> value = Get(name);
-    if (!value) return fallback;
-    std::optional<int64_t> parsed = ParseGoInt(*value);
-    if (!parsed || *parsed < min || *parsed > max) {
-      Error(name, absl::StrCat("expected an integer from ", min, " to ", max));
-      return fallback;
-    }
-    return *parsed;
-  }
-
-  double Float(std::string_view name, double fallback, double min, double max) {
-    std::optional<std::string> value = Get(name);
-    if (!value) return fallback;
-    std::optional<double> parsed = ParseGoFloat(*value);
-    if (!parsed || *parsed < min || *parsed > max) {
-      Error(name, absl::StrCat("expected a number from ", min, " to ", max));
-      return fallback;
-    }
-    return *parsed;
-  }
-
-  // In milliseconds; `fallback_ms` when unset.
-  int64_t DurationMs(std::string_view name, int64_t fallback_ms) {
-    std::optional<std::string> value = Get(name);
-    if (!value) return fallback_ms;
-    std::optional<int64_t> micros = ParseGoDurationMicros(*value);
-    if (!micros || *micros < 0) {
-      Error(name, "expected a duration such as 500ms, 10s or 1m30s");
-      return fallback_ms;
-    }
-    return *micros / 1000;
-  }
-
-  // A notice when `name` is set: tollgate does not use it, for `why`.
-  void NotUsed(std::string_view name, std::string_view why) {
-    if (Get(name))
-      notices_.push_back(absl::StrCat(AbslView(name), " is not used by tollgate: ", AbslView(why)));
-  }
-
-  void Error(std::string_view name, std::string_view what) {
-    errors_.push_back(absl::StrCat(AbslView(name), ": ", AbslView(what)));
-  }
-
-  std::vector<std::string>& notices() { return notices_; }
-  const std::vector<std::string>& errors() const { return errors_; }
-
- private:
-  const EnvironmentLookup& lookup_;
-  std::vector<std::string> notices_;
-  std::vector<std::string> errors_;
-};
 
 // "HOST:PORT" from the peer's pair of variables; Go's empty host (":8080") is every address.
 std::string JoinHostPort(std::string host, int64_t port) {
@@ -119,7 +42,7 @@ std::optional<std::string> LogLevel(std::string_view text) {
   return std::nullopt;
 }
 
-void ReadListeners(Reader& env, ServeOptions& options) {
+void ReadListeners(EnvironmentReader& env, ServeOptions& options) {
   options.http_address =
       JoinHostPort(env.String("HOST", "0.0.0.0"), env.Int("PORT", 8080, 0, 65535));
   options.grpc_address =
@@ -142,7 +65,7 @@ void ReadListeners(Reader& env, ServeOptions& options) {
 // GRPC_SERVER_USE_TLS and its files. The client CA has two names: the peer's
 // GRPC_CLIENT_TLS_CACERT, and GRPC_SERVER_TLS_CA_CERT, which Envoy Gateway sets (and the
 // peer does not read); either asks for client certificates.
-void ReadGrpcTls(Reader& env, ServeOptions& options) {
+void ReadGrpcTls(EnvironmentReader& env, ServeOptions& options) {
   const char* kFiles[] = {"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT",
                           "GRPC_SERVER_TLS_CA_CERT", "GRPC_CLIENT_TLS_SAN"};
   if (!env.Bool("GRPC_SERVER_USE_TLS", false)) {
@@ -173,7 +96,7 @@ void ReadGrpcTls(Reader& env, ServeOptions& options) {
 }
 
 // CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client (src/xds/xds_options.h names each variable).
-void ReadXds(Reader& env, ServeOptions& options) {
+void ReadXds(EnvironmentReader& env, ServeOptions& options) {
   xds::XdsClientOptions& xds = options.xds;
   xds.server_address = env.String("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000");
   xds.node_id = env.String("CONFIG_GRPC_XDS_NODE_ID", "default");
@@ -211,7 +134,7 @@ void ReadXds(Reader& env, ServeOptions& options) {
 }
 
 // TRACING_* and OpenTelemetry's endpoint variables.
-void ReadTracing(Reader& env, ServeOptions& options) {
+void ReadTracing(EnvironmentReader& env, ServeOptions& options) {
   server::TracingOptions& tracing = options.tracing;
   const char* kNames[] = {"TRACING_SERVICE_NAME",
                           "TRACING_SERVICE_NAMESPACE",
@@ -249,7 +172,7 @@ void ReadTracing(Reader& env, ServeOptions& options) {
   }
 }
 
-void ReadConfigSource(Reader& env, ServeOptions& options) {
+void ReadConfigSource(EnvironmentReader& env, ServeOptions& options) {
   const std::string type = env.String("CONFIG_TYPE", "FILE");
   if (type == "FILE") {
     // The peer loads <RUNTIME_ROOT>/<RUNTIME_SUBDIRECTORY>/<RUNTIME_APPDIRECTORY> (with
@@ -278,7 +201,7 @@ void ReadConfigSource(Reader& env, ServeOptions& options) {
   options.health_requires_config = env.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false);
 }
 
-void ReadStats(Reader& env, ServeOptions& options) {
+void ReadStats(EnvironmentReader& env, ServeOptions& options) {
   const char* kStatsd =
       "statsd is not supported; metrics are for Prometheus (USE_PROMETHEUS, "
       "or GET /metrics on the HTTP port)";
@@ -307,7 +230,7 @@ void ReadStats(Reader& env, ServeOptions& options) {
   options.near_limit_ratio = env.Float("NEAR_LIMIT_RATIO", 0.8, 0, 1);
 }
 
-void ReadLimiting(Reader& env, ServeOptions& options) {
+void ReadLimiting(EnvironmentReader& env, ServeOptions& options) {
   options.shadow_mode = env.Bool("SHADOW_MODE", false);
   options.quota_mode = env.Bool("QUOTA_MODE", false);
   options.response_dynamic_metadata = env.Bool("RESPONSE_DYNAMIC_METADATA", false);
@@ -343,128 +266,6 @@ void ReadLimiting(Reader& env, ServeOptions& options) {
   }
 }
 
-// The query of a rediss:// URL for the REDIS_TLS_* files.
-std::string RedisTlsQuery(Reader& env) {
-  std::vector<std::string> parameters;
-  if (auto ca = env.Get("REDIS_TLS_CACERT")) parameters.push_back(absl::StrCat("ca=", *ca));
-  auto cert = env.Get("REDIS_TLS_CLIENT_CERT");
-  auto key = env.Get("REDIS_TLS_CLIENT_KEY");
-  if (cert.has_value() != key.has_value()) {
-    env.Error(cert ? "REDIS_TLS_CLIENT_KEY" : "REDIS_TLS_CLIENT_CERT",
-              "a client certificate needs its key, and a key its certificate");
-  } else if (cert) {
-    parameters.push_back(absl::StrCat("cert=", *cert));
-    parameters.push_back(absl::StrCat("key=", *key));
-  }
-  if (env.Bool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false)) {
-    parameters.push_back("verify=chain");
-  }
-  return parameters.empty() ? "" : absl::StrCat("?", absl::StrJoin(parameters, "&"));
-}
-
-// REDIS_AUTH's "password" or "user:password" as a URL's credentials ("user:password@").
-std::string Credentials(std::string_view auth) {
-  if (auth.empty()) return "";
-  const size_t colon = auth.find(':');
-  if (colon == std::string_view::npos) return absl::StrCat(":", PercentEncode(auth), "@");
-  return absl::StrCat(PercentEncode(auth.substr(0, colon)), ":",
-                      PercentEncode(auth.substr(colon + 1)), "@");
-}
-
-void ReadRedis(Reader& env, ServeOptions& options) {
-  if (env.Bool("REDIS_PERSECOND", false)) {
-    env.notices().push_back(
-        "REDIS_PERSECOND is not used by tollgate: per-second limits are kept in the same Redis "
-        "as the others (one atomic step each, so a second Redis buys no accuracy)");
-  }
-  for (std::string_view name :
-       {"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
-        "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
-        "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
-        "REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",
-        "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}) {
-    env.NotUsed(name, "per-second limits are kept in the same Redis as the others");
-  }
-  const char* kPipelining =
-      "tollgate's connections pipeline every request on their own "
-      "(auto-pipelining), with one connection per I/O thread";
-  for (std::string_view name :
-       {"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
-        "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR"}) {
-    env.NotUsed(name, kPipelining);
-  }
-  env.NotUsed("REDIS_TIMEOUT",
-              "each limit has its own deadline for Redis (`timeout`, 10ms by default), and what "
-              "happens past it is the limit's `on_store_failure`");
-  options.health_requires_redis = env.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false);
-  // The peer retries the first connection (1 s, doubling to 30 s) for
-  // REDIS_STARTUP_MAX_ELAPSED_TIME, 0 meaning for ever.
-  const int64_t max_elapsed_ms = env.DurationMs("REDIS_STARTUP_MAX_ELAPSED_TIME", 0);
-  options.redis_startup_wait_ms = max_elapsed_ms == 0 ? -1 : max_elapsed_ms;
-  options.redis_startup_retry_initial_ms = env.DurationMs("REDIS_STARTUP_INITIAL_INTERVAL", 1'000);
-  options.redis_startup_retry_max_ms = env.DurationMs("REDIS_STARTUP_MAX_INTERVAL", 30'000);
-
-  if (env.Get("REDIS_SENTINEL_AUTH")) {
-    env.Error("REDIS_SENTINEL_AUTH",
-              "sentinels with a password are not supported (tollgate asks sentinels without "
-              "AUTH)");
-  }
-  const std::string socket_type = absl::AsciiStrToLower(env.String("REDIS_SOCKET_TYPE", "unix"));
-  std::optional<std::string> url = env.Get("REDIS_URL");
-  if (socket_type != "tcp") {
-    env.Error("REDIS_SOCKET_TYPE",
-              socket_type == "unix"
-                  ? "Redis over a Unix socket (the peer's default) is not supported: set "
-                    "REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port"
-                  : "expected tcp");
-    return;
-  }
-  if (!url) {
-    env.Error("REDIS_URL",
-              "not set: expected host:port (REDIS_TYPE=single), "
-              "host:port,host:port (cluster) or master,host:port,... (sentinel)");
-    return;
-  }
-  const bool tls = env.Bool("REDIS_TLS", false);
-  const std::string query = tls ? RedisTlsQuery(env) : "";
-  const std::string credentials = Credentials(env.String("REDIS_AUTH", ""));
-  const std::string type = absl::AsciiStrToLower(env.String("REDIS_TYPE", "single"));
-  const std::string scheme_tls = tls ? "s" : "";
-  if (type == "single" &&
-      (absl::StartsWith(*url, "redis://") || absl::StartsWith(*url, "rediss://"))) {
-    // A Redis URL (radix, the peer's client, dials those too): taken as it is.
-    if (tls || !credentials.empty()) {
-      env.Error("REDIS_URL",
-                "a redis:// URL carries its own TLS and credentials: give them in "
-                "the URL, or give host:port with REDIS_TLS and REDIS_AUTH");
-      return;
-    }
-    options.redis_url = *url;
-  } else if (type == "single") {
-    if (absl::StrContains(*url, ',')) {
-      env.Error("REDIS_URL", "one host:port for REDIS_TYPE=single (several: set REDIS_TYPE)");
-      return;
-    }
-    options.redis_url = absl::StrCat("redis", scheme_tls, "://", credentials, *url, query);
-  } else if (type == "cluster") {
-    options.redis_url = absl::StrCat("redis", scheme_tls, "-cluster://", credentials, *url, query);
-  } else if (type == "sentinel") {
-    std::vector<std::string> parts = absl::StrSplit(*url, ',');
-    if (parts.size() < 2) {
-      env.Error("REDIS_URL",
-                "REDIS_TYPE=sentinel expects the master's name and the sentinels: "
-                "master,host:port[,host:port...]");
-      return;
-    }
-    const std::string master = parts.front();
-    parts.erase(parts.begin());
-    options.redis_url = absl::StrCat("redis", scheme_tls, "-sentinel://", credentials,
-                                     absl::StrJoin(parts, ","), "/", master, query);
-  } else {
-    env.Error("REDIS_TYPE", "expected single, sentinel or cluster");
-  }
-}
-
 }  // namespace
 
 bool CalledAsRatelimit(std::string_view argv0) {
@@ -482,7 +283,7 @@ EnvironmentLookup ProcessEnvironment() {
 
 absl::StatusOr<RatelimitEnvironment> ReadRatelimitEnvironment(const EnvironmentLookup& lookup,
                                                               ServeOptions base) {
-  Reader env(lookup);
+  EnvironmentReader env(lookup);
   RatelimitEnvironment result;
   result.options = std::move(base);
   ServeOptions& options = result.options;
@@ -492,7 +293,7 @@ absl::StatusOr<RatelimitEnvironment> ReadRatelimitEnvironment(const EnvironmentL
   ReadConfigSource(env, options);
   ReadStats(env, options);
   ReadLimiting(env, options);
-  ReadRedis(env, options);
+  ReadRedisVariables(env, options);
   const std::string level = env.String("LOG_LEVEL", "warn");
   if (std::optional<std::string> spdlog_level = LogLevel(level)) {
     result.log_level = *spdlog_level;

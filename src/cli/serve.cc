@@ -26,9 +26,9 @@
 #include "src/cli/serve_environment.h"
 #include "src/cli/serve_rlqs.h"
 #include "src/cli/serve_xds.h"
-#include "src/config/descriptor_matcher.h"
 #include "src/core/build_info.h"
 #include "src/server/check_service.h"
+#include "src/server/descriptor_matcher.h"
 #include "src/server/event_loops.h"
 #include "src/server/grpc_server.h"
 #include "src/server/http_server.h"
@@ -299,14 +299,14 @@ int RunServe(const ServeOptions& given) {
   server::GrpcMethods grpc_methods;
   server::AddRlsGrpcMethods(grpc_methods, **rls, grpc_health);
   // Envoy's Rate Limit Quota Service beside it (serve_rlqs.h): the same rules, the same Redis.
-  absl::StatusOr<std::unique_ptr<server::RlqsService>> rlqs =
+  absl::StatusOr<std::unique_ptr<rlqs::RlqsService>> rlqs_service =
       StartRlqs(options.rlqs, options.redis_key_prefix, stack, *check_service, timers);
-  if (!rlqs.ok()) {
-    spdlog::error("rlqs: {}", std::string(rlqs.status().message()));
+  if (!rlqs_service.ok()) {
+    spdlog::error("rlqs: {}", std::string(rlqs_service.status().message()));
     return 1;
   }
-  (*rlqs)->AddMethod(grpc_methods);
-  metrics.set_rlqs_stats([raw = rlqs->get()] { return raw->stats(); });
+  (*rlqs_service)->AddMethod(grpc_methods);
+  metrics.set_rlqs_stats([raw = rlqs_service->get()] { return raw->stats(); });
   server::GrpcServerOptions grpc_options = options.grpc;
   grpc_options.address = *grpc_address;
   grpc_options.max_message_bytes = static_cast<uint32_t>(options.max_body_bytes);
@@ -460,7 +460,7 @@ int RunServe(const ServeOptions& given) {
   grpc->reset();
   // Its rounds read the check service and use the fleet's connections: it goes first.
   metrics.set_rlqs_stats(nullptr);
-  rlqs->reset();
+  rlqs_service->reset();
   // Connections still closing on the loops hold the check service (and its limiters) for a
   // moment: it goes once they let go, while the loops still run, and before the fleet.
   check_service.reset();

@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "src/config/loaded_configs.h"
+#include "src/rlqs/ledger.h"
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_tls.h"
 #include "src/server/ratelimit_headers.h"
-#include "src/server/rlqs_ledger.h"
 #include "src/server/tracing.h"
 #include "src/xds/xds_options.h"
 #include "tollgate/limit.h"
@@ -74,7 +74,7 @@ struct ServeOptions {
   server::GrpcTlsFiles grpc_tls;
   // Envoy's Rate Limit Quota Service on the gRPC port (--rlqs-*; src/cli/serve_rlqs.h). Its
   // key_prefix is redis_key_prefix.
-  server::RlqsLedgerOptions rlqs;
+  rlqs::RlqsLedgerOptions rlqs;
 
   // Prepended to every Redis key tollgate writes (its counters and the instance registry), so
   // that several deployments can share one Redis (the peer's CACHE_KEY_PREFIX).

@@ -25,21 +25,21 @@ void AddMillis(CLI::App& serve, const std::string& name, int64_t& micros, const 
 
 }  // namespace
 
-void AddRlqsFlags(CLI::App& serve, server::RlqsLedgerOptions& rlqs,
+void AddRlqsFlags(CLI::App& serve, rlqs::RlqsLedgerOptions& ledger,
                   server::GrpcServerOptions& grpc) {
   const std::string group = "Rate Limit Quota Service (docs/envoy.md)";
-  AddMillis(serve, "--rlqs-round-ms", rlqs.round_micros,
+  AddMillis(serve, "--rlqs-round-ms", ledger.round_micros,
             "How often RLQS syncs with Redis (one script call) and sends assignments", 10, 60'000,
             group);
-  AddMillis(serve, "--rlqs-idle-ms", rlqs.idle_micros,
+  AddMillis(serve, "--rlqs-idle-ms", ledger.idle_micros,
             "Abandon an RLQS bucket whose reports show no request for this long", 100, 86'400'000,
             group);
-  AddMillis(serve, "--rlqs-reporting-interval-ms", rlqs.assumed_reporting_interval_micros,
+  AddMillis(serve, "--rlqs-reporting-interval-ms", ledger.assumed_reporting_interval_micros,
             "A bucket's reporting interval until its reports show it (assignments live a "
             "little over two)",
             100, 3'600'000, group);
   serve
-      .add_option("--rlqs-max-buckets-per-stream", rlqs.max_buckets_per_stream,
+      .add_option("--rlqs-max-buckets-per-stream", ledger.max_buckets_per_stream,
                   "Buckets one RLQS stream may hold; further ones get no assignment")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{10'000'000}))
@@ -60,29 +60,29 @@ void AddRlqsFlags(CLI::App& serve, server::RlqsLedgerOptions& rlqs,
       ->group(group);
 }
 
-absl::StatusOr<std::unique_ptr<server::RlqsService>> StartRlqs(server::RlqsLedgerOptions options,
-                                                               const std::string& key_prefix,
-                                                               const Fleet& fleet,
-                                                               server::CheckService& check_service,
-                                                               std::shared_ptr<Timers> timers) {
+absl::StatusOr<std::unique_ptr<rlqs::RlqsService>> StartRlqs(rlqs::RlqsLedgerOptions options,
+                                                             const std::string& key_prefix,
+                                                             const Fleet& fleet,
+                                                             server::CheckService& check_service,
+                                                             std::shared_ptr<Timers> timers) {
   options.key_prefix = key_prefix;
-  server::RlqsServiceOptions rlqs;
-  rlqs.check_service = &check_service;
-  rlqs.redis = fleet.connections();
-  if (rlqs.redis != nullptr) {
-    options.group_by_slot = redis::RouterOf(*rlqs.redis).topology() == redis::Topology::kCluster;
-    rlqs.instance_id = fleet.instance_id().empty() ? "" : fleet.instance_id() + ":rlqs";
+  rlqs::RlqsServiceOptions service;
+  service.check_service = &check_service;
+  service.redis = fleet.connections();
+  if (service.redis != nullptr) {
+    options.group_by_slot = redis::RouterOf(*service.redis).topology() == redis::Topology::kCluster;
+    service.instance_id = fleet.instance_id().empty() ? "" : fleet.instance_id() + ":rlqs";
   }
-  rlqs.ledger = std::move(options);
-  rlqs.instance_count = [&fleet] { return fleet.InstanceCount(); };
+  service.ledger = std::move(options);
+  service.instance_count = [&fleet] { return fleet.InstanceCount(); };
   if (fleet.fallback_shares() != nullptr) {
-    rlqs.fallback_fraction = [shares = fleet.fallback_shares()](std::string_view limit,
-                                                                int64_t instances) {
+    service.fallback_fraction = [shares = fleet.fallback_shares()](std::string_view limit,
+                                                                   int64_t instances) {
       return shares->Fraction(limit, instances);
     };
   }
-  rlqs.timers = std::move(timers);
-  return server::RlqsService::Start(std::move(rlqs));
+  service.timers = std::move(timers);
+  return rlqs::RlqsService::Start(std::move(service));
 }
 
 }  // namespace tollgate::cli

@@ -1,5 +1,5 @@
 // Copyright tollgate authors. `tollgate serve`'s Rate Limit Quota Service
-// (src/server/rlqs_service.h): its options (--rlqs-*, and the gRPC port's bounds on streaming
+// (src/rlqs/service.h): its options (--rlqs-*, and the gRPC port's bounds on streaming
 // calls) and its start over the fleet the service runs on.
 #ifndef TOLLGATE_SRC_CLI_SERVE_RLQS_H_
 #define TOLLGATE_SRC_CLI_SERVE_RLQS_H_
@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/rlqs/ledger.h"
+#include "src/rlqs/service.h"
 #include "src/server/check_service.h"
 #include "src/server/grpc_server.h"
-#include "src/server/rlqs_ledger.h"
-#include "src/server/rlqs_service.h"
 #include "tollgate/fleet.h"
 #include "tollgate/timers.h"
 
@@ -21,19 +21,19 @@ class App;
 
 namespace tollgate::cli {
 
-// Adds the --rlqs-* options (writing into `rlqs`) and --grpc-max-streaming-calls-per-connection
+// Adds the --rlqs-* options (writing into `ledger`) and --grpc-max-streaming-calls-per-connection
 // and --grpc-max-stream-queued-bytes (into `grpc`) to `serve`.
-void AddRlqsFlags(CLI::App& serve, server::RlqsLedgerOptions& rlqs,
+void AddRlqsFlags(CLI::App& serve, rlqs::RlqsLedgerOptions& ledger,
                   server::GrpcServerOptions& grpc);
 
 // The service over `fleet`: its Redis connections (none: this process alone), N, fail_open's
 // shares, the Redis key prefix, rounds on `timers`. Errors as RlqsService::Start.
 // REQUIRES: `fleet` and `check_service` outlive the service.
-absl::StatusOr<std::unique_ptr<server::RlqsService>> StartRlqs(server::RlqsLedgerOptions options,
-                                                               const std::string& key_prefix,
-                                                               const Fleet& fleet,
-                                                               server::CheckService& check_service,
-                                                               std::shared_ptr<Timers> timers);
+absl::StatusOr<std::unique_ptr<rlqs::RlqsService>> StartRlqs(rlqs::RlqsLedgerOptions options,
+                                                             const std::string& key_prefix,
+                                                             const Fleet& fleet,
+                                                             server::CheckService& check_service,
+                                                             std::shared_ptr<Timers> timers);
 
 }  // namespace tollgate::cli
 

@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/core/absl_view.h"
+#include "src/rlqs/bucket.h"
 #include "src/server/check_service.h"
-#include "src/server/rlqs_bucket.h"
 
 namespace tollgate::cli {
 
@@ -52,7 +52,7 @@ absl::StatusOr<std::string> DescribeRlqsBucket(const LoadedConfigs& config, std:
                                                    ": expected DOMAIN:key=value[,key=value...]"));
   }
   const std::string domain(spec.substr(0, colon));
-  server::BucketId id;
+  rlqs::BucketId id;
   for (absl::string_view pair : absl::StrSplit(AbslView(spec.substr(colon + 1)), ',')) {
     const size_t equals = pair.find('=');
     if (equals == absl::string_view::npos) {
@@ -62,27 +62,27 @@ absl::StatusOr<std::string> DescribeRlqsBucket(const LoadedConfigs& config, std:
     (*id.mutable_bucket())[std::string(pair.substr(0, equals))] =
         std::string(pair.substr(equals + 1));
   }
-  server::BucketEntries entries;
-  if (absl::Status read = server::ReadBucketEntries(id, "--rlqs-bucket", &entries); !read.ok()) {
+  rlqs::BucketEntries entries;
+  if (absl::Status read = rlqs::ReadBucketEntries(id, "--rlqs-bucket", &entries); !read.ok()) {
     return read;
   }
   absl::StatusOr<std::unique_ptr<server::CheckService>> service =
       server::CheckService::Create({}, config);
   if (!service.ok()) return service.status();
   std::shared_ptr<const server::CheckSnapshot> snapshot = (*service)->snapshot();
-  absl::StatusOr<server::BucketTarget> target =
-      server::MatchBucket(domain, entries, *snapshot->matcher, *snapshot->limiter);
+  absl::StatusOr<rlqs::BucketTarget> target =
+      rlqs::MatchBucket(domain, entries, *snapshot->matcher, *snapshot->limiter);
   if (!target.ok()) return target.status();
-  const std::string bucket = absl::StrCat("bucket {", server::BucketKey(entries), "} in ", domain);
+  const std::string bucket = absl::StrCat("bucket {", rlqs::BucketKey(entries), "} in ", domain);
   switch (target->kind) {
-    case server::BucketTarget::Kind::kNotLimited:
+    case rlqs::BucketTarget::Kind::kNotLimited:
       return absl::StrCat(bucket, ": not limited (ALLOW_ALL)");
-    case server::BucketTarget::Kind::kBlocked:
+    case rlqs::BucketTarget::Kind::kBlocked:
       return absl::StrCat(bucket, ": blocked by rule ", target->rule, " (DENY_ALL)");
-    case server::BucketTarget::Kind::kCounted:
+    case rlqs::BucketTarget::Kind::kCounted:
       break;
   }
-  const LimitNumbers numbers = server::RlqsWindowNumbers(target->limit->numbers);
+  const LimitNumbers numbers = rlqs::RlqsWindowNumbers(target->limit->numbers);
   return absl::StrCat(bucket, ": counted by rule ", target->rule, ", ", numbers.limit, " per ",
                       numbers.window_micros / 1'000'000, " s window, key ", target->key);
 }

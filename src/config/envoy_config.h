@@ -46,7 +46,7 @@ std::string_view EnvoyUnitName(EnvoyUnit unit);
 std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text);
 
 // Extension: what the Rate Limit Quota Service assigns a rule's buckets while Redis is away
-// (src/server/rlqs_ledger.h): this instance's fallback share (fail_open), DENY_ALL
+// (src/rlqs/ledger.h): this instance's fallback share (fail_open), DENY_ALL
 // (fail_closed), or nothing, so that the assignments Envoy holds expire into its own
 // expired_assignment_behavior (expire).
 enum class RlqsStoreFailure { kFailOpen, kFailClosed, kExpire };

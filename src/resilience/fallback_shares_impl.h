@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/store/redis/instance_set.h"
 #include "tollgate/clock.h"
 #include "tollgate/fallback_shares.h"
 
@@ -17,8 +18,8 @@ namespace tollgate::resilience {
 
 class FallbackSharesImpl final : public FallbackShares {
  public:
-  // Units of one limit.
-  using Counts = std::vector<std::pair<std::string, int64_t>>;
+  // Units per limit.
+  using Counts = redis::DemandUnits;
 
   explicit FallbackSharesImpl(FallbackSharesOptions options = {});
   ~FallbackSharesImpl() override;
@@ -35,10 +36,7 @@ class FallbackSharesImpl final : public FallbackShares {
   // known), or -1.
   int64_t period() const;
   // The fleet's totals of one period as the heartbeat read them.
-  struct PeriodTotals {
-    std::string created;  // the incarnation of the period's hash in Redis
-    Counts units;
-  };
+  using PeriodTotals = redis::DemandTotals;
   // A heartbeat in `period` added `reported` (what TakeCounts returned) to the incarnation
   // `created` of the period's totals. `previous`: the totals of period - 1 and period - 2,
   // when the heartbeat brought them (it does when `period` differs from period()).

@@ -1,4 +1,5 @@
-// Copyright tollgate authors.
+// Copyright tollgate authors. InstanceRegistry (tollgate/resilience.h): N and Redis' reachability
+// learned by probes on the timers; the commands and their replies are redis::InstanceSet's.
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,27 +9,16 @@
 #include <random>
 #include <string>
 #include <utility>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "src/core/timer_task.h"
 #include "src/resilience/fallback_shares_impl.h"
-#include "src/store/redis/lua_scripts.h"
-#include "src/store/redis/redis_connections_impl.h"
-#include "src/store/redis/resp.h"
-#include "src/store/redis/router.h"
-#include "src/store/redis/slot.h"
+#include "src/store/redis/instance_set.h"
 #include "tollgate/resilience.h"
 
 namespace tollgate {
 namespace {
-
-using redis::RedisReply;
 
 std::string DefaultInstanceId() {
   char host[256] = {0};
@@ -39,29 +29,22 @@ std::string DefaultInstanceId() {
 
 class RedisInstanceRegistry final : public InstanceRegistry {
  public:
+  // REQUIRES: options.instance_id set.
   RedisInstanceRegistry(InstanceRegistryOptions options,
                         std::shared_ptr<RedisConnections> connections,
                         std::shared_ptr<Timers> timers)
       : options_(std::move(options)),
         timers_(std::move(timers)),
-        slot_(redis::KeySlot(options_.key)),
-        connections_(std::move(connections)) {
-    if (options_.instance_id.empty()) options_.instance_id = DefaultInstanceId();
-    // The demand of periods p % 3 == 0, 1, 2, in the slot of the set (one script call).
-    for (int i = 0; i < 3; ++i) {
-      demand_keys_.push_back(
-          absl::StrCat(options_.key, ":demand:", i, "{", redis::SlotTag(slot_), "}"));
-    }
-  }
+        set_(std::move(connections), {.key = options_.key,
+                                      .instance_id = options_.instance_id,
+                                      .instance_ttl_ms = options_.instance_ttl_ms,
+                                      .demand_period_ms = options_.demand_period_ms}) {}
 
   ~RedisInstanceRegistry() override {
     // A probe in progress uses the registry until it is settled (answered or timed out).
     if (task_ != nullptr) task_->StopAndWait();
     // Leave the set at once, so the others' share grows without waiting for the TTL.
-    if (options_.announce) {
-      (void)redis::RouterOf(*connections_)
-          .Command({"ZREM", options_.key, options_.instance_id}, slot_);
-    }
+    if (options_.announce) set_.Leave();
   }
 
   // The first probe, before this returns; then one every period, on the timers. With shared
@@ -82,7 +65,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
         started.Notify();
       });
     };
-    redis::RouterOf(*connections_).Post(std::move(first));
+    set_.Post(std::move(first));
     started.WaitForNotification();
   }
 
@@ -95,7 +78,7 @@ class RedisInstanceRegistry final : public InstanceRegistry {
   // finds it answered and touches nothing else (the registry may be gone by then).
   struct ProbeCall {
     std::atomic<bool> answered{false};
-    absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&> answer;
+    redis::InstanceSet::Reply answer;
   };
 
   // One probe: the heartbeat when one is due (or the last probe failed), else PING; it fails
@@ -116,12 +99,15 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     // may or may not hold them: counted nowhere is the side that admits less).
     resilience::FallbackSharesImpl::Counts reported;
     if (shares != nullptr) reported = shares->TakeCounts();
-    std::vector<std::string> command = {"PING"};
-    if (heartbeat_due) command = HeartbeatCommand(shares, reported);
+    redis::InstanceSet::Send send = set_.Ping();
+    if (heartbeat_due) {
+      const redis::InstanceSet::Demand demand = {
+          .learned_period = shares != nullptr ? shares->period() : -1, .units = &reported};
+      send = set_.Heartbeat(shares != nullptr ? &demand : nullptr);
+    }
     call->answer = [this, heartbeat_due, now, shares, reported = std::move(reported),
-                    done = std::move(done)](const absl::StatusOr<RedisReply>& reply) mutable {
-      absl::StatusOr<Heartbeat> heartbeat =
-          heartbeat_due ? ParseHeartbeat(reply, shares != nullptr) : PingAnswer(reply);
+                    done =
+                        std::move(done)](absl::StatusOr<redis::HeartbeatReply> heartbeat) mutable {
       SetReachable(heartbeat.status());
       if (heartbeat.ok() && heartbeat_due) {
         last_heartbeat_micros_.store(now, std::memory_order_relaxed);
@@ -137,92 +123,10 @@ class RedisInstanceRegistry final : public InstanceRegistry {
       if (call->answered.exchange(true)) return;
       std::move(call->answer)(absl::DeadlineExceededError("no reply within probe_timeout_ms"));
     });
-    redis::RouterOf(*connections_)
-        .Send(slot_, redis::FormatCommand(command), [call](absl::StatusOr<RedisReply> reply) {
-          if (call->answered.exchange(true)) return;
-          std::move(call->answer)(std::move(reply));
-        });
-  }
-
-  // heartbeat.lua with this instance's id, and with `shares`: the demand keys, the period,
-  // the period last learned and the units of `reported`.
-  std::vector<std::string> HeartbeatCommand(
-      const resilience::FallbackSharesImpl* shares,
-      const resilience::FallbackSharesImpl::Counts& reported) const {
-    std::vector<std::string> command = {"EVAL", std::string(redis::kLuaHeartbeat),
-                                        shares != nullptr ? "4" : "1", options_.key};
-    if (shares != nullptr) command.insert(command.end(), demand_keys_.begin(), demand_keys_.end());
-    command.push_back(options_.instance_id);
-    command.push_back(absl::StrCat(options_.instance_ttl_ms * 1000));
-    if (shares == nullptr) return command;
-    command.push_back(absl::StrCat(options_.demand_period_ms * 1000));
-    command.push_back(absl::StrCat(shares->period()));
-    for (const auto& [limit, units] : reported) {
-      command.push_back(limit);
-      command.push_back(absl::StrCat(units));
-    }
-    return command;
-  }
-
-  // What a heartbeat answered: the live count, and with demand the period it ran in, the
-  // incarnation of that period's totals and, in a new period, the totals of the two before.
-  struct Heartbeat {
-    int64_t count = 0;
-    int64_t period = -1;
-    std::string created;
-    bool has_previous = false;
-    std::vector<resilience::FallbackSharesImpl::PeriodTotals> previous;
-  };
-
-  static absl::StatusOr<Heartbeat> ParseHeartbeat(const absl::StatusOr<RedisReply>& reply,
-                                                  bool demand) {
-    if (!reply.ok()) return reply.status();
-    const auto unexpected = [&] {
-      return absl::UnavailableError(
-          absl::StrCat("heartbeat: unexpected reply ", redis::DebugString(*reply)));
-    };
-    const RedisReply* count = &*reply;
-    if (demand) {
-      if (reply->type != RedisReply::Type::kArray || reply->elements.size() < 3 ||
-          reply->elements[1].type != RedisReply::Type::kInteger ||
-          reply->elements[2].type != RedisReply::Type::kString) {
-        return unexpected();
-      }
-      count = &reply->elements[0];
-    }
-    if (count->type != RedisReply::Type::kInteger || count->integer < 1) return unexpected();
-    Heartbeat heartbeat;
-    heartbeat.count = count->integer;
-    if (!demand) return heartbeat;
-    heartbeat.period = reply->elements[1].integer;
-    heartbeat.created = reply->elements[2].str;
-    heartbeat.has_previous = reply->elements.size() >= 5;
-    for (size_t i = 3; heartbeat.has_previous && i < 5; ++i) {
-      const RedisReply& table = reply->elements[i];
-      if (table.type != RedisReply::Type::kArray || table.elements.size() % 2 != 0) {
-        return unexpected();
-      }
-      resilience::FallbackSharesImpl::PeriodTotals& totals = heartbeat.previous.emplace_back();
-      for (size_t field = 0; field + 1 < table.elements.size(); field += 2) {
-        const std::string& name = table.elements[field].str;
-        const std::string& value = table.elements[field + 1].str;
-        int64_t units = 0;
-        if (name == "created") {
-          totals.created = value;
-        } else if (absl::StartsWith(name, "l:") && absl::SimpleAtoi(value, &units)) {
-          totals.units.emplace_back(name.substr(2), units);
-        }
-      }
-    }
-    return heartbeat;
-  }
-
-  static absl::StatusOr<Heartbeat> PingAnswer(const absl::StatusOr<RedisReply>& reply) {
-    if (!reply.ok()) return reply.status();
-    if (reply->type == RedisReply::Type::kError) {
-      return absl::UnavailableError(absl::StrCat("PING: ", reply->str));
-    }
-    return Heartbeat{};
+    std::move(send)([call](absl::StatusOr<redis::HeartbeatReply> heartbeat) {
+      if (call->answered.exchange(true)) return;
+      std::move(call->answer)(std::move(heartbeat));
+    });
   }
 
   void UpdateCount(int64_t count) {
@@ -258,11 +162,9 @@ class RedisInstanceRegistry final : public InstanceRegistry {
     options_.on_event(event);
   }
 
-  InstanceRegistryOptions options_;
+  const InstanceRegistryOptions options_;
   const std::shared_ptr<Timers> timers_;
-  const int slot_;                        // the hash slot of options_.key
-  std::vector<std::string> demand_keys_;  // heartbeat.lua's KEYS[2..4]
-  const std::shared_ptr<RedisConnections> connections_;
+  const redis::InstanceSet set_;
   std::atomic<int64_t> count_{1};
   std::atomic<bool> reachable_{false};
   std::atomic<int64_t> last_heartbeat_micros_{0};  // the timers' time
@@ -300,6 +202,7 @@ absl::StatusOr<std::unique_ptr<InstanceRegistry>> InstanceRegistry::Start(
   options.redis = nullptr;  // the registry holds them once
   std::shared_ptr<Timers> timers = options.timers != nullptr ? options.timers : ThreadTimers();
   options.timers = nullptr;
+  if (options.instance_id.empty()) options.instance_id = DefaultInstanceId();
   auto registry = std::make_unique<RedisInstanceRegistry>(
       std::move(options), std::move(connections), std::move(timers));
   registry->Start();

@@ -1,24 +1,22 @@
-// Copyright tollgate authors.
+// Copyright tollgate authors. ResilientStore: each call within its limits' deadline, the
+// circuit breaker, and the failure policies when the store cannot answer. The parts it joins:
+// fallback_policy.h (the answers from on_store_failure), late_replies.h (what a late reply
+// settles), reconciler.h (what the fallback consumed, added to the store once it answers),
+// demand_shares.h (fail_open's demand-weighted shares).
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-#include "src/algorithm/share.h"
-#include "src/algorithm/token_bucket_replay.h"
-#include "src/core/batch.h"
+#include "src/core/deadline_scheduler.h"
 #include "src/resilience/circuit_breaker.h"
-#include "src/resilience/deadline_scheduler.h"
-#include "tollgate/fallback_shares.h"
+#include "src/resilience/demand_shares.h"
+#include "src/resilience/fallback_policy.h"
+#include "src/resilience/late_replies.h"
+#include "src/resilience/reconciler.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/resilience.h"
 
@@ -61,12 +59,6 @@ std::string_view ResilienceEventName(ResilienceEvent::Kind kind) {
 namespace resilience {
 namespace {
 
-bool SameNumbers(const LimitNumbers& a, const LimitNumbers& b) {
-  return a.algorithm == b.algorithm && a.capacity == b.capacity &&
-         a.refill_per_second == b.refill_per_second && a.limit == b.limit &&
-         a.window_micros == b.window_micros;
-}
-
 // Store round trips, recorded lock-free (relaxed atomics: a snapshot may be mid-update by
 // one observation, which Prometheus tolerates).
 class RoundTripHistogram {
@@ -94,65 +86,8 @@ class RoundTripHistogram {
   std::atomic<int64_t> sum_micros_{0};
 };
 
-// Shared with the kAdd batches' callbacks (which must not keep the Core, and so the store, alive).
-struct ReconcileCounters {
-  std::atomic<int64_t> reconciled{0};
-  std::atomic<int64_t> dropped{0};
-  ResilienceEventCallback on_event;
-};
-
-// Fallback consumption of one (limit name, key) not yet added to the store, one slice per
-// window of a window limit or per time slice of a token bucket (ReplaySliceMicros), in
-// time order.
-struct Slice {
-  int64_t index = 0;      // the window or time slice
-  int64_t cost = 0;       // summed
-  int64_t at_micros = 0;  // the latest consumption recorded in it
-};
-struct Consumption {
-  std::shared_ptr<const Limit> limit;  // a copy of the shared limit, kept for the kAdd items
-  std::vector<Slice> slices;
-  // The largest N the fallback answered with while recording: the share the consumption is
-  // replayed against (N read at reconciliation may be a restarted Redis' partial count).
-  int64_t instances = 1;
-};
-using ReconcileKey = std::pair<std::string, std::string>;
-
-// What a fallback answer admitted, with copies of the limits that outlive the caller's.
-struct Admitted {
-  std::shared_ptr<const Limit> limit;
-  std::string key;
-  int64_t cost = 0;
-  // A check's consumption (applied in the store only if its batch passed there), not a
-  // charge (applied in the store whatever the batch did).
-  bool conditional = true;
-};
-
-// One call in flight: answered exactly once, by the store or by the deadline. When the
-// deadline answers it from a failure policy that admits, what was admitted is held here
-// until the store's late reply settles it: consumed in the store (allowed), it is dropped;
-// refused or failed, it is recorded for reconciliation. The store calls back exactly once,
-// so nothing stays held.
-struct PendingCall {
-  std::atomic<bool> answered{false};
-  CheckCallback done;
-  std::vector<CheckItem> items;  // kept for the fallback answer
-  bool probe = false;
-  // Each item's op, for a late reply (`items` is moved to the fallback by then), when the
-  // batch has any op but kCheck; empty otherwise.
-  std::vector<ItemOp> ops;
-
-  absl::Mutex settle_mutex;
-  bool reply_seen ABSL_GUARDED_BY(settle_mutex) = false;
-  bool reply_consumed ABSL_GUARDED_BY(settle_mutex) = false;
-  bool reply_answered ABSL_GUARDED_BY(settle_mutex) = false;
-  bool held ABSL_GUARDED_BY(settle_mutex) = false;
-  std::vector<Admitted> held_items ABSL_GUARDED_BY(settle_mutex);
-  int64_t held_at_micros ABSL_GUARDED_BY(settle_mutex) = 0;
-  int64_t held_instances ABSL_GUARDED_BY(settle_mutex) = 1;
-};
-
-// Everything a pending call needs, kept alive by the call's callbacks.
+// What the store's calls share, kept alive by each call's callbacks: the breaker, the
+// fallback, what is left to reconcile, and the counts.
 class Core {
  public:
   Core(std::shared_ptr<Store> primary, ResilienceOptions options,
@@ -161,11 +96,16 @@ class Core {
         options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
         breaker_(options_.breaker, clock_),
-        fallback_(std::move(fallback)) {
-    reconcile_counters_->on_event = options_.on_event;
-  }
+        shares_(options_.fallback_shares),
+        fallback_(std::move(fallback), shares_, options_.fail_closed_retry_after_ms),
+        reconciler_(clock_, options_.reconcile_max_entries, options_.reconcile_batch_size,
+                    options_.on_event),
+        late_replies_(clock_, reconciler_) {}
 
   Store& primary() { return *primary_; }
+  CircuitBreaker& breaker() { return breaker_; }
+  Reconciler& reconciler() { return reconciler_; }
+  LateReplies& late_replies() { return late_replies_; }
 
   void Emit(ResilienceEvent::Kind kind, int64_t count = 0, std::string detail = "") {
     if (!options_.on_event) return;
@@ -182,7 +122,6 @@ class Core {
            std::string(why));
     }
   }
-  CircuitBreaker& breaker() { return breaker_; }
 
   // The store answered: closes the breaker, ends a fallback episode and reconciles.
   void RecordSuccess(bool probe) {
@@ -190,412 +129,48 @@ class Core {
     if (in_fallback_.load(std::memory_order_relaxed) && in_fallback_.exchange(false)) {
       Emit(ResilienceEvent::Kind::kFallbackEnded, episode_decisions_.exchange(0));
     }
-    Reconcile();
+    reconciler_.Reconcile(*primary_);
   }
 
-  // Answers `items` from each limit's failure policy, all or nothing. `hold`: the call whose
+  // Answers `items` from each limit's failure policy (FallbackPolicy). `hold`: the call whose
   // store request is still out (the deadline passed), whose reply settles what is admitted;
-  // nullptr: nothing is out, what is admitted is recorded at once.
-  // A charge is applied locally and recorded for reconciliation whatever its limit's policy
-  // (it happened). Reservations and
-  // leases taken here are the local store's own (a concurrency limit's share is local slots,
-  // never reconciled); a settle, release or renewal the local store does not know (a
-  // reservation or lease of the shared store) is answered Unavailable, since the shared store
-  // cannot apply it now.
+  // nullptr: nothing is out, what is admitted is recorded at once (LateReplies).
   void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done,
                         const std::shared_ptr<PendingCall>& hold = nullptr) {
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     episode_decisions_.fetch_add(1, std::memory_order_relaxed);
-    const int64_t instances = Instances();
+    const int64_t instances =
+        options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
     if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
-      Emit(ResilienceEvent::Kind::kFallbackStarted, instances, SharesInUse(instances));
+      Emit(ResilienceEvent::Kind::kFallbackStarted, instances, shares_.InUse(instances));
     }
-    bool any_fail_closed = false;
-    // Keeps the substituted limits alive until the (inline) memory store has answered.
-    std::vector<std::shared_ptr<const Limit>> substitutes;
-    substitutes.reserve(items.size());
-    for (CheckItem& item : items) {
-      if (item.limit->on_store_failure == FailureMode::kFailClosed) any_fail_closed = true;
-      substitutes.push_back(FallbackLimit(*item.limit, instances));
-    }
-    std::vector<CheckItem> local_items;
-    local_items.reserve(items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      CheckItem local{substitutes[i].get(), items[i].key, items[i].cost};
-      local.shadow = items[i].shadow;
-      local.op = items[i].op;
-      local.id = items[i].id;
-      // With a fail_closed limit in the batch no check may consume: they only peek.
-      if (any_fail_closed && IsConditional(local.op)) {
-        local.cost = 0;
-        local.op = ItemOp::kCheck;
-        local.id.clear();
-      }
-      local_items.push_back(std::move(local));
-    }
-    auto answer = [&](absl::StatusOr<std::vector<Decision>> decisions) {
-      if (!decisions.ok()) {
-        std::move(done)(decisions.status());
-        return;
-      }
-      const bool batch_allowed = !any_fail_closed && internal::BatchAllowed(items, *decisions);
-      // What the fallback consumed: the checks of a batch it admitted (a refused shadow
-      // item took nothing), and every charge.
-      std::vector<CheckItem> consumed;
-      for (size_t i = 0; i < items.size(); ++i) {
-        const bool conditional = IsConditional(items[i].op);
-        if ((conditional && batch_allowed && (*decisions)[i].allowed) ||
-            items[i].op == ItemOp::kCharge) {
-          consumed.push_back(items[i]);
-        }
-      }
-      Admit(consumed, instances, hold);
-      for (size_t i = 0; i < decisions->size(); ++i) {
-        const ItemOp op = items[i].op;
-        if ((op == ItemOp::kSettle || op == ItemOp::kRelease || op == ItemOp::kRenew) &&
-            (*decisions)[i].reason == DenyReason::kNotFound) {
-          std::move(done)(absl::UnavailableError(
-              absl::StrCat("the store is unavailable: cannot settle, release or renew for limit '",
-                           items[i].limit->name, "' now; retry")));
-          return;
-        }
-      }
-      for (size_t i = 0; i < decisions->size(); ++i) {
-        Decision& decision = (*decisions)[i];
-        decision.source = DecisionSource::kFallback;
-        if (items[i].limit->on_store_failure == FailureMode::kFailClosed &&
-            IsConditional(items[i].op)) {
-          decision.allowed = false;
-          decision.reason = DenyReason::kStoreUnavailable;
-          decision.limit = items[i].limit->numbers.MaxCost();
-          decision.remaining = 0;
-          // The outage's wait, not the window's: nothing is known of the shared state
-          // until the store answers, which may be at the next probe.
-          decision.retry_after_micros = options_.fail_closed_retry_after_ms * 1000;
-          decision.reset_after_micros = decision.retry_after_micros;
-        }
-      }
-      std::move(done)(std::move(decisions));
-    };
-    fallback_->ApplyAsync(std::move(local_items), answer);
+    fallback_.Answer(
+        std::move(items), instances,
+        [&](const std::vector<CheckItem>& consumed) {
+          late_replies_.Admit(consumed, instances, hold);
+        },
+        std::move(done));
   }
 
-  // The store's reply to `call` came after the deadline had answered it.
-  void SettleLateReply(PendingCall& call, const absl::StatusOr<std::vector<Decision>>& decisions) {
-    // Whether the store applied the checks (the batch passed there); it applied the charges
-    // whenever it answered.
-    const bool answered = decisions.ok();
-    bool consumed = answered;
-    if (answered) {
-      for (size_t i = 0; i < decisions->size(); ++i) {
-        const bool conditional = i >= call.ops.size() || IsConditional(call.ops[i]);
-        consumed &= (*decisions)[i].allowed || !conditional;
-      }
-    }
-    std::vector<Admitted> held;
-    int64_t held_at = 0;
-    int64_t held_instances = 1;
-    {
-      absl::MutexLock lock(&call.settle_mutex);
-      call.reply_seen = true;
-      call.reply_consumed = consumed;
-      call.reply_answered = answered;
-      if (!call.held) {
-        late_replies_.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-      call.held = false;
-      held.swap(call.held_items);
-      held_at = call.held_at_micros;
-      held_instances = call.held_instances;
-    }
-    // What the store did not apply is recorded for reconciliation.
-    std::erase_if(held,
-                  [&](const Admitted& item) { return item.conditional ? consumed : answered; });
-    if (held.empty()) {
-      late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      Record(held, held_at, held_instances);
-    }
-    // Counted after the record: once late_replies matches deadlines_missed, all that the
-    // late replies leave for reconciliation is recorded.
-    late_replies_.fetch_add(1, std::memory_order_relaxed);
-  }
+  // Counts the demand of `items` for fail_open's demand-weighted shares.
+  void CountDemand(const std::vector<CheckItem>& items) { shares_.Count(items); }
 
   std::atomic<int64_t> store_decisions_{0};
   std::atomic<int64_t> fallback_decisions_{0};
   std::atomic<int64_t> store_errors_{0};
   std::atomic<int64_t> deadlines_missed_{0};
   std::atomic<int64_t> breaker_rejections_{0};
-  std::atomic<int64_t> late_replies_{0};
-  std::atomic<int64_t> late_replies_settled_{0};
   RoundTripHistogram round_trips_;
-  const std::shared_ptr<ReconcileCounters> reconcile_counters_ =
-      std::make_shared<ReconcileCounters>();
-
-  // Called when the store has answered: sends the fallback consumption recorded so far to
-  // it as kAdd batches, and forgets it (best effort: a failed batch is counted
-  // as dropped, not retried). A window's slices go as they are (each as of its time); a
-  // token bucket's slices are replayed against this instance's share and what they still
-  // owe now goes as one item (algorithm/token_bucket_replay.h). Cheap when nothing is
-  // recorded.
-  void Reconcile() {
-    if (!has_pending_.load(std::memory_order_acquire)) return;
-    absl::flat_hash_map<ReconcileKey, Consumption> pending;
-    int64_t dropped_by_bound = 0;
-    {
-      absl::MutexLock lock(&reconcile_mutex_);
-      pending.swap(pending_);
-      pending_entries_ = 0;
-      dropped_by_bound = dropped_since_reconcile_;
-      dropped_since_reconcile_ = 0;
-      has_pending_.store(false, std::memory_order_release);
-    }
-    const int64_t now_micros = clock_->NowMicros();
-    std::vector<CheckItem> items;
-    std::vector<std::shared_ptr<const Limit>> limits;  // keep items[i].limit alive
-    for (auto& [key, consumption] : pending) {
-      const LimitNumbers& numbers = consumption.limit->numbers;
-      if (numbers.algorithm == Algorithm::kTokenBucket) {
-        std::vector<algorithm::ConsumptionSlice> slices;
-        slices.reserve(consumption.slices.size());
-        for (const Slice& slice : consumption.slices) {
-          slices.push_back({slice.at_micros, slice.cost});
-        }
-        const int64_t owed = algorithm::TokenBucketOwedTokens(
-            slices, now_micros,
-            {.capacity = numbers.capacity, .refill_per_second = numbers.refill_per_second},
-            consumption.instances);
-        if (owed <= 0) continue;  // refilled since: nothing to charge
-        items.push_back(CheckItem{consumption.limit.get(), key.second, owed, now_micros});
-        items.back().op = ItemOp::kAdd;
-      } else {
-        for (const Slice& slice : consumption.slices) {
-          items.push_back(
-              CheckItem{consumption.limit.get(), key.second, slice.cost, slice.at_micros});
-          items.back().op = ItemOp::kAdd;
-        }
-      }
-      limits.push_back(std::move(consumption.limit));
-    }
-    const size_t batch_size =
-        static_cast<size_t>(std::max<int64_t>(1, options_.reconcile_batch_size));
-    const size_t batches = (items.size() + batch_size - 1) / batch_size;
-    if (batches == 0) {
-      if (dropped_by_bound > 0) EmitReconciled(*reconcile_counters_, 0, dropped_by_bound);
-      return;
-    }
-    // The last batch to finish reports the round.
-    struct Round {
-      std::atomic<size_t> outstanding;
-      std::atomic<int64_t> added{0};
-      std::atomic<int64_t> dropped;
-      std::vector<std::shared_ptr<const Limit>> limits;
-    };
-    auto round = std::make_shared<Round>();
-    round->outstanding.store(batches);
-    round->dropped.store(dropped_by_bound);
-    round->limits = std::move(limits);
-    for (size_t begin = 0; begin < items.size(); begin += batch_size) {
-      const size_t end = std::min(items.size(), begin + batch_size);
-      std::vector<CheckItem> batch(std::make_move_iterator(items.begin() + begin),
-                                   std::make_move_iterator(items.begin() + end));
-      const int64_t count = static_cast<int64_t>(batch.size());
-      primary_->ApplyAsync(
-          std::move(batch), [counters = reconcile_counters_, round,
-                             count](const absl::StatusOr<std::vector<Decision>>& added) {
-            const absl::Status& status = added.status();
-            (status.ok() ? counters->reconciled : counters->dropped)
-                .fetch_add(count, std::memory_order_relaxed);
-            (status.ok() ? round->added : round->dropped).fetch_add(count);
-            if (round->outstanding.fetch_sub(1) == 1) {
-              EmitReconciled(*counters, round->added.load(), round->dropped.load());
-            }
-          });
-    }
-  }
 
  private:
-  static void EmitReconciled(const ReconcileCounters& counters, int64_t added, int64_t dropped) {
-    if (!counters.on_event) return;
-    ResilienceEvent event;
-    event.kind = ResilienceEvent::Kind::kReconciled;
-    event.count = added;
-    event.dropped = dropped;
-    counters.on_event(event);
-  }
-
-  int64_t Instances() const {
-    return options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
-  }
-
- public:
-  // Counts the requests (items, whatever their cost) asked of a fail_open limit with
-  // demand-weighted shares (checks, reservations and charges; admitted or refused), for
-  // FallbackShares: a share is learned from how many requests came, which a few large costs
-  // do not swing.
-  void CountDemand(const std::vector<CheckItem>& items) {
-    FallbackShares* shares = options_.fallback_shares.get();
-    if (shares == nullptr) return;
-    for (const CheckItem& item : items) {
-      if (UsesDemandShares(*item.limit) && item.cost > 0 &&
-          (item.op == ItemOp::kCheck || item.op == ItemOp::kReserve ||
-           item.op == ItemOp::kCharge)) {
-        shares->Count(item.limit->name, 1);
-      }
-    }
-  }
-
- private:
-  bool UsesDemandShares(const Limit& limit) const {
-    return options_.fallback_shares != nullptr && limit.shares == Shares::kDemand &&
-           limit.on_store_failure == FailureMode::kFailOpen &&
-           limit.numbers.algorithm != Algorithm::kConcurrency;
-  }
-
-  // The weights of `limit`'s fail_open share: its learned fraction with demand-weighted
-  // shares, else exactly 1/N.
-  algorithm::ShareWeights FallbackWeights(const Limit& limit, int64_t instances) const {
-    if (!UsesDemandShares(limit)) return algorithm::EqualWeights(instances);
-    return algorithm::FallbackFractionWeights(
-        options_.fallback_shares->Fraction(limit.name, instances), instances);
-  }
-
-  // For the fallback-started event: the fail_open shares in use with `instances` live.
-  std::string SharesInUse(int64_t instances) const {
-    std::string text = absl::StrCat("fail_open shares with N=", instances, ": ");
-    if (options_.fallback_shares == nullptr) return absl::StrCat(text, "limit / N each");
-    constexpr size_t kListed = 8;
-    const std::vector<std::pair<std::string, double>> fractions =
-        options_.fallback_shares->Fractions(instances);
-    for (size_t i = 0; i < std::min(fractions.size(), kListed); ++i) {
-      absl::StrAppend(&text, fractions[i].first, " ", absl::StrFormat("%.3f", fractions[i].second),
-                      ", ");
-    }
-    if (fractions.size() > kListed) {
-      absl::StrAppend(&text, "and ", fractions.size() - kListed, " more by demand, ");
-    }
-    return absl::StrCat(text, fractions.empty() ? "" : "others ", "1/N");
-  }
-
-  // What a fallback answer admitted: recorded now, or held for the late reply of `hold`.
-  void Admit(const std::vector<CheckItem>& items, int64_t instances,
-             const std::shared_ptr<PendingCall>& hold) {
-    const int64_t now_micros = clock_->NowMicros();
-    std::vector<Admitted> admitted;
-    admitted.reserve(items.size());
-    for (const CheckItem& item : items) {
-      // A lease taken locally is the fallback's own: it expires there, nothing to reconcile.
-      if (item.cost <= 0 || item.limit->numbers.algorithm == Algorithm::kConcurrency) continue;
-      admitted.push_back(
-          Admitted{SharedLimit(*item.limit), item.key, item.cost, IsConditional(item.op)});
-    }
-    if (admitted.empty()) return;
-    if (hold != nullptr) {
-      absl::MutexLock lock(&hold->settle_mutex);
-      if (!hold->reply_seen) {
-        hold->held = true;
-        hold->held_items = std::move(admitted);
-        hold->held_at_micros = now_micros;
-        hold->held_instances = instances;
-        return;
-      }
-      // The store's reply came first: keep what it did not apply.
-      std::erase_if(admitted, [&](const Admitted& item) {
-        return item.conditional ? hold->reply_consumed : hold->reply_answered;
-      });
-      if (admitted.empty()) {
-        late_replies_settled_.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-    }
-    Record(admitted, now_micros, instances);
-  }
-
-  // Records consumption admitted at `at_micros`, for Reconcile.
-  void Record(const std::vector<Admitted>& admitted, int64_t at_micros, int64_t instances) {
-    for (const Admitted& item : admitted) {
-      const LimitNumbers& numbers = item.limit->numbers;
-      const int64_t slice_micros =
-          numbers.algorithm == Algorithm::kTokenBucket
-              ? algorithm::ReplaySliceMicros(
-                    {.capacity = numbers.capacity, .refill_per_second = numbers.refill_per_second})
-              : std::max<int64_t>(1, numbers.window_micros);
-      const int64_t index = at_micros / slice_micros;
-      absl::MutexLock lock(&reconcile_mutex_);
-      Consumption& consumption = pending_[ReconcileKey(item.limit->name, item.key)];
-      consumption.limit = item.limit;
-      consumption.instances = std::max(consumption.instances, instances);
-      std::vector<Slice>& slices = consumption.slices;
-      // Usually the last slice; answers on other threads may be recorded slightly out of
-      // order.
-      auto it = slices.end();
-      while (it != slices.begin() && (it - 1)->index > index) --it;
-      if (it != slices.begin() && (it - 1)->index == index) {
-        --it;
-      } else {
-        if (pending_entries_ >= options_.reconcile_max_entries) {
-          if (slices.empty()) pending_.erase(ReconcileKey(item.limit->name, item.key));
-          reconcile_counters_->dropped.fetch_add(1, std::memory_order_relaxed);
-          ++dropped_since_reconcile_;
-          has_pending_.store(true, std::memory_order_release);
-          continue;
-        }
-        it = slices.insert(it, Slice{index, 0, 0});
-        ++pending_entries_;
-      }
-      it->cost += item.cost;
-      it->at_micros = std::max(it->at_micros, at_micros);
-      has_pending_.store(true, std::memory_order_release);
-    }
-  }
-
-  // A copy of `limit` that lives as long as the reconciliation needs it (the caller's
-  // Limit only lives until its own call is answered).
-  std::shared_ptr<const Limit> SharedLimit(const Limit& limit) {
-    absl::MutexLock lock(&mutex_);
-    std::shared_ptr<const Limit>& cached = shared_limits_[limit.name];
-    if (cached == nullptr || !SameNumbers(cached->numbers, limit.numbers)) {
-      cached = std::make_shared<Limit>(limit);
-    }
-    return cached;
-  }
-
-  // The limit the local fallback uses for `limit` with `instances` live instances.
-  std::shared_ptr<const Limit> FallbackLimit(const Limit& limit, int64_t instances) {
-    const LimitNumbers numbers =
-        limit.on_store_failure == FailureMode::kLocal && limit.local
-            ? *limit.local
-            : algorithm::FallbackNumbers(limit.numbers, FallbackWeights(limit, instances));
-    absl::MutexLock lock(&mutex_);
-    std::shared_ptr<const Limit>& cached = fallback_limits_[limit.name];
-    if (cached == nullptr || cached->numbers.algorithm != numbers.algorithm ||
-        cached->numbers.capacity != numbers.capacity ||
-        cached->numbers.refill_per_second != numbers.refill_per_second ||
-        cached->numbers.limit != numbers.limit ||
-        cached->numbers.window_micros != numbers.window_micros) {
-      auto substitute = std::make_shared<Limit>(limit);
-      substitute->numbers = numbers;
-      cached = std::move(substitute);
-    }
-    return cached;
-  }
-
   std::shared_ptr<Store> primary_;
   const ResilienceOptions options_;
   Clock* const clock_;
   CircuitBreaker breaker_;
-  std::unique_ptr<MemoryStore> fallback_;
-  absl::Mutex mutex_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const Limit>> fallback_limits_
-      ABSL_GUARDED_BY(mutex_);
-  absl::flat_hash_map<std::string, std::shared_ptr<const Limit>> shared_limits_
-      ABSL_GUARDED_BY(mutex_);
-  absl::Mutex reconcile_mutex_;
-  absl::flat_hash_map<ReconcileKey, Consumption> pending_ ABSL_GUARDED_BY(reconcile_mutex_);
-  int64_t pending_entries_ ABSL_GUARDED_BY(reconcile_mutex_) = 0;  // slices in pending_
-  int64_t dropped_since_reconcile_ ABSL_GUARDED_BY(reconcile_mutex_) = 0;
-  std::atomic<bool> has_pending_{false};
+  const DemandShares shares_;
+  FallbackPolicy fallback_;
+  Reconciler reconciler_;
+  LateReplies late_replies_;
   std::atomic<bool> in_fallback_{false};
   std::atomic<int64_t> episode_decisions_{0};
 };
@@ -639,7 +214,7 @@ class ResilientStoreImpl final : public ResilientStore {
     }
 
     std::shared_ptr<Core> core = core_;
-    const int64_t sent_micros = DeadlineScheduler::MonotonicMicros();
+    const int64_t sent_micros = internal::DeadlineScheduler::MonotonicMicros();
     // Cancelled by the answer: the timers wake only for calls still unanswered. The entry
     // holds the core weakly: a timer queue that outlives the store (loop timers drop theirs
     // when the loop is destroyed) must not keep the Redis store alive past its loops. While
@@ -656,9 +231,9 @@ class ResilientStoreImpl final : public ResilientStore {
                         core->AnswerFromPolicy(std::move(call->items), std::move(done), call);
                       });
     auto on_reply = [core, call, sent_micros](absl::StatusOr<std::vector<Decision>> decisions) {
-      core->round_trips_.Observe(DeadlineScheduler::MonotonicMicros() - sent_micros);
+      core->round_trips_.Observe(internal::DeadlineScheduler::MonotonicMicros() - sent_micros);
       if (call->answered.exchange(true)) {
-        core->SettleLateReply(*call, decisions);
+        core->late_replies().Settle(*call, decisions);
         return;
       }
       // Moved out so the caller's callback (and what it owns) dies now,
@@ -693,10 +268,10 @@ class ResilientStoreImpl final : public ResilientStore {
     stats.store_errors = core_->store_errors_.load();
     stats.deadlines_missed = core_->deadlines_missed_.load();
     stats.breaker_rejections = core_->breaker_rejections_.load();
-    stats.late_replies = core_->late_replies_.load();
-    stats.late_replies_settled = core_->late_replies_settled_.load();
-    stats.reconciled_items = core_->reconcile_counters_->reconciled.load();
-    stats.reconcile_dropped_items = core_->reconcile_counters_->dropped.load();
+    stats.late_replies = core_->late_replies().late_replies();
+    stats.late_replies_settled = core_->late_replies().settled();
+    stats.reconciled_items = core_->reconciler().reconciled();
+    stats.reconcile_dropped_items = core_->reconciler().dropped();
     return stats;
   }
 

@@ -1,5 +1,5 @@
 // Copyright tollgate authors. The Rate Limit Quota Service's totals, for /metrics
-// (src/server/metrics.h renders them; src/server/rlqs_ledger.h counts them).
+// (src/server/metrics.h renders them; src/rlqs/ledger.h counts them).
 #ifndef TOLLGATE_SRC_SERVER_RLQS_STATS_H_
 #define TOLLGATE_SRC_SERVER_RLQS_STATS_H_
 

@@ -72,7 +72,7 @@
 #include "absl/types/span.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "google/protobuf/struct.pb.h"
-#include "src/config/descriptor_matcher.h"
+#include "src/server/descriptor_matcher.h"
 #include "src/server/rls_request.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"

@@ -24,7 +24,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
-#include "src/config/descriptor_matcher.h"
+#include "src/server/descriptor_matcher.h"
 
 namespace tollgate::server {
 

@@ -14,7 +14,7 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "src/config/descriptor_matcher.h"
+#include "src/server/descriptor_matcher.h"
 #include "src/server/json_errors.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"

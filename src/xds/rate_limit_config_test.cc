@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "src/config/descriptor_matcher.h"
 #include "src/core/absl_view.h"
+#include "src/server/descriptor_matcher.h"
 
 namespace tollgate::xds {
 namespace {

@@ -58,6 +58,15 @@ RlqsAdmitted DriveRlqs(std::vector<RlqsTraffic>& traffic, int64_t window_seconds
   return admitted;
 }
 
+void WaitForWindowStart(int64_t window_seconds) {
+  const auto now = std::chrono::system_clock::now();
+  const int64_t seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const std::chrono::system_clock::time_point start{
+      std::chrono::seconds((seconds / window_seconds + 1) * window_seconds)};
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(50));
+}
+
 std::string DescribeWindows(const std::vector<int64_t>& windows) {
   std::string out;
   for (int64_t n : windows) absl::StrAppend(&out, out.empty() ? "" : " ", n);

@@ -47,6 +47,10 @@ struct RlqsAdmitted {
 RlqsAdmitted DriveRlqs(std::vector<RlqsTraffic>& traffic, int64_t window_seconds, int seconds,
                        std::map<int, std::function<void()>> at_second = {});
 
+// Returns just after the next fixed window of `window_seconds` starts (on this host's clock,
+// which is Redis'), so that a run's events fall at known places in its windows.
+void WaitForWindowStart(int64_t window_seconds);
+
 // "93 95 96".
 std::string DescribeWindows(const std::vector<int64_t>& windows);
 

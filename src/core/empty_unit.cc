@@ -1,1 +1,0 @@
-// Copyright tollgate authors. Keeps a library target non-empty while its folder is.
