@@ -1,10 +1,7 @@
 // Copyright tollgate authors. Parts of every decision of `tollgate serve` on its event loop.
 // The shared state a Redis decision touches, from one thread and from two at once (two
 // loops): the circuit breaker's Admit and RecordSuccess, and FallbackShares::Count (a
-// demand-shared fail_open limit). And an HTTP /v1/check request read and its answer built and
-// written out, in src/server/http_request.h's and http_response.h's types and in Beast's
-// http::request_parser and http::response. And a ShouldRateLimit request as Envoy sends it,
-// read in place (src/server/rls_request.h) and parsed by protobuf onto an arena.
+// demand-shared fail_open limit).
 //
 //   cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOLLGATE_BUILD_BENCH=ON
 //   cmake --build build-rel --target hot_path_bench
@@ -13,12 +10,7 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "boost/beast/http.hpp"
-#include "google/protobuf/arena.h"
 #include "src/resilience/circuit_breaker.h"
-#include "src/server/http_request.h"
-#include "src/server/http_response.h"
-#include "src/server/rls_request.h"
 #include "tollgate/clock.h"
 #include "tollgate/fallback_shares.h"
 
@@ -53,147 +45,6 @@ void BM_BreakerAdmitAndSucceed(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_BreakerAdmitAndSucceed)->Threads(1)->Threads(2)->UseRealTime();
-
-// The fields and body of an allowed /v1/check answer (src/server/http_handler.cc).
-constexpr char kPolicy[] = R"("api_per_user";q=100;w=1)";
-constexpr char kRateLimit[] = R"("api_per_user";r=99;t=0)";
-constexpr char kBody[] =
-    R"({"allowed":true,"limit":100,"name":"api_per_user","remaining":99,"reset_after_ms":10,)"
-    R"("retry_after_ms":0,"source":"redis"})"
-    "\n";
-
-void BM_CheckAnswer(benchmark::State& state) {
-  std::string wire;
-  for (auto _ : state) {
-    server::HttpResponse response(boost::beast::http::status::ok, 11);
-    response.add_field("Server", "tollgate");
-    response.add_field("Content-Type", "application/json");
-    response.add_field("Cache-Control", "no-store");
-    response.add_field("RateLimit-Policy", kPolicy);
-    response.add_field("RateLimit", kRateLimit);
-    response.body() = kBody;
-    wire.clear();
-    response.AppendTo(wire);
-    benchmark::DoNotOptimize(wire.data());
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_CheckAnswer);
-
-// The same answer in Beast's response, written out as the session wrote it before
-// src/server/http_response.h: the status line, each field, the body.
-void BM_CheckAnswerBeastResponse(benchmark::State& state) {
-  namespace http = boost::beast::http;
-  std::string wire;
-  for (auto _ : state) {
-    http::response<http::string_body> response(http::status::ok, 11);
-    response.set(http::field::server, "tollgate");
-    response.set(http::field::content_type, "application/json");
-    response.set(http::field::cache_control, "no-store");
-    response.keep_alive(true);
-    response.body() = kBody;
-    response.prepare_payload();
-    response.set("RateLimit-Policy", kPolicy);
-    response.set("RateLimit", kRateLimit);
-    wire.clear();
-    wire += "HTTP/1.1 ";
-    wire += std::to_string(response.result_int());
-    wire += ' ';
-    wire.append(response.reason().data(), response.reason().size());
-    wire += "\r\n";
-    for (const auto& field : response) {
-      wire.append(field.name_string().data(), field.name_string().size());
-      wire += ": ";
-      wire.append(field.value().data(), field.value().size());
-      wire += "\r\n";
-    }
-    wire += "\r\n";
-    wire += response.body();
-    benchmark::DoNotOptimize(wire.data());
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_CheckAnswerBeastResponse);
-
-// A /v1/check request as bench/http_load sends it.
-constexpr char kRequest[] =
-    "POST /v1/check HTTP/1.1\r\n"
-    "Host: 127.0.0.1:8080\r\n"
-    "Content-Type: application/json\r\n"
-    "Content-Length: 42\r\n"
-    "\r\n"
-    R"({"limit":"api_per_user","key":"user:1234"})";
-
-template <typename Parser>
-void ParseRequest(benchmark::State& state) {
-  size_t body_bytes = 0;
-  for (auto _ : state) {
-    Parser parser;
-    parser.header_limit(8 * 1024);
-    parser.body_limit(64 * 1024);
-    parser.eager(true);
-    boost::beast::error_code error;
-    parser.put(boost::asio::buffer(kRequest, sizeof(kRequest) - 1), error);
-    if (error || !parser.is_done()) state.SkipWithError("the request did not parse");
-    body_bytes += parser.get().body().size();
-  }
-  benchmark::DoNotOptimize(body_bytes);
-  state.SetItemsProcessed(state.iterations());
-}
-void BM_CheckRequest(benchmark::State& state) { ParseRequest<server::HttpRequestParser>(state); }
-BENCHMARK(BM_CheckRequest);
-void BM_CheckRequestBeastParser(benchmark::State& state) {
-  ParseRequest<boost::beast::http::request_parser<boost::beast::http::string_body>>(state);
-}
-BENCHMARK(BM_CheckRequestBeastParser);
-
-// A ShouldRateLimit request as bench/h2_load and Envoy's rate-limit filter send it: a domain
-// and one descriptor of one entry.
-std::string RlsRequestBytes() {
-  envoy::service::ratelimit::v3::RateLimitRequest request;
-  request.set_domain("bench");
-  auto* entry = request.add_descriptors()->add_entries();
-  entry->set_key("user");
-  entry->set_value("user1234");
-  return request.SerializeAsString();
-}
-
-void BM_ReadRlsRequest(benchmark::State& state) {
-  const std::string bytes = RlsRequestBytes();
-  size_t entries = 0;
-  for (auto _ : state) {
-    server::RateLimitRequestView request;
-    if (!server::ReadRateLimitRequest(bytes, &request)) state.SkipWithError("not read");
-    entries += request.descriptors[0].entries.size();
-  }
-  benchmark::DoNotOptimize(entries);
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_ReadRlsRequest);
-
-// What src/server/rls_grpc.cc did before: protobuf's parser onto an arena whose first block
-// is on the stack (one allocation per request), then the view the plan reads.
-void BM_ReadRlsRequestProtobuf(benchmark::State& state) {
-  const std::string bytes = RlsRequestBytes();
-  size_t entries = 0;
-  for (auto _ : state) {
-    alignas(std::max_align_t) char block[1024];
-    google::protobuf::ArenaOptions options;
-    options.initial_block = block;
-    options.initial_block_size = sizeof(block);
-    google::protobuf::Arena arena(options);
-    auto* message =
-        google::protobuf::Arena::CreateMessage<envoy::service::ratelimit::v3::RateLimitRequest>(
-            &arena);
-    if (!message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      state.SkipWithError("not parsed");
-    }
-    entries += server::RateLimitRequestView::Of(*message).descriptors[0].entries.size();
-  }
-  benchmark::DoNotOptimize(entries);
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_ReadRlsRequestProtobuf);
 
 }  // namespace
 }  // namespace tollgate

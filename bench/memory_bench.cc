@@ -60,16 +60,18 @@ Limit BenchLimit(Algorithm algorithm) {
     case Algorithm::kTokenBucket:
       limit.name = "bench_token_bucket";
       limit.numbers.capacity = 1'000'000'000;
-      limit.numbers.refill_per_second = 0.001;  // a used key stays for 1000 s per unit
+      // The slowest refill ValidateLimit accepts (full again within 365 days): a hot key is
+      // never refused, and a used key is full again 32 ms after its last unit.
+      limit.numbers.refill_per_second = 32;
       break;
     case Algorithm::kFixedWindow:
       limit.name = "bench_fixed_window";
-      limit.numbers.limit = int64_t{1} << 40;
+      limit.numbers.limit = 1'000'000'000'000;  // ValidateLimit's largest
       limit.numbers.window_micros = 3'600'000'000;
       break;
     case Algorithm::kSlidingWindow:
       limit.name = "bench_sliding_window";
-      limit.numbers.limit = int64_t{1} << 40;
+      limit.numbers.limit = 1'000'000'000'000;
       limit.numbers.window_micros = 3'600'000'000;
       break;
     case Algorithm::kConcurrency:  // not a rate: the memory store keeps no leases

@@ -14,12 +14,14 @@
 //       mode: exact                   # exact (default) | sync
 //       sync_interval: 1s             # with mode: sync
 //       local: { algorithm: fixed_window, limit: 1, window: 10m }  # with on_store_failure: local
+//       durable: true                 # answered once a Redis replica holds the count
 //   memory_store:
 //     max_keys: 1000000               # optional: the embedded store's cap on entries
 #ifndef TOLLGATE_CONFIG_H_
 #define TOLLGATE_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +37,10 @@ struct Config {
   // `memory_store: {max_keys: N}`: the cap on the embedded in-memory store's entries
   // (MemoryStoreOptions::max_keys), 1 to 10^12. 0 when the file does not set it.
   int64_t memory_store_max_keys = 0;
+  // Where each limit that sets `durable: true` says so ("FILE:LINE:COLUMN"), by limit name:
+  // such a limit is refused when the service starts on a Redis with no replica, and the
+  // message points here.
+  std::map<std::string, std::string> durable_positions = {};
 };
 
 // Parses `yaml_text`. On failure returns InvalidArgument whose message names every error of

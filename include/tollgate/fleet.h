@@ -31,6 +31,7 @@
 #include "tollgate/limiter.h"
 #include "tollgate/memory_store.h"
 #include "tollgate/redis_connections.h"
+#include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 #include "tollgate/sync_store.h"
 #include "tollgate/timers.h"
@@ -79,7 +80,8 @@ class Fleet {
  public:
   // Builds the stack FleetOptions describes. Errors: InvalidArgument (a limit that is not
   // valid, a bad URL or option), Unavailable (Redis cannot be reached), PermissionDenied
-  // (AUTH refused), FailedPrecondition (Redis older than 7.0). REQUIRES: not on one of
+  // (AUTH refused), FailedPrecondition (Redis older than 7.0, or a limit with durable: true
+  // while a primary has no replica: RedisStore::CheckDurable). REQUIRES: not on one of
   // `redis.caller_loops`' threads.
   static absl::StatusOr<std::unique_ptr<Fleet>> Connect(FleetOptions options);
 
@@ -96,7 +98,8 @@ class Fleet {
   virtual Limiter& limiter() const = 0;
 
   // A limiter of `limits` on the same stores: counters of a limit with the same name and
-  // numbers carry on (a config reload). InvalidArgument as Limiter::Create.
+  // numbers carry on (a config reload). InvalidArgument as Limiter::Create; FailedPrecondition
+  // as RedisStore::CheckDurable.
   virtual absl::StatusOr<std::unique_ptr<Limiter>> NewLimiter(std::vector<Limit> limits) const = 0;
 
   // ---- What it runs on, for metrics and readiness ----
@@ -112,6 +115,9 @@ class Fleet {
   // round trips), and the sync store of `mode: sync` limits. Else nullptr.
   virtual const ResilientStore* resilient_store() const = 0;
   virtual const SyncStore* sync_store() const = 0;
+  // With Redis: the exact store behind the resilience layer (its durable limits' waits,
+  // RedisStore::durable_waits). Else nullptr.
+  virtual const RedisStore* redis_store() const = 0;
   // With Redis and a learned N: fail_open's shares (FallbackShares::Fractions). Else nullptr.
   virtual const FallbackShares* fallback_shares() const = 0;
   // With Redis: the connections every part shares (for other parts of a service that count in

@@ -86,6 +86,15 @@ struct Limit {
   // How long a reservation of this limit (CheckRequest::reserve) can be settled: an unsettled
   // one stays charged at its estimate and is forgotten after this.
   int64_t reservation_ttl_micros = 3'600'000'000;
+  // Whether an admission on the Redis store is answered only once a replica holds it (Redis
+  // `WAIT` within `timeout_micros`; docs/redis.md#durable-limits), so that a failover to that
+  // replica loses none. If no replica confirms in time the check is a store failure, answered
+  // by `on_store_failure` (the count stays spent on the primary: fail_closed refuses, never
+  // over-admits). Unset: the store's default, on for a fail_closed limit in exact mode on a
+  // Redis Sentinel or Cluster deployment whose every primary had a replica at start
+  // (RedisStore::Durable). Stores that keep no replicas (memory) ignore it; sync mode refuses
+  // it (its counts reach Redis between syncs, never on the request path).
+  std::optional<bool> durable = std::nullopt;
 };
 
 // OK, or InvalidArgument naming the limit and every field at fault: numbers outside their
@@ -93,9 +102,9 @@ struct Limit {
 // fills the bucket within 365 days, positive windows and leases); `local` numbers present
 // exactly when on_store_failure is kLocal, of the limit's kind (leases for a concurrency
 // limit, a rate for a rate) and valid; in sync mode, a window limit (not a token bucket nor
-// a concurrency limit), a sync interval from 10 ms to the window, and fail_closed only with
-// allow_sync_with_fail_closed. Limiter::Create, every store and the config files apply this
-// one rule.
+// a concurrency limit), a sync interval from 10 ms to the window, fail_closed only with
+// allow_sync_with_fail_closed, and `durable` not true. Limiter::Create, every store and the
+// config files apply this one rule.
 absl::Status ValidateLimit(const Limit& limit);
 
 std::string_view AlgorithmName(Algorithm algorithm);

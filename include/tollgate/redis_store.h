@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "tollgate/clock.h"
 #include "tollgate/redis_connections.h"
+#include "tollgate/resilience.h"
 #include "tollgate/store.h"
 
 namespace tollgate {
@@ -47,6 +48,25 @@ struct RedisStoreOptions {
   // Redis decides at its own TIME. Give it the clock that stamped them (a ResilientStore's
   // ResilienceOptions::clock). nullptr: SystemClock(). REQUIRES: outlives the store.
   Clock* clock = nullptr;
+  // Durable writes' state changes: ResilienceEvent::Kind::kReplicasNotConfirming and
+  // kReplicasConfirming, once per primary and change. nullptr: none.
+  ResilienceEventCallback on_event = nullptr;
+};
+
+// What durable limits' waits for a replica cost and found (RedisStore::durable_waits()).
+// Monotonic.
+struct DurableWaitStats {
+  // WAIT commands sent: one per group of durable calls sent together on one connection.
+  int64_t waits = 0;
+  // WAITs that returned without a replica's confirmation (or with an error).
+  int64_t wait_timeouts = 0;
+  // Durable calls that wrote, answered once a replica held the write.
+  int64_t calls_confirmed = 0;
+  // Durable calls that wrote but that no replica confirmed in time: store failures
+  // (UnconfirmedWriteError), the write spent on the primary.
+  int64_t calls_unconfirmed = 0;
+  // Each WAIT, from sent to answered.
+  StoreRoundTripHistogram wait_latency = {};
 };
 
 // A Store keeping every limit's state in Redis. Thread-safe.
@@ -64,16 +84,38 @@ struct RedisStoreOptions {
 // meanwhile see the consumption and be refused: a transient over-refusal, never an
 // over-admission). While a primary is down, checks of its slots fail fast with
 // Unavailable until a replica is promoted and the slot map is read again.
+//
+// A call with a durable limit (Durable) goes on a connection of its own to the primary that
+// serves its slot, and is answered once a `WAIT 1 <ms>` sent after it returned with a
+// replica: one WAIT covers every call sent together on that connection, and the next group
+// goes once it returns (group commit). A call that wrote nothing (every item refused) is
+// answered at once. If no replica confirms before the call's deadline (its limits' smallest
+// timeout, less a margin for the answer to arrive) it is answered UnconfirmedWriteError: the
+// count stays spent on the primary. Calls of other limits never wait behind a WAIT.
 class RedisStore : public Store {
  public:
-  // Loads the scripts and reads `maxmemory-policy`. Errors: InvalidArgument (no
+  // Loads the scripts, reads `maxmemory-policy`, and each primary's replicas and settings
+  // that bound what a failover loses (warnings()). Errors: InvalidArgument (no
   // connections), Unavailable (Redis cannot be reached now), Internal (a script did not load).
   static absl::StatusOr<std::unique_ptr<RedisStore>> Create(RedisStoreOptions options);
 
   // Things found at start that do not stop the store but deserve a log line: an eviction
-  // policy that can drop limit keys (silently resetting counters), or a setting that could
-  // not be read.
+  // policy that can drop limit keys (silently resetting counters), replication settings that
+  // let a failover lose counts without a bound, a primary with no replica where fail_closed
+  // limits would be durable by default, or a setting that could not be read.
   virtual const std::vector<std::string>& warnings() const = 0;
+
+  // Whether `limit`'s calls wait for a replica on this store: Limit::durable when set, else
+  // true for a fail_closed limit in exact mode when the store is on a Redis Sentinel or Cluster
+  // deployment whose every primary had a connected replica when the store was created
+  // (fail_closed already says "refuse rather than over-admit"; docs/redis.md#durable-limits).
+  virtual bool Durable(const Limit& limit) const = 0;
+  // OK, or FailedPrecondition naming every limit of `limits` that sets durable: true while a
+  // primary had no connected replica when the store was created, so that none of its
+  // admissions could ever be confirmed.
+  virtual absl::Status CheckDurable(const std::vector<Limit>& limits) const = 0;
+  // Counts of the WAITs sent for durable limits.
+  virtual DurableWaitStats durable_waits() const = 0;
 
   std::string_view Name() const override { return "redis"; }
 };

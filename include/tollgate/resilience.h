@@ -66,6 +66,11 @@ struct ResilienceEvent {
     kFallbackEnded,         // the store answered again; `count`: fallback decisions since start
     kReconciled,            // fallback consumption sent; `count`: entries added, `dropped`: lost
     kInstanceCountChanged,  // `count`: the new N, `previous`: the old one
+    // A WAIT for durable writes (Limit::durable) returned without a replica's confirmation,
+    // after the last one had one; `detail`: the primary and why. Durable limits answer from
+    // their failure policy until kReplicasConfirming.
+    kReplicasNotConfirming,
+    kReplicasConfirming,  // a replica confirmed durable writes again; `detail`: the primary
   };
   Kind kind = Kind::kStoreUnreachable;
   int64_t count = 0;

@@ -86,6 +86,14 @@ class PreparedCheck {
   virtual absl::StatusOr<Decision> CheckOne(std::string_view key, int64_t cost) = 0;
 };
 
+// The status of a call whose writes the store made but that no replica confirmed within the
+// time given (a durable limit's, Limit::durable): Unavailable, marked so that it can be told
+// from a store that is down. What the call admitted stays spent in the store. ResilientStore
+// answers it from the limits' on_store_failure without counting it against its circuit
+// breaker, and without reconciling the fallback's admissions (the store counted the call).
+absl::Status UnconfirmedWriteError(std::string_view message);
+bool IsUnconfirmedWrite(const absl::Status& status);
+
 // A place where limit state lives: the embedded memory store, Redis, ...
 //
 // A batch is one atomic step. Its items that are not conditional (kCharge, kSettle, kRelease,

@@ -57,6 +57,7 @@ absl::StatusOr<LoadedConfigs> LoadConfigs(const std::vector<std::string>& paths)
         loaded.memory_store_max_keys = config->memory_store_max_keys;
       }
     }
+    loaded.durable_positions.merge(config->durable_positions);
     for (Limit& limit : config->limits) {
       if (!names.insert(limit.name).second) {
         errors.push_back(absl::InvalidArgumentError(

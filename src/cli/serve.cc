@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -54,6 +56,22 @@ constexpr absl::Duration kConfigPollInterval = absl::Seconds(1);
 // back within about a probe interval of Redis' return.
 constexpr int64_t kProbeIntervalMs = 250;
 
+// `status` with the positions of the `durable: true` fields of the limits it names (a durable
+// limit the deployment cannot honour, RedisStore::CheckDurable) in front of its message.
+absl::Status WithDurablePositions(const absl::Status& status,
+                                  const std::map<std::string, std::string>& durable_positions) {
+  if (status.code() != absl::StatusCode::kFailedPrecondition) return status;
+  std::vector<std::string> fields;
+  for (const auto& [name, position] : durable_positions) {
+    if (absl::StrContains(status.message(), absl::StrCat("limit '", name, "'"))) {
+      fields.push_back(absl::StrCat(position, ": limits.", name, ".durable"));
+    }
+  }
+  if (fields.empty()) return status;
+  return absl::FailedPreconditionError(
+      absl::StrCat(absl::StrJoin(fields, ", "), ": ", status.message()));
+}
+
 // The fleet the service checks against (tollgate/fleet.h): in memory without a Redis URL,
 // else Redis on the service's loops, with deadlines, sync rounds and heartbeats on `timers`
 // and N counted in the group the config names. Each state change of Redis, the breaker, the
@@ -74,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Fleet>> ConnectFleet(const ServeOptions& options,
       .timers = std::move(timers),
       .on_event = [log](const ResilienceEvent& event) { log->Log(event); },
   });
-  if (!fleet.ok()) return fleet.status();
+  if (!fleet.ok()) return WithDurablePositions(fleet.status(), config.durable_positions);
   for (const std::string& warning : (*fleet)->warnings()) spdlog::warn("redis: {}", warning);
   if ((*fleet)->shared() && options.instances <= 0) {
     spdlog::info("instance {}: {} live instance(s)", (*fleet)->instance_id(),
@@ -204,12 +222,16 @@ int RunServe(const ServeOptions& given) {
   const size_t limit_count = config->limits.size();
   const int64_t config_memory_store_max_keys = config->memory_store_max_keys;
   const size_t domain_count = config->envoy_domains.size();
+  const std::map<std::string, std::string> durable_positions = config->durable_positions;
 
   // Outlives both servers (declared before them).
   server::Metrics metrics(monotonic);
   if (options.ratelimit_metrics) metrics.EnableRatelimitFamilies(options.near_limit_ratio);
   metrics.RecordInitialLoad();
   metrics.set_resilient_store(stack.resilient_store());
+  if (const RedisStore* redis = stack.redis_store(); redis != nullptr) {
+    metrics.set_durable_waits([redis] { return redis->durable_waits(); });
+  }
   if (grpc_tls != nullptr) metrics.set_grpc_tls(&grpc_tls->counters());
   if (stack.memory_store() != nullptr) {
     metrics.set_memory_store(stack.memory_store(), options.memory_max_keys);
@@ -245,7 +267,9 @@ int RunServe(const ServeOptions& given) {
        .default_envoy_algorithm = options.default_algorithm},
       *std::move(config));
   if (!made_service.ok()) {
-    spdlog::error("invalid config: {}", std::string(made_service.status().message()));
+    spdlog::error(
+        "invalid config: {}",
+        std::string(WithDurablePositions(made_service.status(), durable_positions).message()));
     return 1;
   }
   // Held by the servers, their connections and readiness; once the last of them lets go,

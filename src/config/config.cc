@@ -121,6 +121,7 @@ absl::StatusOr<Config> LimitsParser::Parse(absl::string_view yaml_text) {
     }
   }
   if (absl::Status errors = Errors(); !errors.ok()) return errors;
+  config.durable_positions = std::move(durable_positions_);
   return config;
 }
 

@@ -100,7 +100,7 @@ const BadCase kBadCases[] = {
      Replace(Bucket(), "capacity", "capcity"),
      {"bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
       "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, sync_interval, "
-      "shares, local, allow_sync_with_fail_closed, reservation_ttl",
+      "shares, local, allow_sync_with_fail_closed, reservation_ttl, durable",
       "did you mean 'capacity'"}},
     {"duplicate key",
      Bucket("    capacity: 20\n"),
@@ -314,9 +314,8 @@ TEST(ConfigTest, EveryErrorOfAFileIsReportedInFileOrder) {
           "capacity and refill_per_second)",
           "bad.yaml:4:5: limits.api.capcity: unknown key; expected one of algorithm, capacity, "
           "refill_per_second, limit, window, lease, on_store_failure, timeout, mode, "
-          "sync_interval, shares, local, allow_sync_with_fail_closed, reservation_ttl (did you "
-          "mean "
-          "'capacity'?)",
+          "sync_interval, shares, local, allow_sync_with_fail_closed, reservation_ttl, durable "
+          "(did you mean 'capacity'?)",
           "bad.yaml:5:24: limits.api.refill_per_second: expected a positive number of tokens per "
           "second such as 5 or 0.5, got '0'",
           "bad.yaml:9:13: limits.otp.window: expected a duration: a whole number and a unit (us, "

@@ -16,6 +16,7 @@
 //         requests_per_unit: 100
 //         name: api_paths                   # another rule may replace this one by name
 //         algorithm: token_bucket           # tollgate extension (default fixed_window)
+//         durable: true                     # tollgate extension (docs/redis.md)
 //       descriptors: [...]                  # nested entries of the same descriptor
 //
 // The files are told apart from tollgate's own `limits:` format by their top-level keys
@@ -74,6 +75,9 @@ struct EnvoyRateLimit {
   // Extensions: what to do when the store fails, and the deadline of one store call.
   FailureMode on_store_failure = FailureMode::kFailOpen;
   int64_t timeout_micros = 10'000;
+  // Extension: Limit::durable (answered once a Redis replica holds the count); unset: the
+  // store's default.
+  std::optional<bool> durable = std::nullopt;
   // Extension (`rlqs_on_store_failure`); unset: as on_store_failure.
   std::optional<RlqsStoreFailure> rlqs_on_store_failure;
 };

@@ -416,7 +416,7 @@ descriptors:
           "number from 0 to 4294967295, got '-1'",
           "envoy.yaml:11:7: descriptors[1].rate_limit: unknown key 'unlimted', expected one of "
           "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
-          "on_store_failure, timeout, rlqs_on_store_failure (did you mean 'unlimited'?)",
+          "on_store_failure, timeout, durable, rlqs_on_store_failure (did you mean 'unlimited'?)",
           "envoy.yaml:12:5: descriptors[2].key: missing",
           "envoy.yaml:13:18: descriptors[2].shadow_mode: expected true or false, got 'maybe'"));
 }

@@ -15,9 +15,17 @@
 namespace tollgate::config {
 namespace {
 
-constexpr absl::string_view kRateLimitKeys[] = {
-    "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
-    "replaces", "algorithm",         "on_store_failure", "timeout",   "rlqs_on_store_failure"};
+constexpr absl::string_view kRateLimitKeys[] = {"unit",
+                                                "requests_per_unit",
+                                                "unit_multiplier",
+                                                "unlimited",
+                                                "name",
+                                                "replaces",
+                                                "algorithm",
+                                                "on_store_failure",
+                                                "timeout",
+                                                "durable",
+                                                "rlqs_on_store_failure"};
 constexpr absl::string_view kReplacesKeys[] = {"name"};
 constexpr absl::string_view kUnitNames[] = {"second", "minute", "hour", "day",
                                             "week",   "month",  "year"};
@@ -212,6 +220,10 @@ absl::StatusOr<EnvoyRateLimit> EnvoyParser::ParseRateLimit(const YAML::Node& nod
   }
   if (YAML::Node timeout = node["timeout"]) {
     ReadTimeout(*this, timeout, field + ".timeout", rate_limit).IgnoreError();
+  }
+  if (YAML::Node durable = node["durable"]) {
+    absl::StatusOr<bool> value = Bool(durable, field + ".durable");
+    if (value.ok()) rate_limit.durable = *value;
   }
   if (YAML::Node failure = node["rlqs_on_store_failure"]) {
     ReadRlqsFailure(*this, failure, field + ".rlqs_on_store_failure", rate_limit).IgnoreError();

@@ -28,7 +28,8 @@ constexpr absl::string_view kLimitKeys[] = {"algorithm",
                                             "shares",
                                             "local",
                                             "allow_sync_with_fail_closed",
-                                            "reservation_ttl"};
+                                            "reservation_ttl",
+                                            "durable"};
 // The keys of a `local:` block: an algorithm and its numbers only.
 constexpr absl::string_view kNumberKeys[] = {"algorithm", "capacity", "refill_per_second",
                                              "limit",     "window",   "lease"};
@@ -123,6 +124,15 @@ void LimitsParser::ReadMode(const Fields& fields, absl::string_view path, bool f
     absl::StatusOr<size_t> index = ParseWord(*mode, Sub(path, "mode"), kModes);
     if (index.ok()) limit.mode = *index == 0 ? Mode::kExact : Mode::kSync;
     mode_known = index.ok();
+  }
+  if (const Field* field = fields.Find("durable")) {
+    absl::StatusOr<bool> durable = ParseBool(*field, Sub(path, "durable"));
+    if (durable.ok()) limit.durable = *durable;
+    if (durable.ok() && *durable) {
+      const YAML::Mark mark = field->value.Mark();
+      durable_positions_[limit.name] =
+          absl::StrCat(file_name_, ":", mark.line + 1, ":", mark.column + 1);
+    }
   }
   if (const Field* field = fields.Find("allow_sync_with_fail_closed")) {
     absl::StatusOr<bool> allow = ParseBool(*field, Sub(path, "allow_sync_with_fail_closed"));

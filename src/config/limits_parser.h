@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,7 +56,8 @@ struct Fields {
 // not thread-safe.
 class LimitsParser {
  public:
-  explicit LimitsParser(absl::string_view file_name) : problems_(file_name) {}
+  explicit LimitsParser(absl::string_view file_name)
+      : file_name_(file_name), problems_(file_name) {}
 
   // May throw yaml-cpp exceptions; ParseConfig catches them.
   absl::StatusOr<Config> Parse(absl::string_view yaml_text);
@@ -108,7 +110,10 @@ class LimitsParser {
                                    absl::Span<const absl::string_view> words);
   absl::StatusOr<bool> ParseBool(const Field& field, absl::string_view path);
 
+  const std::string file_name_;
   Problems problems_;
+  // Config::durable_positions of the limits read so far.
+  std::map<std::string, std::string> durable_positions_;
 };
 
 }  // namespace tollgate::config

@@ -3,6 +3,8 @@
 #define TOLLGATE_SRC_CONFIG_LOADED_CONFIGS_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "src/config/envoy_config.h"
@@ -17,6 +19,8 @@ struct LoadedConfigs {
   std::vector<EnvoyDomainConfig> envoy_domains;
   // `memory_store.max_keys` of the one file that sets it; 0 when none does.
   int64_t memory_store_max_keys = 0;
+  // Config::durable_positions of every file in tollgate's format, merged.
+  std::map<std::string, std::string> durable_positions = {};
 };
 
 }  // namespace tollgate

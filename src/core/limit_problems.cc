@@ -120,6 +120,15 @@ void SyncProblems(const Limit& limit, std::vector<LimitProblem>& problems) {
                         "sliding_window only",
                         "mode 'sync' with algorithm token_bucket", /*got_is_value=*/false});
   }
+  if (limit.durable.value_or(false)) {
+    // A sync limit's counts reach Redis between syncs, after the answers they made: no WAIT
+    // can hold an answer until a replica has them.
+    problems.push_back({"durable",
+                        "sync mode answers from local counts and sends them to Redis later, so "
+                        "no answer can wait for a replica: expected mode: exact with durable: "
+                        "true, or durable: false",
+                        "'true'"});
+  }
   if (limit.on_store_failure == FailureMode::kFailClosed && !limit.allow_sync_with_fail_closed) {
     problems.push_back(
         {"mode",

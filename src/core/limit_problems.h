@@ -26,7 +26,7 @@ inline constexpr int64_t kMinSyncIntervalMicros = 10'000;
 struct LimitProblem {
   // The field at fault, as configuration files name it under the limit: "capacity",
   // "refill_per_second", "limit", "window", "lease", "local", "local.<field>", "mode",
-  // "sync_interval", "name".
+  // "sync_interval", "durable", "name".
   std::string field;
   // What the field should be: "expected at most the window (1m)".
   std::string expected;

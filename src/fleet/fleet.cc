@@ -36,6 +36,9 @@ class FleetImpl final : public Fleet {
   Limiter& limiter() const override { return *limiter_; }
 
   absl::StatusOr<std::unique_ptr<Limiter>> NewLimiter(std::vector<Limit> limits) const override {
+    if (redis_ != nullptr) {
+      if (absl::Status durable = redis_->CheckDurable(limits); !durable.ok()) return durable;
+    }
     return Limiter::Create(
         {.limits = std::move(limits), .store = store_, .sync_store = sync_store_, .clock = clock_});
   }
@@ -45,6 +48,7 @@ class FleetImpl final : public Fleet {
   const MemoryStore* memory_store() const override { return memory_; }
   const ResilientStore* resilient_store() const override { return resilient_; }
   const SyncStore* sync_store() const override { return sync_; }
+  const RedisStore* redis_store() const override { return redis_; }
   const FallbackShares* fallback_shares() const override { return fallback_shares_.get(); }
   const std::shared_ptr<RedisConnections>& connections() const override { return connections_; }
 
@@ -82,10 +86,14 @@ class FleetImpl final : public Fleet {
     if (!connections.ok()) return connections.status();
     connections_ = *std::move(connections);
 
-    absl::StatusOr<std::unique_ptr<RedisStore>> exact = RedisStore::Create(
-        {.redis = connections_, .key_prefix = options.key_prefix, .clock = options.clock});
+    absl::StatusOr<std::unique_ptr<RedisStore>> exact =
+        RedisStore::Create({.redis = connections_,
+                            .key_prefix = options.key_prefix,
+                            .clock = options.clock,
+                            .on_event = options.on_event});
     if (!exact.ok()) return exact.status();
     warnings_ = (*exact)->warnings();
+    redis_ = exact->get();
 
     // The registry is also the instance's own probe of Redis (StoreReachable); with a fixed
     // N it only probes. fail_open's demand-weighted shares are counted by the resilient
@@ -161,6 +169,7 @@ class FleetImpl final : public Fleet {
   const MemoryStore* memory_ = nullptr;        // points into store_ without Redis
   const ResilientStore* resilient_ = nullptr;  // points into store_ with Redis
   const SyncStore* sync_ = nullptr;            // points into sync_store_
+  const RedisStore* redis_ = nullptr;          // behind store_, with Redis
   std::unique_ptr<Limiter> limiter_;
 };
 

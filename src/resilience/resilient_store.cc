@@ -52,6 +52,10 @@ std::string_view ResilienceEventName(ResilienceEvent::Kind kind) {
       return "reconciled";
     case ResilienceEvent::Kind::kInstanceCountChanged:
       return "instance_count_changed";
+    case ResilienceEvent::Kind::kReplicasNotConfirming:
+      return "replicas_not_confirming";
+    case ResilienceEvent::Kind::kReplicasConfirming:
+      return "replicas_confirming";
   }
   return "unknown";
 }
@@ -135,21 +139,33 @@ class Core {
   // Answers `items` from each limit's failure policy (FallbackPolicy). `hold`: the call whose
   // store request is still out (the deadline passed), whose reply settles what is admitted;
   // nullptr: nothing is out, what is admitted is recorded at once (LateReplies).
+  // `store_counted`: the store answered and counted the call, but no replica confirmed it
+  // (UnconfirmedWriteError): not an episode of the store's absence, and nothing the fallback
+  // admits is reconciled into the store.
   void AnswerFromPolicy(std::vector<CheckItem> items, CheckCallback done,
-                        const std::shared_ptr<PendingCall>& hold = nullptr) {
+                        const std::shared_ptr<PendingCall>& hold = nullptr,
+                        bool store_counted = false) {
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
-    episode_decisions_.fetch_add(1, std::memory_order_relaxed);
     const int64_t instances =
         options_.instance_count ? std::max<int64_t>(1, options_.instance_count()) : 1;
-    if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
-      Emit(ResilienceEvent::Kind::kFallbackStarted, instances, shares_.InUse(instances));
+    if (!store_counted) {
+      episode_decisions_.fetch_add(1, std::memory_order_relaxed);
+      if (!in_fallback_.load(std::memory_order_relaxed) && !in_fallback_.exchange(true)) {
+        Emit(ResilienceEvent::Kind::kFallbackStarted, instances, shares_.InUse(instances));
+      }
     }
     fallback_.Answer(
         std::move(items), instances,
         [&](const std::vector<CheckItem>& consumed) {
-          late_replies_.Admit(consumed, instances, hold);
+          if (!store_counted) late_replies_.Admit(consumed, instances, hold);
         },
         std::move(done));
+  }
+
+  // The store answered but a durable limit's replica did not confirm: the breaker, which
+  // guards every limit, counts an answer.
+  void RecordUnconfirmed(bool probe) {
+    if (breaker_.RecordSuccess(probe)) Emit(ResilienceEvent::Kind::kBreakerClosed);
   }
 
   // Counts the demand of `items` for fail_open's demand-weighted shares.
@@ -247,6 +263,13 @@ class ResilientStoreImpl final : public ResilientStore {
         // consumption precedes this caller's next check.
         core->RecordSuccess(call->probe);
         std::move(done)(std::move(decisions));
+        return;
+      }
+      if (IsUnconfirmedWrite(decisions.status())) {
+        // The store is up; a durable limit's replica did not confirm: its policy answers.
+        core->RecordUnconfirmed(call->probe);
+        core->AnswerFromPolicy(std::move(items), std::move(done), nullptr,
+                               /*store_counted=*/true);
         return;
       }
       core->store_errors_.fetch_add(1, std::memory_order_relaxed);

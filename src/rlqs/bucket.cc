@@ -3,19 +3,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/core/absl_view.h"
 #include "src/server/rls_plan.h"
-#include "src/server/rls_request.h"
 
 namespace tollgate::rlqs {
 
 namespace {
 
-server::RlsDescriptorView ViewOf(const BucketEntries& entries) {
-  server::RlsDescriptorView view;
-  for (const auto& [key, value] : entries) view.entries.push_back({key, value});
+// Views of `entries`' pairs, valid while `entries` is.
+std::vector<DescriptorEntry> ViewOf(const BucketEntries& entries) {
+  std::vector<DescriptorEntry> view;
+  view.reserve(entries.size());
+  for (const auto& [key, value] : entries) view.push_back({key, value});
   return view;
 }
 
@@ -47,9 +50,9 @@ absl::StatusOr<BucketTarget> MatchBucket(std::string_view domain, const BucketEn
                                          const DescriptorMatcher& matcher, const Limiter& limiter) {
   BucketTarget target;
   if (!matcher.HasDomain(domain)) return target;
-  const server::RlsDescriptorView view = ViewOf(entries);
+  const std::vector<DescriptorEntry> view = ViewOf(entries);
   std::vector<std::string_view> counted_values;
-  const EnvoyRule* rule = matcher.Match(domain, view.entries, &counted_values);
+  const EnvoyRule* rule = matcher.Match(domain, view, &counted_values);
   if (rule == nullptr || rule->rate_limit.unlimited) return target;
   target.rule = rule->full_key;
   if (rule->limit_name.empty()) {

@@ -4,15 +4,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "src/core/absl_view.h"
 #include "src/server/json_errors.h"
 #include "src/server/ratelimit_headers.h"
-#include "src/server/text_append.h"
 
 namespace tollgate::server {
 namespace {
@@ -64,7 +63,7 @@ absl::StatusOr<ParsedCheck> ParseOneCheck(const json& object, absl::string_view 
 
   auto cost = object.find("cost");
   if (cost != object.end()) {
-    std::string expected = absl::StrCat("expected an integer >= 0, got ", Shown(*cost));
+    auto expected = [&] { return absl::StrCat("expected an integer >= 0, got ", Shown(*cost)); };
     if (cost->is_number_unsigned()) {
       uint64_t value = cost->get<uint64_t>();
       if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -73,9 +72,9 @@ absl::StatusOr<ParsedCheck> ParseOneCheck(const json& object, absl::string_view 
       request.cost = static_cast<int64_t>(value);
     } else if (cost->is_number_integer()) {
       request.cost = cost->get<int64_t>();
-      if (request.cost < 0) return FieldError(prefix, "cost", expected);
+      if (request.cost < 0) return FieldError(prefix, "cost", expected());
     } else {
-      return FieldError(prefix, "cost", expected);
+      return FieldError(prefix, "cost", expected());
     }
   }
 
@@ -97,10 +96,7 @@ int64_t RefusalRank(const Decision& decision) {
 
 }  // namespace
 
-namespace internal {
-
-absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body,
-                                                           size_t max_checks) {
+absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max_checks) {
   // Parse errors become a status here, at the edge, with messages that quote no input.
   absl::StatusOr<json> parsed_document = ParseJsonBody(body, kMaxJsonDepth);
   if (!parsed_document.ok()) return parsed_document.status();
@@ -142,109 +138,6 @@ absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body
   return parsed;
 }
 
-}  // namespace internal
-
-namespace {
-
-// Reads the one shape almost every request has: a single object whose members are "limit"
-// and "key" (strings of printable ASCII without escapes) and optionally "cost" (a plain
-// non-negative integer), each once, in any order. Anything else, valid or not, is left to
-// the document parser, which alone words the errors.
-class SingleCheckReader {
- public:
-  explicit SingleCheckReader(std::string_view body) : at_(body.data()), end_(at_ + body.size()) {}
-
-  std::optional<ParsedCheck> Read() {
-    ParsedCheck request;
-    bool have_limit = false, have_key = false, have_cost = false;
-    SkipSpace();
-    if (!Consume('{')) return std::nullopt;
-    SkipSpace();
-    if (Consume('}')) return std::nullopt;  // {}: "limit" missing
-    do {
-      SkipSpace();
-      std::string_view name;
-      if (!String(&name)) return std::nullopt;
-      SkipSpace();
-      if (!Consume(':')) return std::nullopt;
-      SkipSpace();
-      if (name == "limit" && !have_limit) {
-        std::string_view value;
-        if (!String(&value) || value.empty()) return std::nullopt;
-        request.limit.assign(value.data(), value.size());
-        have_limit = true;
-      } else if (name == "key" && !have_key) {
-        std::string_view value;
-        if (!String(&value) || value.empty() || value.size() > kMaxKeyBytes) return std::nullopt;
-        request.key.assign(value.data(), value.size());
-        have_key = true;
-      } else if (name == "cost" && !have_cost) {
-        if (!Integer(&request.cost)) return std::nullopt;
-        have_cost = true;
-      } else {
-        return std::nullopt;
-      }
-      SkipSpace();
-    } while (Consume(','));
-    if (!Consume('}')) return std::nullopt;
-    SkipSpace();
-    if (at_ != end_ || !have_limit || !have_key) return std::nullopt;
-    return request;
-  }
-
- private:
-  void SkipSpace() {
-    while (at_ != end_ && (*at_ == ' ' || *at_ == '\t' || *at_ == '\n' || *at_ == '\r')) ++at_;
-  }
-  bool Consume(char c) {
-    if (at_ == end_ || *at_ != c) return false;
-    ++at_;
-    return true;
-  }
-  // A string of bytes 0x20..0x7e other than '"' and '\\'.
-  bool String(std::string_view* out) {
-    if (!Consume('"')) return false;
-    const char* start = at_;
-    while (at_ != end_ && *at_ != '"') {
-      const unsigned char c = static_cast<unsigned char>(*at_);
-      if (c < 0x20 || c > 0x7e || c == '\\') return false;
-      ++at_;
-    }
-    if (at_ == end_) return false;
-    *out = std::string_view(start, static_cast<size_t>(at_ - start));
-    ++at_;
-    return true;
-  }
-  // 0, or 1 to 18 digits without a leading zero (no sign, fraction or exponent).
-  bool Integer(int64_t* out) {
-    const char* start = at_;
-    int64_t value = 0;
-    while (at_ != end_ && *at_ >= '0' && *at_ <= '9') {
-      if (at_ - start == 18) return false;  // longer: left to the document parser
-      value = value * 10 + (*at_++ - '0');
-    }
-    const ptrdiff_t digits = at_ - start;
-    if (digits == 0 || (digits > 1 && *start == '0')) return false;
-    if (at_ != end_ && (*at_ == '.' || *at_ == 'e' || *at_ == 'E')) return false;
-    *out = value;
-    return true;
-  }
-
-  const char* at_;
-  const char* const end_;
-};
-
-}  // namespace
-
-absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body, size_t max_checks) {
-  if (std::optional<ParsedCheck> one = SingleCheckReader(body).Read(); one.has_value()) {
-    ParsedCheckBody parsed;
-    parsed.requests.push_back(*std::move(one));
-    return parsed;
-  }
-  return internal::ParseCheckBodyWithDocument(body, max_checks);
-}
-
 size_t MostRestrictive(bool allowed, absl::Span<const Decision> decisions) {
   size_t best = 0;
   bool found = false;
@@ -282,26 +175,28 @@ void AppendJsonString(std::string& out, absl::string_view text) {
 // `extras`: the members a metered reply adds, "" for none.
 void AppendDecision(std::string& out, absl::string_view name, const Decision& decision,
                     bool allowed, const DecisionExtras& extras = {}) {
-  AppendPieces(out, allowed ? "\"allowed\":true" : "\"allowed\":false");
-  if (decision.debt > 0) AppendPieces(out, ",\"debt\":", decision.debt);
+  out += allowed ? "\"allowed\":true" : "\"allowed\":false";
+  if (decision.debt > 0) absl::StrAppend(&out, ",\"debt\":", decision.debt);
   if (!extras.lease.empty()) {
-    AppendPieces(out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
+    absl::StrAppend(&out, ",\"expires_in_ms\":", extras.expires_in_ms, ",\"lease\":");
     AppendJsonString(out, extras.lease);
   }
-  AppendPieces(out, ",\"limit\":", decision.limit, ",\"name\":");
+  absl::StrAppend(&out, ",\"limit\":", decision.limit, ",\"name\":");
   AppendJsonString(out, name);
-  if (!allowed) AppendPieces(out, ",\"reason\":\"", DenyReasonName(decision.reason), "\"");
-  if (extras.released.has_value()) {
-    AppendPieces(out, *extras.released ? ",\"released\":true" : ",\"released\":false");
+  if (!allowed) {
+    absl::StrAppend(&out, ",\"reason\":\"", AbslView(DenyReasonName(decision.reason)), "\"");
   }
-  AppendPieces(out, ",\"remaining\":", std::max<int64_t>(decision.remaining, 0));
+  if (extras.released.has_value()) {
+    out += *extras.released ? ",\"released\":true" : ",\"released\":false";
+  }
+  absl::StrAppend(&out, ",\"remaining\":", std::max<int64_t>(decision.remaining, 0));
   if (!extras.reservation.empty()) {
     out += ",\"reservation\":";
     AppendJsonString(out, extras.reservation);
   }
-  AppendPieces(out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
-               ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
-               DecisionSourceName(decision.source), "\"");
+  absl::StrAppend(&out, ",\"reset_after_ms\":", CeilMillis(decision.reset_after_micros),
+                  ",\"retry_after_ms\":", CeilMillis(decision.retry_after_micros), ",\"source\":\"",
+                  AbslView(DecisionSourceName(decision.source)), "\"");
 }
 
 }  // namespace

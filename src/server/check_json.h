@@ -56,13 +56,6 @@ struct ParsedCheckBody {
 absl::StatusOr<ParsedCheckBody> ParseCheckBody(std::string_view body,
                                                size_t max_checks = kMaxChecksPerRequest);
 
-namespace internal {
-// ParseCheckBody through a JSON document for every body; ParseCheckBody reads the common
-// single-check body directly and must answer exactly as this does (a test compares them).
-absl::StatusOr<ParsedCheckBody> ParseCheckBodyWithDocument(std::string_view body,
-                                                           size_t max_checks);
-}  // namespace internal
-
 // The index of the decision that speaks for a batch: when refused, the refusing item that
 // waits longest (a cost that can never pass counts as forever; the first on ties); when
 // allowed, the item with the least remaining (the first on ties).

@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<DescriptorMatcher>> DescriptorMatcher::Create(
                                       rate_limit.unit, rate_limit.unit_multiplier);
     limit.on_store_failure = rate_limit.on_store_failure;
     limit.timeout_micros = rate_limit.timeout_micros;
+    limit.durable = rate_limit.durable;
     matcher->limits_.push_back(std::move(limit));
   }
   return matcher;

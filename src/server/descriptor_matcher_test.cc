@@ -2,11 +2,13 @@
 #include "src/server/descriptor_matcher.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/config/envoy_config.h"
 
 namespace tollgate {
 namespace {
@@ -303,6 +305,38 @@ TEST(DescriptorMatcherTest, DuplicateDomainsAreRefused) {
       DescriptorMatcher::Create(std::move(domains));
   ASSERT_FALSE(matcher.ok());
   EXPECT_THAT(matcher.status().message(), HasSubstr("domain 'd' is in both one.yaml and two.yaml"));
+}
+
+// `durable` (docs/redis.md#durable-limits) reaches the limits Envoy rules make.
+TEST(DescriptorMatcherTest, EnvoyRulesCarryDurable) {
+  const std::string yaml = R"(domain: auth
+descriptors:
+  - key: phone
+    rate_limit: {unit: minute, requests_per_unit: 3, on_store_failure: fail_closed, durable: true}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 10}
+)";
+  absl::StatusOr<EnvoyDomainConfig> domain = ParseEnvoyConfig(yaml, "auth.yaml");
+  ASSERT_TRUE(domain.ok()) << domain.status();
+  absl::StatusOr<std::unique_ptr<DescriptorMatcher>> matcher = DescriptorMatcher::Create({*domain});
+  ASSERT_TRUE(matcher.ok()) << matcher.status();
+  ASSERT_EQ((*matcher)->limits().size(), 2u);
+  for (const Limit& limit : (*matcher)->limits()) {
+    EXPECT_EQ(limit.durable, limit.name == "auth.phone" ? std::optional<bool>(true) : std::nullopt)
+        << limit.name;
+  }
+  absl::StatusOr<EnvoyDomainConfig> bad = ParseEnvoyConfig(R"(domain: auth
+descriptors:
+  - key: phone
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+      durable: 1
+)",
+                                                           "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("bad.yaml:7:16: descriptors[0].rate_limit.durable:"));
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 //
 // Internal to GrpcServer (src/server/grpc_server.h). Threading: an H2Session lives on its
 // socket's loop; every member function below runs there, except GrpcResponder::Call's
-// Deliver, which posts to it.
+// Deliver, which posts to it. The connection's reading, writing and timers are in
+// h2_session.cc, its calls in h2_streams.cc, nghttp2's callbacks in h2_callbacks.cc, its
+// streaming calls in h2_streaming.cc.
 #ifndef TOLLGATE_SRC_SERVER_H2_SESSION_H_
 #define TOLLGATE_SRC_SERVER_H2_SESSION_H_
 
@@ -160,7 +162,7 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   // Finishes `call` with DEADLINE_EXCEEDED when its deadline is past at `now`; returns its
   // deadline when it is still ahead, else kNoGrpcDeadline.
   int64_t StreamingDeadline(H2StreamingCall& call, int64_t now);
-  // The streaming call of stream `stream_id`, or nullptr (defined in h2_session.cc).
+  // The streaming call of stream `stream_id`, or nullptr (defined in h2_streams.cc).
   H2StreamingCall* FindStreamingCall(int32_t stream_id);
   size_t streaming_calls_ = 0;
 

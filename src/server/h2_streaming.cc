@@ -11,19 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "boost/asio/post.hpp"
 #include "src/server/h2_session.h"
+#include "src/server/h2_stream.h"
 
 namespace tollgate::server {
 
 namespace net = boost::asio;
 
 namespace {
-
-nghttp2_nv Header(std::string_view name, std::string_view value) {
-  // nghttp2_submit_* copy the name/value pairs: views of temporaries are fine.
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                    value.size(), NGHTTP2_NV_FLAG_NONE};
-}
 
 GrpcStatusCode CodeOf(const absl::Status& status) {
   return static_cast<GrpcStatusCode>(static_cast<int>(status.code()));
@@ -95,7 +89,7 @@ ssize_t H2StreamingCall::ReadOut(nghttp2_session* session, int32_t stream_id, ui
   *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
   const std::string status = GrpcStatusValue(call->code);
   const std::string encoded = PercentEncodeGrpcMessage(call->status_message);
-  nghttp2_nv trailers[2] = {Header("grpc-status", status), Header("grpc-message", encoded)};
+  nghttp2_nv trailers[2] = {H2Header("grpc-status", status), H2Header("grpc-message", encoded)};
   if (nghttp2_submit_trailer(session, stream_id, trailers, encoded.empty() ? 1 : 2) != 0) {
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
@@ -120,8 +114,8 @@ absl::Status H2Session::StartStreaming(int32_t stream_id, const GrpcStreamFactor
     made->deadline_micros = micros >= kNoGrpcDeadline - now ? kNoGrpcDeadline : now + micros;
     if (made->deadline_micros < deadline_armed_micros_) ArmDeadlines(made->deadline_micros);
   }
-  const nghttp2_nv headers[] = {Header(":status", "200"),
-                                Header("content-type", "application/grpc")};
+  const nghttp2_nv headers[] = {H2Header(":status", "200"),
+                                H2Header("content-type", "application/grpc")};
   nghttp2_data_provider provider;
   provider.source.ptr = made.get();
   provider.read_callback = &H2StreamingCall::ReadOut;

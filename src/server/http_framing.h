@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "boost/beast/http/message.hpp"
 #include "boost/beast/http/status.hpp"
-#include "src/server/http_request.h"
 
 namespace tollgate::server {
 
@@ -27,8 +27,10 @@ struct FramingRefusal {
 //       exactly one `Host` field, and for a `Host` whose value is not a host
 //       (IsValidHostField; RFC 9112 3.2).
 // What Beast's parser refuses already (Content-Length with Transfer-Encoding, two differing
-// Content-Lengths, bare LF, chunked not last) never reaches this. Thread-safe; never throws.
-std::optional<FramingRefusal> CheckRequestFraming(const HttpRequest& head);
+// Content-Lengths, bare LF, chunked not last) never reaches this. Beast's parser adds a
+// chunked body's trailer fields to the request's: a Host or Transfer-Encoding there counts
+// as one in the head. Thread-safe; never throws.
+std::optional<FramingRefusal> CheckRequestFraming(const boost::beast::http::request_header<>& head);
 
 }  // namespace tollgate::server
 

@@ -23,9 +23,9 @@ namespace http = boost::beast::http;
 HttpResponse JsonResponse(http::status status, std::string body, unsigned version,
                           bool keep_alive) {
   HttpResponse response(status, version);
-  response.add_field("Server", "tollgate");
-  response.add_field("Content-Type", "application/json");
-  response.add_field("Cache-Control", "no-store");
+  response.set(http::field::server, "tollgate");
+  response.set(http::field::content_type, "application/json");
+  response.set(http::field::cache_control, "no-store");
   response.keep_alive(keep_alive);
   response.body() = std::move(body);
   response.body().push_back('\n');
@@ -72,12 +72,14 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
   absl::string_view target(request.target().data(), request.target().size());
   absl::string_view path = target.substr(0, target.find('?'));
   auto method_not_allowed = [&](const char* allow) {
-    HttpResponse response =
-        JsonErrorResponse(http::status::method_not_allowed,
-                          absl::StrCat("method ", AbslView(request.method_string()),
-                                       " not allowed on ", path, " (use ", allow, ")"),
-                          request.version(), request.keep_alive());
-    response.add_field("Allow", allow);
+    HttpResponse response = JsonErrorResponse(
+        http::status::method_not_allowed,
+        absl::StrCat(
+            "method ",
+            absl::string_view(request.method_string().data(), request.method_string().size()),
+            " not allowed on ", path, " (use ", allow, ")"),
+        request.version(), request.keep_alive());
+    response.set(http::field::allow, allow);
     std::move(done)(std::move(response));
   };
 
@@ -127,7 +129,7 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
         [done = std::move(done), version, keep_alive](RlsJsonReply reply) mutable {
           HttpResponse response = JsonResponse(static_cast<http::status>(reply.http_status),
                                                std::move(reply.body), version, keep_alive);
-          for (const auto& [name, value] : reply.headers) response.add_field(name, value);
+          for (const auto& [name, value] : reply.headers) response.set(name, value);
           std::move(done)(std::move(response));
         });
   }
@@ -162,9 +164,9 @@ void HttpHandler::Handle(const HttpRequest& request, HttpResponseCallback done) 
 
 HttpResponse HttpHandler::MetricsResponse(const HttpRequest& request) const {
   HttpResponse response(http::status::ok, request.version());
-  response.add_field("Server", "tollgate");
-  response.add_field("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-  response.add_field("Cache-Control", "no-store");
+  response.set(http::field::server, "tollgate");
+  response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  response.set(http::field::cache_control, "no-store");
   response.keep_alive(request.keep_alive());
   response.body() = metrics_->Render();
   return response;
@@ -174,9 +176,9 @@ HttpResponse HttpHandler::HealthCheckResponse(const HttpRequest& request) const 
   const absl::Status health = health_ ? health_() : absl::OkStatus();
   HttpResponse response(health.ok() ? http::status::ok : http::status::internal_server_error,
                         request.version());
-  response.add_field("Server", "tollgate");
-  response.add_field("Content-Type", "text/plain; charset=utf-8");
-  response.add_field("Cache-Control", "no-store");
+  response.set(http::field::server, "tollgate");
+  response.set(http::field::content_type, "text/plain; charset=utf-8");
+  response.set(http::field::cache_control, "no-store");
   response.keep_alive(request.keep_alive());
   response.body() = health.ok() ? "OK" : absl::StrCat(health.message(), "\n");
   return response;
@@ -195,13 +197,13 @@ HttpResponse CheckedResponse(const ParsedCheckBody& body, const MultiDecision& r
                                        CheckReplyBody(body, result, limits), version, keep_alive);
 
   RateLimitFields fields = RateLimitHeaderFields(format, limits, result.decisions, top);
-  if (!fields.policy.empty()) response.add_field("RateLimit-Policy", fields.policy);
-  if (!fields.rate_limit.empty()) response.add_field("RateLimit", fields.rate_limit);
+  if (!fields.policy.empty()) response.set("RateLimit-Policy", fields.policy);
+  if (!fields.rate_limit.empty()) response.set("RateLimit", fields.rate_limit);
   if (!result.allowed) {
     std::optional<int64_t> retry = RetryAfterSeconds(top_decision);
     // A fail_closed refusal always says when to come back, even if the store could not tell.
     if (!retry && top_decision.reason == DenyReason::kStoreUnavailable) retry = 1;
-    if (retry) response.add_field("Retry-After", absl::StrCat(*retry));
+    if (retry) response.set(http::field::retry_after, absl::StrCat(*retry));
   }
   return response;
 }

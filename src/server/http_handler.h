@@ -24,8 +24,6 @@
 #include "absl/strings/string_view.h"
 #include "boost/beast/http.hpp"
 #include "src/server/check_service.h"
-#include "src/server/http_request.h"
-#include "src/server/http_response.h"
 #include "src/server/ratelimit_headers.h"
 #include "tollgate/limiter.h"
 
@@ -40,6 +38,10 @@ using ReadinessCheck = std::function<absl::Status()>;
 // answering OK with no limits"), or "" for nothing.
 using ReadinessNote = std::function<std::string()>;
 
+// A request and a response of the API: Beast's. A response's Content-Length is set when it
+// is written (HttpSession), so a handler need not call prepare_payload().
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
 using HttpResponseCallback = absl::AnyInvocable<void(HttpResponse) &&>;
 
 // A complete response with a JSON body {"error": message}.

@@ -36,7 +36,7 @@ class HttpHandlerTest : public ::testing::Test {
 
   HttpResponse Send(http::verb method, const std::string& target, std::string body = "") {
     HttpRequest request(method, target, 11);
-    request.add_field("Host", "tollgate");  // HTTP/1.1 requires it
+    request.insert(http::field::host, "tollgate");  // HTTP/1.1 requires it
     request.body() = std::move(body);
     std::optional<HttpResponse> response;
     handler_->Handle(request, [&](HttpResponse r) { response = std::move(r); });
@@ -53,7 +53,8 @@ class HttpHandlerTest : public ::testing::Test {
   }
 
   static std::string Header(const HttpResponse& response, std::string_view name) {
-    return std::string(response.field(name));
+    const auto value = response[boost::beast::string_view(name.data(), name.size())];
+    return std::string(value.data(), value.size());
   }
 
   SimulatedClock clock_;

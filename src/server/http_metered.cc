@@ -24,8 +24,8 @@ void SetRateLimitFields(const Limit& limit, const Decision& decision, RateLimitH
   const Limit* limits[] = {&limit};
   RateLimitFields fields =
       RateLimitHeaderFields(format, limits, absl::MakeConstSpan(&decision, 1), 0);
-  if (!fields.policy.empty()) response.add_field("RateLimit-Policy", fields.policy);
-  if (!fields.rate_limit.empty()) response.add_field("RateLimit", fields.rate_limit);
+  if (!fields.policy.empty()) response.set("RateLimit-Policy", fields.policy);
+  if (!fields.rate_limit.empty()) response.set("RateLimit", fields.rate_limit);
 }
 
 // 200 with `decision`'s JSON and the limit's RateLimit fields.

@@ -52,6 +52,21 @@ namespace {
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
+// Appends `response` as it goes on the wire (Beast's serializer) to `out`.
+void AppendWire(const HttpResponse& response, std::string& out) {
+  http::response_serializer<http::string_body> serializer(response);
+  beast::error_code error;
+  do {
+    serializer.next(error, [&](beast::error_code&, const auto& buffers) {
+      const size_t old = out.size();
+      const size_t bytes = beast::buffer_bytes(buffers);
+      out.resize(old + bytes);
+      net::buffer_copy(net::buffer(out.data() + old, bytes), buffers);
+      serializer.consume(bytes);
+    });
+  } while (!error && !serializer.is_done());
+}
+
 }  // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket socket, std::shared_ptr<HttpSessionContext> context)
@@ -144,7 +159,8 @@ void HttpSession::Parse() {
     // The body's own deadline, from the end of the head.
     SetDeadline(NowMicros() + IdleTimeoutMicros());
     // curl and others wait (about a second) for "100 Continue" before sending a large body.
-    if (parser_->get().expects_continue()) {
+    const auto expect = parser_->get().find(http::field::expect);
+    if (expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue")) {
       write_buffer_.assign(kContinue.data(), kContinue.size());
       return Send(0, &HttpSession::OnContinueWritten);
     }
@@ -232,8 +248,9 @@ void HttpSession::Dispatch() {
 void HttpSession::Write(HttpResponse response) {
   if (stopping_) response.keep_alive(false);
   keep_alive_ = response.keep_alive();
+  response.prepare_payload();
   write_buffer_.clear();
-  response.AppendTo(write_buffer_);
+  AppendWire(response, write_buffer_);
   SetDeadline(NowMicros() + IdleTimeoutMicros());
   Send(0, &HttpSession::OnWrite);
 }

@@ -125,7 +125,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   const std::shared_ptr<HttpSessionContext> context_;
   uint64_t registry_id_ = 0;
   boost::beast::flat_buffer buffer_;
-  std::optional<HttpRequestParser> parser_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   // The response being written; its capacity is kept for the next one.
   std::string write_buffer_;
   // The head of the request being read is parsed (its body is being read).

@@ -22,6 +22,10 @@
 //   tollgate_store_round_trip_seconds               histogram; the shared store's answer time
 //       per check call (ResilientStore::store_round_trips(), buckets 50 us .. 100 ms)
 //   tollgate_circuit_breaker_state                  gauge; 0 closed, 1 open, 2 half_open
+//   tollgate_durable_waits_total, tollgate_durable_wait_timeouts_total,
+//   tollgate_durable_calls_total
+//       {result: confirmed | unconfirmed}, tollgate_durable_wait_seconds (histogram): the
+//       WAITs of durable limits (RedisStore::durable_waits(), set_durable_waits)
 //   tollgate_instances                              gauge; live instances sharing the limits
 //   tollgate_fallback_share{limit}                  gauge; the fraction of a fail_open limit
 //       this instance's fallback takes (learned from demand; 1/N when nothing is learned)
@@ -73,6 +77,7 @@
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
+#include "tollgate/redis_store.h"
 #include "tollgate/resilience.h"
 #include "tollgate/timers.h"
 
@@ -155,6 +160,8 @@ class Metrics {
   void set_grpc_tls(const GrpcTlsCounters* counters);
   // The trace exporter's totals (src/server/otlp_exporter.h).
   void set_tracing_stats(std::function<TracingStats()> tracing_stats);
+  // The Redis store's WAITs for durable limits (RedisStore::durable_waits()).
+  void set_durable_waits(std::function<DurableWaitStats()> durable_waits);
   // The Rate Limit Quota Service's totals (tollgate_rlqs_*, src/server/rlqs_stats.h).
   void set_rlqs_stats(std::function<RlqsStats()> rlqs_stats);
 
@@ -187,6 +194,8 @@ class Metrics {
   };
 
   LimitCounters& CountersFor(std::string_view limit);
+  // Where a decision of `source` is counted in LimitCounters::decisions.
+  static int SourceIndex(DecisionSource source);
   // The tollgate_xds_* families.
   void RenderXds(std::string& out) const;
 
@@ -219,6 +228,7 @@ class Metrics {
   std::string xds_version_ ABSL_GUARDED_BY(mu_);
   int64_t xds_applied_unix_micros_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<TracingStats()> tracing_stats_ ABSL_GUARDED_BY(mu_);
+  std::function<DurableWaitStats()> durable_waits_ ABSL_GUARDED_BY(mu_);
   std::function<RlqsStats()> rlqs_stats_ ABSL_GUARDED_BY(mu_);
 
   struct TrackedLease {

@@ -182,6 +182,35 @@ TEST(MetricsTest, TracingFamiliesOnlyWhenTracing) {
   EXPECT_EQ(Sample(text, "tollgate_tracing_queued_spans"), 8);
 }
 
+TEST(MetricsTest, DurableWaitFamiliesWithTheRedisStore) {
+  Metrics metrics;
+  EXPECT_THAT(metrics.Render(), ::testing::Not(HasSubstr("tollgate_durable")));
+  metrics.set_durable_waits([] {
+    DurableWaitStats stats;
+    stats.waits = 4;
+    stats.wait_timeouts = 1;
+    stats.calls_confirmed = 30;
+    stats.calls_unconfirmed = 2;
+    stats.wait_latency.counts[1] = 3;      // (50 µs, 100 µs]
+    stats.wait_latency.counts.back() = 1;  // over 100 ms
+    stats.wait_latency.count = 4;
+    stats.wait_latency.sum_micros = 250'000;
+    return stats;
+  });
+  const std::string text = metrics.Render();
+  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_EQ(Sample(text, "tollgate_durable_waits_total"), 4);
+  EXPECT_EQ(Sample(text, "tollgate_durable_wait_timeouts_total"), 1);
+  EXPECT_EQ(Sample(text, R"(tollgate_durable_calls_total{result="confirmed"})"), 30);
+  EXPECT_EQ(Sample(text, R"(tollgate_durable_calls_total{result="unconfirmed"})"), 2);
+  EXPECT_EQ(Sample(text, R"(tollgate_durable_wait_seconds_bucket{le="5e-05"})"), 0);
+  EXPECT_EQ(Sample(text, R"(tollgate_durable_wait_seconds_bucket{le="0.0001"})"), 3);
+  EXPECT_EQ(Sample(text, R"(tollgate_durable_wait_seconds_bucket{le="0.1"})"), 3);
+  EXPECT_EQ(Sample(text, R"(tollgate_durable_wait_seconds_bucket{le="+Inf"})"), 4);
+  EXPECT_EQ(Sample(text, "tollgate_durable_wait_seconds_count"), 4);
+  EXPECT_EQ(Sample(text, "tollgate_durable_wait_seconds_sum"), 0.25);
+}
+
 TEST(MetricsTest, TheValidatorCatchesBrokenText) {
   EXPECT_THAT(FormatProblems("# HELP a x\n# TYPE a counter\na{l=\"x\"y\"} 1\n"),
               ::testing::Not(::testing::IsEmpty()));
@@ -327,7 +356,7 @@ class HandlerOpsTest : public ::testing::Test {
   HttpResponse Send(HttpHandler& handler, http::verb method, const std::string& target,
                     std::string body = "") {
     HttpRequest request(method, target, 11);
-    request.add_field("Host", "tollgate");  // HTTP/1.1 requires it
+    request.insert(http::field::host, "tollgate");  // HTTP/1.1 requires it
     request.body() = std::move(body);
     std::optional<HttpResponse> response;
     handler.Handle(request, [&](HttpResponse reply) { response = std::move(reply); });
@@ -349,7 +378,7 @@ TEST_F(HandlerOpsTest, MetricsCountTheChecksItAnswered) {
   }
   HttpResponse response = Send(handler, http::verb::get, "/metrics");
   EXPECT_EQ(response.result(), http::status::ok);
-  EXPECT_THAT(std::string(response.field("Content-Type")), HasSubstr("version=0.0.4"));
+  EXPECT_THAT(std::string(response[http::field::content_type]), HasSubstr("version=0.0.4"));
   EXPECT_THAT(FormatProblems(response.body()), ::testing::IsEmpty());
   EXPECT_EQ(Sample(response.body(),
                    R"(tollgate_decisions_total{limit="bucket",source="memory",outcome="allowed"})"),

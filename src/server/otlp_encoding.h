@@ -1,10 +1,8 @@
 // Copyright tollgate authors. Spans as OTLP's ExportTraceServiceRequest
 // (opentelemetry/proto/collector/trace/v1/trace_service.proto, written for tollgate under
 // proto/): what the exporter POSTs to a collector's /v1/traces as application/x-protobuf.
-// Written straight from the records in Protocol Buffers' wire format (src/server/protobuf_wire.h)
-// on the exporter's thread, without building the generated messages, which cost several times
-// the instructions (otlp_encoding_test reads the bytes back with them). Thread-safe (no
-// state).
+// Built as protobuf's generated messages and serialized, on the exporter's thread.
+// Thread-safe (no state).
 #ifndef TOLLGATE_SRC_SERVER_OTLP_ENCODING_H_
 #define TOLLGATE_SRC_SERVER_OTLP_ENCODING_H_
 

@@ -94,28 +94,6 @@ TEST(OtlpEncodingTest, SpansAndTheirResourceRoundTrip) {
   EXPECT_EQ(second.status().message(), "store failed");
 }
 
-// The bytes are what protobuf itself writes for the same message (same fields, same order).
-TEST(OtlpEncodingTest, TheBytesAreProtobufsOwn) {
-  SpanRecord span;
-  span.trace_id = NewTraceId();
-  span.span_id = NewSpanId();
-  span.parent_span_id = NewSpanId();
-  span.remote_parent = true;
-  span.name = "name";
-  span.start_unix_nanos = 1;
-  span.end_unix_nanos = 2;
-  span.AddString("domain", std::string(300, 'd'));
-  span.AddInt("n", 1 << 20);
-  span.AddStrings("keys", {"a", ""});
-  span.SetError("failed");
-  OtlpResource resource;
-  resource.attributes = {{"service.name", "tollgate"}};
-  const std::string bytes = EncodeExportTraceRequest(resource, {span});
-  ExportTraceServiceRequest request;
-  ASSERT_TRUE(request.ParseFromString(bytes));
-  EXPECT_EQ(request.SerializeAsString(), bytes);
-}
-
 TEST(OtlpEncodingTest, AttributesAreBounded) {
   SpanRecord span;
   span.AddString("long", std::string(1000, 'a'));

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "src/server/text_append.h"
 
 namespace tollgate::server {
 namespace {
@@ -62,25 +61,25 @@ void AppendStructuredFieldString(std::string& out, std::string_view text) {
 
 void AppendPolicyItem(std::string& out, const LimitNumbers& numbers) {
   if (numbers.algorithm == Algorithm::kConcurrency) {
-    AppendPieces(out, numbers.MaxCost());
+    absl::StrAppend(&out, numbers.MaxCost());
     return;
   }
-  AppendPieces(out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+  absl::StrAppend(&out, numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
 void AppendPolicyListItem(std::string& out, std::string_view name, const LimitNumbers& numbers) {
   AppendStructuredFieldString(out, name);
   if (numbers.algorithm == Algorithm::kConcurrency) {
-    AppendPieces(out, ";q=", numbers.MaxCost(), ";qu=\"concurrent-requests\"");
+    absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";qu=\"concurrent-requests\"");
     return;
   }
-  AppendPieces(out, ";q=", numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
+  absl::StrAppend(&out, ";q=", numbers.MaxCost(), ";w=", PolicyWindowSeconds(numbers));
 }
 
 void AppendServiceLimitItem(std::string& out, std::string_view name, const Decision& decision) {
   AppendStructuredFieldString(out, name);
-  AppendPieces(out, ";r=", std::max<int64_t>(decision.remaining, 0),
-               ";t=", CeilSeconds(decision.reset_after_micros));
+  absl::StrAppend(&out, ";r=", std::max<int64_t>(decision.remaining, 0),
+                  ";t=", CeilSeconds(decision.reset_after_micros));
 }
 
 }  // namespace

@@ -60,6 +60,15 @@ std::optional<ResilienceLog::Line> ResilienceLog::Format(const ResilienceEvent& 
     case Kind::kInstanceCountChanged:
       line = {Level::kInfo, absl::StrCat("live instances: ", event.previous, " -> ", event.count)};
       break;
+    case Kind::kReplicasNotConfirming:
+      line = {Level::kWarn,
+              absl::StrCat("no replica confirms durable writes (", event.detail,
+                           "): durable limits answer from their on_store_failure policy")};
+      break;
+    case Kind::kReplicasConfirming:
+      line = {Level::kInfo,
+              absl::StrCat("a replica confirms durable writes again (", event.detail, ")")};
+      break;
   }
   if (suppressed > 0) {
     absl::StrAppend(&line.text, " (", suppressed, " more like this not logged)");

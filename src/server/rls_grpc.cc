@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "grpc/health/v1/health.pb.h"
-#include "src/server/rls_request.h"
 
 namespace tollgate::server {
 
@@ -17,10 +16,9 @@ using HealthCheckRequest = grpc::health::v1::HealthCheckRequest;
 using HealthCheckResponse = grpc::health::v1::HealthCheckResponse;
 
 void ShouldRateLimit(RlsService& service, std::string_view bytes, GrpcResponder responder) {
-  // The request is read in place: its views point into `bytes`, which live until this
-  // returns, and ShouldRateLimitBytes copies what it keeps.
-  RateLimitRequestView request;
-  if (!ReadRateLimitRequest(bytes, &request)) {
+  // ShouldRateLimit copies what it keeps of the request: it lives on this frame.
+  RateLimitRequest request;
+  if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     std::move(responder).Finish(
         absl::InvalidArgumentError("the message is not a RateLimitRequest"));
     return;
@@ -28,14 +26,14 @@ void ShouldRateLimit(RlsService& service, std::string_view bytes, GrpcResponder 
   // The call's span reads the traceparent (a view into the call) before the call is answered.
   const RlsCallSource source{.api = RlsCallSource::Api::kGrpc,
                              .traceparent = responder.traceparent()};
-  service.ShouldRateLimitBytes(
+  service.ShouldRateLimit(
       request,
-      [responder = std::move(responder)](absl::StatusOr<std::string> response) mutable {
+      [responder = std::move(responder)](absl::StatusOr<RateLimitResponse> response) mutable {
         if (!response.ok()) {
           std::move(responder).Finish(response.status());
           return;
         }
-        std::move(responder).Finish(*std::move(response));
+        std::move(responder).Finish(response->SerializeAsString());
       },
       source);
 }

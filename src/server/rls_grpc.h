@@ -1,10 +1,9 @@
 // Copyright tollgate authors. Envoy's rate-limit service and gRPC's health service as unary
 // methods of a GrpcServer (src/server/grpc_server.h).
 //
-// - /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit: the message is read in
-//   place as a RateLimitRequest (ReadRateLimitRequest, src/server/rls_request.h) and
-//   answered by RlsService::ShouldRateLimitBytes. A message protobuf's parser would refuse:
-//   INVALID_ARGUMENT; RlsService's errors keep their code.
+// - /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit: the message is parsed by
+//   protobuf as a RateLimitRequest and answered by RlsService::ShouldRateLimit. A message
+//   protobuf's parser refuses: INVALID_ARGUMENT; RlsService's errors keep their code.
 // - /grpc.health.v1.Health/Check: the service names "" and "ratelimit" answer SERVING, or
 //   NOT_SERVING once the server is shutting down (GrpcHealth::SetServing(false)); any other
 //   name NOT_FOUND (as grpc.health.v1 says). Health/Watch (a server stream) is not served:

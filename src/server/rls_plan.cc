@@ -4,51 +4,22 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cassert>
 #include <limits>
 #include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "google/protobuf/util/json_util.h"
 #include "src/core/absl_view.h"
 #include "src/server/metrics.h"
-#include "src/server/protobuf_wire.h"
-#include "src/server/ratelimit_headers.h"
 
 namespace tollgate::server {
 namespace {
 
-using DescriptorStatus = RateLimitResponse::DescriptorStatus;
 using RateLimitDescriptor = envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-
-constexpr std::string_view kLimitHeader = "RateLimit-Limit";
-constexpr std::string_view kRemainingHeader = "RateLimit-Remaining";
-constexpr std::string_view kResetHeader = "RateLimit-Reset";
-
-// The wire enums of both protos number the units alike (SECOND = 1 ... YEAR = 6, WEEK = 7).
-RateLimitResponse::RateLimit::Unit WireUnit(EnvoyUnit unit) {
-  switch (unit) {
-    case EnvoyUnit::kSecond:
-      return RateLimitResponse::RateLimit::SECOND;
-    case EnvoyUnit::kMinute:
-      return RateLimitResponse::RateLimit::MINUTE;
-    case EnvoyUnit::kHour:
-      return RateLimitResponse::RateLimit::HOUR;
-    case EnvoyUnit::kDay:
-      return RateLimitResponse::RateLimit::DAY;
-    case EnvoyUnit::kWeek:
-      return RateLimitResponse::RateLimit::WEEK;
-    case EnvoyUnit::kMonth:
-      return RateLimitResponse::RateLimit::MONTH;
-    case EnvoyUnit::kYear:
-      return RateLimitResponse::RateLimit::YEAR;
-  }
-  return RateLimitResponse::RateLimit::UNKNOWN;
-}
 
 std::optional<EnvoyUnit> UnitOfOverride(int wire_unit) {
   switch (wire_unit) {
@@ -89,52 +60,31 @@ void AppendEscaped(std::string& out, std::string_view text) {
   }
 }
 
-uint32_t ClampUint32(int64_t value) {
-  return static_cast<uint32_t>(std::clamp<int64_t>(value, 0, UINT32_MAX));
-}
-
 // envoyproxy/ratelimit's request part of the dynamic metadata (rls_plan.h).
-google::protobuf::Struct RequestMetadata(const RateLimitRequestView& request) {
+google::protobuf::Struct RequestMetadata(const RateLimitRequest& request) {
   google::protobuf::Struct metadata;
   auto& fields = *metadata.mutable_fields();
-  fields["domain"].set_string_value(std::string(request.domain));
+  fields["domain"].set_string_value(request.domain());
   google::protobuf::ListValue* descriptors = fields["descriptors"].mutable_list_value();
-  for (const RlsDescriptorView& descriptor : request.descriptors) {
+  for (const RateLimitDescriptor& descriptor : request.descriptors()) {
     auto& described = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
     google::protobuf::ListValue* entries = described["entries"].mutable_list_value();
-    for (const DescriptorEntry& entry : descriptor.entries) {
-      entries->add_values()->set_string_value(
-          absl::StrCat(AbslView(entry.key), "=", AbslView(entry.value)));
+    for (const auto& entry : descriptor.entries()) {
+      entries->add_values()->set_string_value(absl::StrCat(entry.key(), "=", entry.value()));
     }
-    if (descriptor.has_limit) {
+    if (descriptor.has_limit()) {
       // The override in protobuf's text form, as the peer prints it.
-      RateLimitDescriptor::RateLimitOverride limit;
-      limit.set_requests_per_unit(descriptor.requests_per_unit);
-      limit.set_unit(static_cast<envoy::type::v3::RateLimitUnit>(descriptor.unit));
-      described["limit"].set_string_value(limit.ShortDebugString());
+      described["limit"].set_string_value(descriptor.limit().ShortDebugString());
     }
-    if (descriptor.has_hits_addend) {
-      described["hitsAddend"].set_number_value(static_cast<double>(descriptor.hits_addend));
+    if (descriptor.has_hits_addend()) {
+      described["hitsAddend"].set_number_value(
+          static_cast<double>(descriptor.hits_addend().value()));
     }
   }
-  if (request.hits_addend != 0) {
-    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend));
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
   }
   return metadata;
-}
-
-// Adds `from` into `into`: a key only in `from` is added; when both hold a map the maps
-// merge the same way; otherwise `into`'s value stays (as envoyproxy/ratelimit).
-void MergeMetadata(google::protobuf::Struct& from, google::protobuf::Struct& into) {
-  auto& into_fields = *into.mutable_fields();
-  for (auto& [key, value] : *from.mutable_fields()) {
-    auto existing = into_fields.find(key);
-    if (existing == into_fields.end()) {
-      into_fields[key] = std::move(value);
-    } else if (existing->second.has_struct_value() && value.has_struct_value()) {
-      MergeMetadata(*value.mutable_struct_value(), *existing->second.mutable_struct_value());
-    }
-  }
 }
 
 }  // namespace
@@ -157,66 +107,68 @@ int OverrideLimits::size() const {
   return static_cast<int>(limits_.size());
 }
 
-std::string DescriptorKey(const RlsDescriptorView& descriptor) {
-  return DescriptorKey(descriptor, {});
-}
-
-std::string DescriptorKey(const RlsDescriptorView& descriptor,
+std::string DescriptorKey(absl::Span<const DescriptorEntry> entries,
                           absl::Span<const std::string_view> values) {
   std::string key;
-  for (size_t i = 0; i < descriptor.entries.size(); ++i) {
+  for (size_t i = 0; i < entries.size(); ++i) {
     if (!key.empty()) key += ',';
-    AppendEscaped(key, descriptor.entries[i].key);
+    AppendEscaped(key, entries[i].key);
     key += '=';
-    AppendEscaped(key, i < values.size() ? values[i] : descriptor.entries[i].value);
+    AppendEscaped(key, i < values.size() ? values[i] : entries[i].value);
   }
   return key;
 }
 
-absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
+absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
                                       const DescriptorMatcher& matcher, const Limiter& limiter,
                                       OverrideLimits* overrides, const RlsPlanOptions& options) {
-  if (request.domain.empty()) {
+  if (request.domain().empty()) {
     return absl::InvalidArgumentError("rate limit domain must not be empty");
   }
-  if (request.descriptors.empty()) {
+  if (request.descriptors().empty()) {
     return absl::InvalidArgumentError("rate limit descriptor list must not be empty");
   }
-  if (request.descriptors.size() > static_cast<size_t>(options.max_descriptors)) {
+  if (request.descriptors_size() > options.max_descriptors) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rate limit request has ", request.descriptors.size(),
+        absl::StrCat("rate limit request has ", request.descriptors_size(),
                      " descriptors, at most ", options.max_descriptors, " are accepted"));
   }
   RlsPlan plan;
   plan.global_shadow = options.global_shadow;
   if (options.dynamic_metadata) plan.dynamic_metadata = RequestMetadata(request);
-  plan.known_domain = matcher.HasDomain(request.domain);
+  const std::string_view domain = request.domain();
+  plan.known_domain = matcher.HasDomain(domain);
   // As envoyproxy/ratelimit: an unknown domain limits nothing.
   if (!plan.known_domain) return plan;
 
-  const int64_t request_hits = request.hits_addend == 0 ? 1 : request.hits_addend;
+  const int64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
+  // A descriptor's entries as the matcher reads them, without an allocation for the usual few.
+  absl::InlinedVector<DescriptorEntry, 4> entries;
   std::vector<std::string_view> counted_values;
-  plan.descriptors.resize(request.descriptors.size());
+  plan.descriptors.resize(request.descriptors_size());
   absl::flat_hash_set<std::string_view> replaced;
-  for (size_t i = 0; i < request.descriptors.size(); ++i) {
-    const RlsDescriptorView& descriptor = request.descriptors[i];
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    const RateLimitDescriptor& descriptor = request.descriptors(i);
     PlannedDescriptor& item = plan.descriptors[i];
-    for (const DescriptorEntry& entry : descriptor.entries) {
-      if (entry.key.empty()) {
+    entries.clear();
+    for (const auto& entry : descriptor.entries()) {
+      if (entry.key().empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("descriptor ", i, ": an entry has an empty key"));
       }
+      entries.push_back(DescriptorEntry{entry.key(), entry.value()});
     }
-    item.cost = descriptor.has_hits_addend
-                    ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend, INT64_MAX))
-                    : request_hits;
+    item.cost =
+        descriptor.has_hits_addend()
+            ? static_cast<int64_t>(std::min<uint64_t>(descriptor.hits_addend().value(), INT64_MAX))
+            : request_hits;
     item.report =
-        options.descriptor_hits_are_reports && descriptor.has_hits_addend && item.cost > 0;
+        options.descriptor_hits_are_reports && descriptor.has_hits_addend() && item.cost > 0;
 
     std::optional<EnvoyUnit> override_unit;
-    if (descriptor.has_limit) override_unit = UnitOfOverride(descriptor.unit);
+    if (descriptor.has_limit()) override_unit = UnitOfOverride(descriptor.limit().unit());
     if (override_unit.has_value()) {
-      item.requests_per_unit = descriptor.requests_per_unit;
+      item.requests_per_unit = descriptor.limit().requests_per_unit();
       item.unit = *override_unit;
       if (item.requests_per_unit == 0) {
         item.plan = DescriptorPlan::kBlocked;
@@ -227,14 +179,14 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
       if (limit != nullptr) {
         item.plan = DescriptorPlan::kCounted;
         item.limit = limit;
-        item.key = absl::StrCat(AbslView(request.domain), "|", DescriptorKey(descriptor));
+        item.key = absl::StrCat(AbslView(domain), "|", DescriptorKey(entries));
         continue;
       }
       spdlog::warn("rls: too many distinct limit overrides; ignoring {}/{}", item.requests_per_unit,
                    EnvoyUnitName(item.unit));
     }
 
-    const EnvoyRule* rule = matcher.Match(request.domain, descriptor.entries, &counted_values);
+    const EnvoyRule* rule = matcher.Match(domain, entries, &counted_values);
     if (rule == nullptr) continue;  // kNoRule
     item.rule = rule;
     item.rule_shadow = rule->shadow_mode;
@@ -255,7 +207,7 @@ absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
       }
       item.plan = DescriptorPlan::kCounted;
       // share_threshold: the wildcard in place of the values it matched (one counter).
-      item.key = DescriptorKey(descriptor, counted_values);
+      item.key = DescriptorKey(entries, counted_values);
     }
   }
 
@@ -301,256 +253,6 @@ std::vector<CheckRequest> TakeCheckRequests(RlsPlan& plan) {
     if (item.report) check.op = ItemOp::kCharge;
   }
   return requests;
-}
-
-namespace {
-
-// One descriptor's status in the answer, as plain values.
-struct StatusAnswer {
-  RateLimitResponse::Code code = RateLimitResponse::OK;
-  bool has_current_limit = false;
-  uint32_t requests_per_unit = 0;
-  RateLimitResponse::RateLimit::Unit unit = RateLimitResponse::RateLimit::UNKNOWN;
-  std::string_view name;  // the rule's, lives as long as the matcher
-  uint32_t limit_remaining = 0;
-  bool has_duration = false;
-  int64_t reset_seconds = 0;
-};
-
-// The answer to a plan, decided once for both ways of writing it.
-struct Answer {
-  RateLimitResponse::Code overall_code = RateLimitResponse::OK;
-  absl::InlinedVector<StatusAnswer, 4> statuses;
-  // The status with the least remaining among those with a current limit (the first of
-  // equals): it gives the RateLimit-* headers. -1 for none.
-  int least_remaining = -1;
-  // A fail_closed limit refused because the store is unreachable (dynamic metadata).
-  const Limit* unavailable_limit = nullptr;
-};
-
-// Whole seconds, rounded up, as envoyproxy/ratelimit sends (Envoy's X-RateLimit-Reset reads
-// only .seconds()).
-int64_t DurationSeconds(int64_t micros) { return CeilSeconds(std::max<int64_t>(micros, 0)); }
-
-Answer Decide(const RlsPlan& plan, int64_t now_micros) {
-  Answer answer;
-  bool over_limit = false;  // a descriptor not in quota mode is over its limit
-  int quota_descriptors = 0;
-  int quota_over_limit = 0;
-  answer.statuses.resize(plan.descriptors.size());
-  for (size_t i = 0; i < plan.descriptors.size(); ++i) {
-    const PlannedDescriptor& item = plan.descriptors[i];
-    StatusAnswer& status = answer.statuses[i];
-    switch (item.plan) {
-      case DescriptorPlan::kNoRule:
-      case DescriptorPlan::kReplaced:
-        // In global quota mode a descriptor without a rule is a quota descriptor that passes.
-        quota_descriptors += item.quota ? 1 : 0;
-        continue;
-      case DescriptorPlan::kUnlimited:
-        status.limit_remaining = UINT32_MAX;
-        continue;
-      case DescriptorPlan::kBlocked: {
-        const int64_t window_micros =
-            EnvoyUnitSeconds(item.unit) * int64_t{item.unit_multiplier} * 1'000'000;
-        status.has_duration = true;
-        status.reset_seconds = DurationSeconds(
-            window_micros - (now_micros % window_micros + window_micros) % window_micros);
-        if (!item.rule_shadow) status.code = RateLimitResponse::OVER_LIMIT;
-        break;
-      }
-      case DescriptorPlan::kCounted:
-        if (!item.decision.has_value()) continue;  // store failed: fail open
-        status.has_duration = true;
-        if (item.decision->reason == DenyReason::kStoreUnavailable) {
-          // Refused because the store is unreachable and the limit fails closed: the wait
-          // is the outage's (when the store may answer again), not the window's.
-          status.reset_seconds = DurationSeconds(item.decision->retry_after_micros);
-          if (!item.rule_shadow && answer.unavailable_limit == nullptr) {
-            answer.unavailable_limit = item.limit;
-          }
-        } else {
-          status.reset_seconds = DurationSeconds(item.decision->reset_after_micros);
-        }
-        // A report (a charge, always applied) is over the limit when it left a debt.
-        if ((!item.decision->allowed || (item.report && item.decision->debt > 0)) &&
-            !item.rule_shadow) {
-          // As envoyproxy/ratelimit: an over-limit descriptor has nothing left for this
-          // request, whatever a smaller one could still take.
-          status.code = RateLimitResponse::OVER_LIMIT;
-          status.limit_remaining = 0;
-        } else {
-          status.limit_remaining = ClampUint32(item.decision->remaining);
-        }
-        break;
-    }
-    status.has_current_limit = true;
-    status.requests_per_unit = item.requests_per_unit;
-    status.unit = WireUnit(item.unit);
-    if (item.rule != nullptr) status.name = item.rule->rate_limit.name;
-    const bool refused = status.code == RateLimitResponse::OVER_LIMIT;
-    if (item.quota) {
-      ++quota_descriptors;
-      quota_over_limit += refused ? 1 : 0;
-    } else {
-      over_limit |= refused;
-    }
-    if (answer.least_remaining < 0 ||
-        status.limit_remaining < answer.statuses[answer.least_remaining].limit_remaining) {
-      answer.least_remaining = static_cast<int>(i);
-    }
-  }
-  // As envoyproxy/ratelimit: quota-mode descriptors refuse the request only all together.
-  over_limit |= quota_descriptors > 0 && quota_over_limit == quota_descriptors;
-  answer.overall_code =
-      over_limit && !plan.global_shadow ? RateLimitResponse::OVER_LIMIT : RateLimitResponse::OK;
-  return answer;
-}
-
-// The RateLimit-* headers of the status that speaks for the request: (name, value).
-template <typename Each>
-void ForEachHeader(const Answer& answer, Each each) {
-  if (answer.least_remaining < 0) return;
-  const StatusAnswer& status = answer.statuses[answer.least_remaining];
-  auto view = [](const absl::AlphaNum& number) {
-    return std::string_view(number.data(), number.size());
-  };
-  each(kLimitHeader, view(absl::AlphaNum(status.requests_per_unit)));
-  each(kRemainingHeader, view(absl::AlphaNum(status.limit_remaining)));
-  each(kResetHeader, view(absl::AlphaNum(status.reset_seconds)));
-}
-
-using protobuf_wire::Extend;
-using protobuf_wire::LengthDelimitedSize;
-using protobuf_wire::StringFieldSize;
-using protobuf_wire::VarintFieldSize;
-using protobuf_wire::WireCursor;
-
-// RateLimitResponse.DescriptorStatus, its RateLimit and Duration (rls.proto).
-void PutStatus(std::string& out, const StatusAnswer& status) {
-  const size_t limit_size = VarintFieldSize(status.requests_per_unit) +
-                            VarintFieldSize(static_cast<uint64_t>(status.unit)) +
-                            StringFieldSize(status.name);
-  const size_t duration_size = VarintFieldSize(static_cast<uint64_t>(status.reset_seconds));
-  const size_t size = VarintFieldSize(static_cast<uint64_t>(status.code)) +
-                      (status.has_current_limit ? LengthDelimitedSize(limit_size) : 0) +
-                      VarintFieldSize(status.limit_remaining) +
-                      (status.has_duration ? LengthDelimitedSize(duration_size) : 0);
-  WireCursor cursor = Extend(out, LengthDelimitedSize(size));
-  cursor.LengthDelimited(2, size);  // RateLimitResponse.statuses
-  cursor.VarintField(1, static_cast<uint64_t>(status.code));
-  if (status.has_current_limit) {
-    cursor.LengthDelimited(2, limit_size);
-    cursor.VarintField(1, status.requests_per_unit);
-    cursor.VarintField(2, static_cast<uint64_t>(status.unit));
-    cursor.StringField(3, status.name);
-  }
-  cursor.VarintField(3, status.limit_remaining);
-  if (status.has_duration) {
-    cursor.LengthDelimited(4, duration_size);
-    cursor.VarintField(1, static_cast<uint64_t>(status.reset_seconds));
-  }
-  assert(cursor.at() == out.data() + out.size());
-}
-
-}  // namespace
-
-void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
-                             RateLimitResponse* response) {
-  const Answer answer = Decide(plan, now_micros);
-  for (const StatusAnswer& decided : answer.statuses) {
-    DescriptorStatus* status = response->add_statuses();
-    status->set_code(decided.code);
-    if (decided.has_current_limit) {
-      RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
-      limit->set_requests_per_unit(decided.requests_per_unit);
-      limit->set_unit(decided.unit);
-      limit->set_name(std::string(decided.name));
-    }
-    status->set_limit_remaining(decided.limit_remaining);
-    if (decided.has_duration) {
-      status->mutable_duration_until_reset()->set_seconds(decided.reset_seconds);
-    }
-  }
-  response->set_overall_code(answer.overall_code);
-  if (plan.dynamic_metadata.has_value()) {
-    google::protobuf::Struct* metadata = response->mutable_dynamic_metadata();
-    *metadata = *plan.dynamic_metadata;
-    google::protobuf::Struct passed;
-    for (size_t i = 0; i < plan.descriptors.size(); ++i) {
-      const PlannedDescriptor& item = plan.descriptors[i];
-      if (item.rule == nullptr || item.rule->metadata_json.empty() ||
-          item.plan == DescriptorPlan::kUnlimited || item.plan == DescriptorPlan::kReplaced ||
-          answer.statuses[i].code != RateLimitResponse::OK) {
-        continue;
-      }
-      google::protobuf::Struct rule_metadata;
-      if (!google::protobuf::util::JsonStringToMessage(item.rule->metadata_json, &rule_metadata)
-               .ok()) {
-        continue;  // the config layer wrote it: cannot happen
-      }
-      MergeMetadata(rule_metadata, passed);
-    }
-    if (passed.fields_size() > 0) {
-      *(*metadata->mutable_fields())["metadata"].mutable_struct_value() = std::move(passed);
-    }
-  }
-  if (answer.unavailable_limit != nullptr) {
-    // The reason travels in the response's dynamic metadata (Envoy adds it to the request's
-    // metadata, for logs); POST /json answers 503 for it.
-    auto& fields = *response->mutable_dynamic_metadata()->mutable_fields();
-    fields[std::string(kReasonMetadataKey)].set_string_value(std::string(kStoreUnavailableReason));
-    fields[std::string(kLimitMetadataKey)].set_string_value(answer.unavailable_limit->name);
-  }
-  if (headers) {
-    ForEachHeader(answer, [response](std::string_view name, std::string_view value) {
-      auto* header = response->add_response_headers_to_add();
-      header->set_key(std::string(name));
-      header->set_value(std::string(value));
-    });
-  }
-}
-
-RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros) {
-  const Answer answer = Decide(plan, now_micros);
-  RlsOutcome outcome;
-  outcome.overall_code = answer.overall_code;
-  for (const StatusAnswer& status : answer.statuses) {
-    outcome.over_limit_descriptors += status.code == RateLimitResponse::OVER_LIMIT ? 1 : 0;
-  }
-  return outcome;
-}
-
-bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
-                                  std::string* out) {
-  if (plan.dynamic_metadata.has_value()) return false;
-  const Answer answer = Decide(plan, now_micros);
-  if (answer.unavailable_limit != nullptr) return false;  // dynamic metadata
-  // Room for the usual answer (a status of a few dozen bytes, three short headers per
-  // descriptor), so that it is not grown piece by piece.
-  out->reserve(out->size() + 8 + answer.statuses.size() * (headers ? 160 : 48));
-  const auto overall_code = static_cast<uint64_t>(answer.overall_code);
-  Extend(*out, VarintFieldSize(overall_code)).VarintField(1, overall_code);
-  for (const StatusAnswer& status : answer.statuses) PutStatus(*out, status);
-  if (headers) {
-    // RateLimitResponse.response_headers_to_add: HeaderValue {key = 1, value = 2}.
-    ForEachHeader(answer, [out](std::string_view name, std::string_view value) {
-      const size_t size = StringFieldSize(name) + StringFieldSize(value);
-      WireCursor cursor = Extend(*out, LengthDelimitedSize(size));
-      cursor.LengthDelimited(3, size);
-      cursor.StringField(1, name);
-      cursor.StringField(2, value);
-      assert(cursor.at() == out->data() + out->size());
-    });
-  }
-  return true;
-}
-
-bool RefusedForStoreUnavailable(const RateLimitResponse& response) {
-  if (response.overall_code() != RateLimitResponse::OVER_LIMIT) return false;
-  const auto& fields = response.dynamic_metadata().fields();
-  const auto reason = fields.find(std::string(kReasonMetadataKey));
-  return reason != fields.end() && reason->second.string_value() == kStoreUnavailableReason;
 }
 
 }  // namespace tollgate::server

@@ -1,12 +1,12 @@
 // Copyright tollgate authors. Envoy's ShouldRateLimit as pure steps: plan, then render.
 //
-// PlanRateLimit turns a RateLimitRequest (read as a view, src/server/rls_request.h) into what to
-// check: per descriptor, whether it is counted (and against which Limit, with which store key and
-// cost), unlimited, replaced by another rule, blocked (requests_per_unit 0) or not limited at all,
-// and whether a refusal of it refuses the request (enforced) or is only reported (shadow). The
-// caller checks the counted descriptors in ONE store call (Limiter::CheckAllAsync, or
-// Limiter::CheckAsync for one), stores each decision in the plan, and RenderRateLimitResponse
-// writes the answer. Nothing here touches gRPC, sockets or a store; tests drive it directly
+// PlanRateLimit turns a RateLimitRequest into what to check: per descriptor, whether it is
+// counted (and against which Limit, with which store key and cost), unlimited, replaced by
+// another rule, blocked (requests_per_unit 0) or not limited at all, and whether a refusal of it
+// refuses the request (enforced) or is only reported (shadow). The caller checks the counted
+// descriptors in ONE store call (Limiter::CheckAllAsync, or Limiter::CheckAsync for one), stores
+// each decision in the plan, and RenderRateLimitResponse (src/server/rls_render.h) writes the
+// answer. Nothing here touches gRPC, sockets or a store; tests drive it directly
 // (rls_plan_test.cc).
 //
 // The rules (as envoyproxy/ratelimit, except where docs/envoy.md says otherwise):
@@ -73,7 +73,6 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "src/server/descriptor_matcher.h"
-#include "src/server/rls_request.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/limiter.h"
@@ -187,59 +186,19 @@ struct RlsPlanOptions {
 // key is longer than kMaxKeyBytes. `limiter` is the one holding the matcher's limits;
 // `overrides` may be nullptr (overrides are then ignored). The plan points into `matcher`,
 // `limiter` and `overrides`: it must not outlive them.
-absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequestView& request,
+absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
                                       const DescriptorMatcher& matcher, const Limiter& limiter,
                                       OverrideLimits* overrides, const RlsPlanOptions& options);
-// The same for a parsed message (POST /json's, tests'): its view.
-inline absl::StatusOr<RlsPlan> PlanRateLimit(const RateLimitRequest& request,
-                                             const DescriptorMatcher& matcher,
-                                             const Limiter& limiter, OverrideLimits* overrides,
-                                             const RlsPlanOptions& options) {
-  return PlanRateLimit(RateLimitRequestView::Of(request), matcher, limiter, overrides, options);
-}
 
 // The Limiter::CheckAll items of plan.counted (keys moved out of the plan, limits by
 // reference), shadow set for the ones not enforced, reports charged.
 std::vector<CheckRequest> TakeCheckRequests(RlsPlan& plan);
 
-// Writes the answer to `plan` (decisions set) into `*response`: statuses, overall code,
-// dynamic metadata and, when `headers`, RateLimit-Limit/-Remaining/-Reset from the counted
-// descriptor with the least remaining. `now_micros` gives block-list rules their reset time.
-// A rule's `metadata` is parsed from its JSON here, only when plan.dynamic_metadata is set.
-// REQUIRES: `*response` empty.
-void RenderRateLimitResponse(const RlsPlan& plan, int64_t now_micros, bool headers,
-                             RateLimitResponse* response);
-
-// The same answer serialized (Protocol Buffers' wire format), appended to `*out` without
-// building the message: what gRPC sends. Returns false, appending nothing, when the answer
-// carries dynamic metadata (plan.dynamic_metadata, or a limit refused because the store is
-// unreachable): then RenderRateLimitResponse and serialize.
-bool AppendRateLimitResponseBytes(const RlsPlan& plan, int64_t now_micros, bool headers,
-                                  std::string* out);
-
-// What the answer to `plan` (decisions set) says in sum, for its trace span: the overall code
-// and how many statuses are OVER_LIMIT (as RenderRateLimitResponse would write them).
-struct RlsOutcome {
-  RateLimitResponse::Code overall_code = RateLimitResponse::OK;
-  int over_limit_descriptors = 0;
-};
-RlsOutcome DecideOutcome(const RlsPlan& plan, int64_t now_micros);
-
-// The dynamic_metadata of a response refused because the store is unreachable.
-inline constexpr std::string_view kReasonMetadataKey = "reason";
-inline constexpr std::string_view kLimitMetadataKey = "limit";
-inline constexpr std::string_view kStoreUnavailableReason = "store_unavailable";
-
-// Whether `response` is a refusal because the store is unreachable (POST /json: 503).
-bool RefusedForStoreUnavailable(const RateLimitResponse& response);
-
-// The store key of a descriptor: "k=v,k=v" with '%', ',' and '=' percent-encoded, so two
-// different entry lists never give the same key.
-std::string DescriptorKey(const RlsDescriptorView& descriptor);
-// As above with `values[i]` in place of entry i's value (entries past values.size() keep
-// theirs).
-std::string DescriptorKey(const RlsDescriptorView& descriptor,
-                          absl::Span<const std::string_view> values);
+// The store key of a descriptor's entries: "k=v,k=v" with '%', ',' and '=' percent-encoded, so
+// two different entry lists never give the same key; with `values[i]` in place of entry i's
+// value (entries past values.size() keep theirs).
+std::string DescriptorKey(absl::Span<const DescriptorEntry> entries,
+                          absl::Span<const std::string_view> values = {});
 
 }  // namespace tollgate::server
 

@@ -18,39 +18,26 @@
 #include "src/server/json_errors.h"
 #include "src/server/metrics.h"
 #include "src/server/ratelimit_headers.h"
+#include "src/server/rls_render.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate::server {
-// Where an answer goes: the message (RlsCallback) or its serialized bytes (RlsBytesCallback).
+
+// Where an answer goes, and the call's span.
 struct RlsService::Reply {
-  RlsCallback message_done;
-  RlsBytesCallback bytes_done;
+  RlsCallback done;
   RlsSpan span;
 
   void Fail(absl::Status status) && {
     span.Failed(status);
-    if (bytes_done) {
-      std::move(bytes_done)(std::move(status));
-    } else {
-      std::move(message_done)(std::move(status));
-    }
+    std::move(done)(std::move(status));
   }
 
   void Answer(const RlsPlan& plan, int64_t now_micros, bool headers) && {
     span.Answered(plan, now_micros);
-    if (bytes_done) {
-      std::string bytes;
-      if (!AppendRateLimitResponseBytes(plan, now_micros, headers, &bytes)) {
-        RateLimitResponse response;
-        RenderRateLimitResponse(plan, now_micros, headers, &response);
-        response.SerializeToString(&bytes);
-      }
-      std::move(bytes_done)(std::move(bytes));
-      return;
-    }
     RateLimitResponse response;
     RenderRateLimitResponse(plan, now_micros, headers, &response);
-    std::move(message_done)(std::move(response));
+    std::move(done)(std::move(response));
   }
 };
 
@@ -142,22 +129,13 @@ absl::Status RlsService::UpdateDomains(std::vector<EnvoyDomainConfig> domains) {
 
 void RlsService::ShouldRateLimit(const RateLimitRequest& request, RlsCallback done,
                                  const RlsCallSource& source) {
-  const RateLimitRequestView view = RateLimitRequestView::Of(request);
   Reply reply;
-  reply.message_done = std::move(done);
-  reply.span = RlsSpan(options_.tracer, source, view);
-  Answer(view, std::move(reply));
-}
-
-void RlsService::ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done,
-                                      const RlsCallSource& source) {
-  Reply reply;
-  reply.bytes_done = std::move(done);
+  reply.done = std::move(done);
   reply.span = RlsSpan(options_.tracer, source, request);
   Answer(request, std::move(reply));
 }
 
-void RlsService::Answer(const RateLimitRequestView& request, Reply reply) {
+void RlsService::Answer(const RateLimitRequest& request, Reply reply) {
   Metrics* const metrics = options_.metrics;
   const int64_t start_micros = metrics != nullptr ? metrics->NowMicros() : 0;
   std::shared_ptr<const CheckSnapshot> snapshot = service_->snapshot();

@@ -29,7 +29,6 @@
 #include "src/config/envoy_config.h"
 #include "src/server/check_service.h"
 #include "src/server/rls_plan.h"
-#include "src/server/rls_request.h"
 #include "src/server/rls_span.h"
 #include "src/server/tracing.h"
 #include "tollgate/clock.h"
@@ -82,8 +81,6 @@ struct RlsServiceOptions {
 };
 
 using RlsCallback = absl::AnyInvocable<void(absl::StatusOr<RateLimitResponse>) &&>;
-// The response serialized (Protocol Buffers' wire format), or the error.
-using RlsBytesCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>) &&>;
 
 // Thread-safe.
 class RlsService {
@@ -104,13 +101,6 @@ class RlsService {
   void ShouldRateLimit(const RateLimitRequest& request, RlsCallback done,
                        const RlsCallSource& source = {});
 
-  // As above for a request read from its bytes (ReadRateLimitRequest; the bytes need only
-  // live until this returns), and `done` gets the response serialized, as gRPC sends it; an
-  // answer without dynamic metadata is written without building the message
-  // (AppendRateLimitResponseBytes).
-  void ShouldRateLimitBytes(const RateLimitRequestView& request, RlsBytesCallback done,
-                            const RlsCallSource& source = {});
-
   // Blocking form, for tests and the /json endpoint.
   absl::StatusOr<RateLimitResponse> ShouldRateLimitSync(const RateLimitRequest& request);
 
@@ -123,7 +113,7 @@ class RlsService {
   struct Reply;
   RlsService(RlsServiceOptions options, std::unique_ptr<CheckService> owned, CheckService* service);
   // Plans, checks and answers `request` into `reply`.
-  void Answer(const RateLimitRequestView& request, Reply reply);
+  void Answer(const RateLimitRequest& request, Reply reply);
 
   const RlsServiceOptions options_;
   const std::unique_ptr<CheckService> owned_;  // when no check_service was given

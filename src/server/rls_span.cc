@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/server/rls_render.h"
 
 namespace tollgate::server {
 
-RlsSpan::RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitRequestView& request) {
+RlsSpan::RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitRequest& request) {
   if (tracer == nullptr || source.api == RlsCallSource::Api::kUntraced) return;
   grpc_ = source.api == RlsCallSource::Api::kGrpc;
   std::optional<SpanRecord> started =
@@ -28,15 +29,15 @@ RlsSpan::RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitReq
     span.AddLiteral("http.request.method", "POST");
     span.AddLiteral("url.path", "/json");
   }
-  span.AddString("domain", request.domain);
+  span.AddString("domain", request.domain());
   std::vector<std::string> keys;
-  keys.reserve(std::min(request.descriptors.size(), kMaxAttributeArrayValues));
-  for (const RlsDescriptorView& descriptor : request.descriptors) {
+  keys.reserve(std::min(static_cast<size_t>(request.descriptors_size()), kMaxAttributeArrayValues));
+  for (const auto& descriptor : request.descriptors()) {
     if (keys.size() == kMaxAttributeArrayValues) break;
     std::string& joined = keys.emplace_back();
-    for (const DescriptorEntry& entry : descriptor.entries) {
+    for (const auto& entry : descriptor.entries()) {
       if (!joined.empty()) joined += ',';
-      joined.append(entry.key.data(), entry.key.size());
+      joined += entry.key();
     }
   }
   span.AddStrings("ratelimit.descriptor_keys", std::move(keys));

@@ -22,7 +22,6 @@
 
 #include "absl/status/status.h"
 #include "src/server/rls_plan.h"
-#include "src/server/rls_request.h"
 #include "src/server/tracing.h"
 
 namespace tollgate::server {
@@ -49,9 +48,9 @@ struct RlsCallSource {
 class RlsSpan {
  public:
   RlsSpan() = default;
-  // Starts the span of `request` (read now: the view need not outlive this) when `tracer`
-  // is set and samples the call. REQUIRES: `tracer` outlives the span.
-  RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitRequestView& request);
+  // Starts the span of `request` (read now: it need not outlive this) when `tracer` is set
+  // and samples the call. REQUIRES: `tracer` outlives the span.
+  RlsSpan(Tracer* tracer, const RlsCallSource& source, const RateLimitRequest& request);
   RlsSpan(RlsSpan&&) noexcept = default;
   RlsSpan& operator=(RlsSpan&&) noexcept = default;
   RlsSpan(const RlsSpan&) = delete;

@@ -10,14 +10,10 @@
 // compares each line it passes (Eq), and the table keeps its load at most 70% so probe runs
 // stay short.
 //
-// Kept by issue 24's rule (a home-made part stays only where a benchmark row a user would
-// notice is at least 2x better with it): at commit 4ea60ab, an absl::flat_hash_set of the
-// same entries behind this interface (no prefetch, no huge pages) ran 1M-key CheckOne at
-// 0.44-0.53x and CheckEach at 0.25-0.29x of this table's speed, in alternating rounds of
-//   TOLLGATE_BENCH_QUICK=1 ROUNDS=4 bench/ab_rounds.sh LINE_TABLE/memory_bench
-//     FLAT_HASH_SET/memory_bench --benchmark_min_time=0.3
-//     --benchmark_filter='CheckOneDistinctKeys/0/.*threads:(1|2)$|CheckEachDistinctKeys/0/16/.*'
-// (one command, wrapped here; BENCHMARKS.md has the figures).
+// Kept by the 2x rule (a home-made part stays only where a row a user would notice is at least
+// 2x better with it): with an absl::flat_hash_set of the same entries behind this interface,
+// the 1M-key fixed-window store rows ran at 0.40-0.43x (CheckOne) and 0.31-0.36x (CheckEach)
+// of this table's speed (BENCHMARKS.md, "Home-made parts against the libraries").
 //
 // Deletion shifts the entries after the deleted one back (no tombstones), so a lookup never
 // passes more lines than the run it is in. Growing and shrinking rehash every entry; the

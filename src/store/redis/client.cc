@@ -11,7 +11,9 @@ namespace tollgate::redis {
 
 ConnectionPool::ConnectionPool(boost::asio::io_context& io, const ClientOptions& options,
                                bool with_ask_connection)
-    : address_(absl::StrCat(options.connection.url.host, ":", options.connection.url.port)) {
+    : io_(io),
+      options_(options),
+      address_(absl::StrCat(options.connection.url.host, ":", options.connection.url.port)) {
   for (int i = 0; i < std::max(1, options.connections); ++i) {
     connections_.push_back(std::make_unique<RedisConnection>(io, options.connection));
     connections_.back()->set_owner(this);
@@ -73,6 +75,26 @@ void ConnectionPool::SendAsking(std::string_view formatted_command, ReplyCallbac
   ask_connection_->Send(formatted_command, std::move(done));
 }
 
+void ConnectionPool::SendDurable(std::string_view formatted_command, const DurableSend& how,
+                                 ReplyCallback done) {
+  DurableWrites* durable = durable_.load(std::memory_order_acquire);
+  if (durable == nullptr) {
+    absl::MutexLock lock(&durable_mu_);
+    if (shut_down_) {
+      std::move(done)(absl::UnavailableError("the Redis store is shutting down"));
+      return;
+    }
+    if (durable_owned_ == nullptr) {
+      durable_owned_ =
+          std::make_unique<DurableWrites>(io_, options_.connection, options_.durable_monitor);
+      durable_owned_->Start();
+      durable_.store(durable_owned_.get(), std::memory_order_release);
+    }
+    durable = durable_owned_.get();
+  }
+  durable->Send(formatted_command, how, std::move(done));
+}
+
 int ConnectionPool::ReadyConnections() const {
   int ready = 0;
   for (const auto& connection : connections_) ready += connection->ready() ? 1 : 0;
@@ -82,6 +104,13 @@ int ConnectionPool::ReadyConnections() const {
 void ConnectionPool::Shutdown() {
   for (auto& connection : connections_) connection->Shutdown();
   if (ask_connection_ != nullptr) ask_connection_->Shutdown();
+  DurableWrites* durable = nullptr;
+  {
+    absl::MutexLock lock(&durable_mu_);
+    shut_down_ = true;
+    durable = durable_owned_.get();
+  }
+  if (durable != nullptr) durable->Shutdown();
 }
 
 IoThread::IoThread() : work_(boost::asio::make_work_guard(io_)), thread_([this] { io_.run(); }) {}

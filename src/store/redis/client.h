@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/store/redis/connection.h"
+#include "src/store/redis/durable_writes.h"
 #include "src/store/redis/resp.h"
 
 namespace tollgate::redis {
@@ -24,6 +25,9 @@ struct ClientOptions {
   ConnectionOptions connection;
   // Connections in the pool, used round-robin. REQUIRES: >= 1.
   int connections = 2;
+  // Counts the durable writes of every pool (SendDurable). REQUIRES: non-null for
+  // SendDurable.
+  std::shared_ptr<DurableWaitMonitor> durable_monitor;
 };
 
 // `options.connections` RedisConnections to one node, on an io_context that someone else
@@ -53,6 +57,9 @@ class ConnectionPool {
   // them; `done` gets the command's reply. REQUIRES: on the I/O thread (the only thread
   // that uses the ask connection); built with `with_ask_connection`.
   void SendAsking(std::string_view formatted_command, ReplyCallback done);
+  // Sends a write to be answered once a replica holds it, on the node's connection for
+  // durable writes (DurableWrites, made and connected on first use).
+  void SendDurable(std::string_view formatted_command, const DurableSend& how, ReplyCallback done);
 
   // Connections currently ready (the ask connection is not counted).
   int ReadyConnections() const;
@@ -64,10 +71,17 @@ class ConnectionPool {
   void Shutdown();
 
  private:
+  boost::asio::io_context& io_;
+  const ClientOptions options_;
   const std::string address_;
   std::vector<std::unique_ptr<RedisConnection>> connections_;
   std::unique_ptr<RedisConnection> ask_connection_;
   std::atomic<uint64_t> next_{0};
+  // Made by the first SendDurable; never replaced, so the pointer stays valid once read.
+  std::atomic<DurableWrites*> durable_{nullptr};
+  absl::Mutex durable_mu_;
+  std::unique_ptr<DurableWrites> durable_owned_ ABSL_GUARDED_BY(durable_mu_);
+  bool shut_down_ ABSL_GUARDED_BY(durable_mu_) = false;
 
   absl::Mutex mu_;
   int pending_starts_ ABSL_GUARDED_BY(mu_) = 0;
@@ -116,6 +130,10 @@ class RedisClient {
   }
   void Send(const std::vector<std::string>& args, ReplyCallback done) {
     Send(FormatCommand(args), std::move(done));
+  }
+  // ConnectionPool::SendDurable.
+  void SendDurable(std::string_view formatted_command, const DurableSend& how, ReplyCallback done) {
+    pool_->SendDurable(formatted_command, how, std::move(done));
   }
 
   // Blocking Send. REQUIRES: not called on the I/O thread.

@@ -17,6 +17,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,7 +102,8 @@ class ClusterRouter final : public Router {
     if (!any_ready) return first_error;
     std::promise<absl::Status> refreshed;
     asio::post(io_thread_.io(), [this, &refreshed] {
-      refresher_.RefreshNow([&refreshed](absl::Status status) { refreshed.set_value(status); });
+      refresher_.RefreshNow(
+          [&refreshed](const absl::Status& status) { refreshed.set_value(status); });
     });
     absl::Status status = refreshed.get_future().get();
     if (!status.ok()) return status;
@@ -133,6 +135,20 @@ class ClusterRouter final : public Router {
     Dispatch(call, slots_[slot].load(std::memory_order_acquire), false);
   }
 
+  void SendDurable(int slot, std::string formatted_command, const DurableSend& how,
+                   ReplyCallback done) override {
+    auto call = std::make_shared<Call>();
+    call->slot = slot;
+    call->command = std::move(formatted_command);
+    call->done = std::move(done);
+    // Its WAIT must follow it on one connection: an ASK (to another node, for one command) is
+    // waited out instead.
+    call->follow_ask = false;
+    call->durable = how;
+    call->started = SteadyClock::now();
+    Dispatch(call, slots_[slot].load(std::memory_order_acquire), false);
+  }
+
   void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
   bool OnIoThread() const override { return io_thread_.InThisThread(); }
 
@@ -158,6 +174,7 @@ class ClusterRouter final : public Router {
     std::string command;
     ReplyCallback done;
     bool follow_ask = true;
+    std::optional<DurableSend> durable;  // sent with SendDurable
     SteadyClock::time_point started;
     int redirects = 0;
   };
@@ -190,6 +207,8 @@ class ClusterRouter final : public Router {
     };
     if (asking) {
       pool->SendAsking(call->command, std::move(on_reply));
+    } else if (call->durable.has_value()) {
+      pool->SendDurable(call->command, *call->durable, std::move(on_reply));
     } else {
       pool->Send(call->command, std::move(on_reply));
     }
@@ -309,7 +328,8 @@ class ClusterRouter final : public Router {
     TryRefreshFrom(candidates, 0);
   }
 
-  void TryRefreshFrom(std::shared_ptr<std::vector<ConnectionPool*>> candidates, size_t index) {
+  void TryRefreshFrom(const std::shared_ptr<std::vector<ConnectionPool*>>& candidates,
+                      size_t index) {
     if (stopping_) {
       refresher_.Finish(absl::UnavailableError("the Redis store is shutting down"));
       return;

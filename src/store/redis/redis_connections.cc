@@ -39,16 +39,20 @@ absl::StatusOr<std::shared_ptr<RedisConnections>> RedisConnections::Connect(
   client.connection.reconnect_max = std::chrono::milliseconds(options.reconnect_max_ms);
   router_options.refresh_interval = std::chrono::milliseconds(options.refresh_interval_ms);
   router_options.caller_loops = std::move(options.caller_loops);
+  auto durable_monitor = std::make_shared<redis::DurableWaitMonitor>();
+  client.durable_monitor = durable_monitor;
   absl::StatusOr<std::unique_ptr<redis::Router>> router =
       redis::Router::Connect(*target, router_options);
   if (!router.ok()) return router.status();
-  return std::make_shared<redis::RedisConnectionsImpl>(*std::move(router));
+  return std::make_shared<redis::RedisConnectionsImpl>(*std::move(router),
+                                                       std::move(durable_monitor));
 }
 
 namespace redis {
 
-RedisConnectionsImpl::RedisConnectionsImpl(std::unique_ptr<Router> router)
-    : router_(std::move(router)) {}
+RedisConnectionsImpl::RedisConnectionsImpl(std::unique_ptr<Router> router,
+                                           std::shared_ptr<DurableWaitMonitor> durable_monitor)
+    : durable_monitor_(std::move(durable_monitor)), router_(std::move(router)) {}
 
 RedisConnectionsImpl::~RedisConnectionsImpl() {
   // Released on one of its own I/O threads (by a store's last callback), the router cannot

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "src/store/redis/durable_writes.h"
 #include "src/store/redis/router.h"
 #include "tollgate/redis_connections.h"
 
@@ -12,14 +13,18 @@ namespace tollgate::redis {
 
 class RedisConnectionsImpl final : public RedisConnections {
  public:
-  explicit RedisConnectionsImpl(std::unique_ptr<Router> router);
+  RedisConnectionsImpl(std::unique_ptr<Router> router,
+                       std::shared_ptr<DurableWaitMonitor> durable_monitor);
   ~RedisConnectionsImpl() override;
 
   int ReadyConnections() const override;
 
   Router& router() const { return *router_; }
+  // The counts of every durable write sent on these connections.
+  DurableWaitMonitor& durable_monitor() const { return *durable_monitor_; }
 
  private:
+  const std::shared_ptr<DurableWaitMonitor> durable_monitor_;
   std::unique_ptr<Router> router_;
 };
 
@@ -27,6 +32,9 @@ class RedisConnectionsImpl final : public RedisConnections {
 // RedisConnectionsImpl (RedisConnections::Connect makes them).
 inline Router& RouterOf(const RedisConnections& connections) {
   return static_cast<const RedisConnectionsImpl&>(connections).router();
+}
+inline DurableWaitMonitor& DurableMonitorOf(const RedisConnections& connections) {
+  return static_cast<const RedisConnectionsImpl&>(connections).durable_monitor();
 }
 
 }  // namespace tollgate::redis

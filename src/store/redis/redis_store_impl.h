@@ -12,45 +12,20 @@
 
 #include "absl/status/statusor.h"
 #include "src/core/in_flight.h"
+#include "src/store/redis/check_reply.h"
+#include "src/store/redis/durability.h"
 #include "src/store/redis/router.h"
+#include "src/store/redis/script_args.h"
+#include "src/store/redis/single_check_command.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate::redis {
 
-// `<prefix><limit name>:{<key>}`: the state key of a token bucket, and the base of a window
-// limit's per-window keys (`<base>:<window index>`, appended by the script).
-std::string StateKey(std::string_view prefix, std::string_view limit_name, std::string_view key);
-
-// The scripts' binary encoding: little-endian IEEE doubles, as Lua's struct library packs
-// them with '<d' (lua/check.lua's header). A token bucket's state is one such double.
-// PutLittleEndianDouble writes 8 bytes at `out` and returns the end; ReadLittleEndianDouble
-// reads 8.
-char* PutLittleEndianDouble(char* out, double value);
-double ReadLittleEndianDouble(const char* bytes);
-
-// The script's answer for `items`, out of its reply. InternalError for a malformed reply.
-absl::StatusOr<std::vector<Decision>> ParseCheckReply(const RedisReply& reply,
-                                                      const std::vector<CheckItem>& items,
-                                                      int64_t* now_micros = nullptr);
-
-// The RESP of `<verb> <script> <n> <keys> <time> <item args>`: check.lua's call for `items`
-// (verb EVALSHA with its SHA1, or EVAL with its text), `now_micros` unset for Redis TIME.
-std::string CheckCommand(std::string_view verb, std::string_view script, std::string_view prefix,
-                         const std::vector<CheckItem>& items, std::optional<int64_t> now_micros);
-// The same bytes as CheckCommand("EVALSHA", sha, prefix, {item}, now_micros), written into
-// one string sized up front from `head` = SingleCheckHead(sha): the call of every one-item
-// decision.
-std::string SingleCheckHead(std::string_view sha);
-std::string SingleCheckCommand(std::string_view head, std::string_view prefix,
-                               const CheckItem& item, std::optional<int64_t> now_micros);
-
-// The hash slot of an item's state key (every key the script derives from it shares it).
-int ItemSlot(std::string_view prefix, const CheckItem& item);
-
 class RedisStoreImpl final : public RedisStore {
  public:
   RedisStoreImpl(RedisStoreOptions options, std::shared_ptr<RedisConnections> connections,
-                 std::string script_sha, std::string lease_sha, std::vector<std::string> warnings);
+                 std::string script_sha, std::string lease_sha, std::vector<std::string> warnings,
+                 DurabilityAssessment durability);
   // Connections of its own are closed, failing the calls still out at once; shared ones stay
   // with the other stores, and the destructor waits for this store's calls to be answered
   // (at most their reply timeout). REQUIRES: not on one of the connections' I/O threads.
@@ -60,6 +35,10 @@ class RedisStoreImpl final : public RedisStore {
   // kAdd items is one EVAL of lua/add.lua per hash slot (see its header for the rule).
   void ApplyAsync(std::vector<CheckItem> items, CheckCallback done) override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
+  // Durable limits (redis_store_durable.cc).
+  bool Durable(const Limit& limit) const override;
+  absl::Status CheckDurable(const std::vector<Limit>& limits) const override;
+  DurableWaitStats durable_waits() const override;
 
   // Items whose keys share a hash slot (always, on one server) are checked in one script
   // call. In a Redis Cluster, items on several slots are checked with one call per slot,
@@ -82,8 +61,8 @@ class RedisStoreImpl final : public RedisStore {
   const std::string& key_prefix() const { return options_.key_prefix; }
 
  private:
-  struct MultiSlotCheck;
-  struct ScriptCall;
+  struct MultiSlotCheck;  // multi_slot_check.cc
+  struct ScriptCall;      // script_call.cc
   // Sends `call` (EVALSHA; EVAL once after NOSCRIPT) and answers it in OnScriptReply.
   void SendScriptCall(std::unique_ptr<ScriptCall> call);
   // `call`'s EVALSHA of its script (lease.lua or check.lua), or with `eval` its EVAL.
@@ -97,14 +76,17 @@ class RedisStoreImpl final : public RedisStore {
   static void FinishMultiSlot(const std::shared_ptr<MultiSlotCheck>& check);
   // ApplyAsync of a batch of kAdd items.
   void AddAsync(std::vector<CheckItem> items, CheckCallback done);
-  // router_.Send, counted in calls_in_flight_ until `done` has returned.
-  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask);
+  // router_.Send, counted in calls_in_flight_ until `done` has returned; with
+  // `durable_timeout_micros` > 0 (DurableTimeoutMicros), router_.SendDurable.
+  void Send(int slot, std::string command, ReplyCallback done, bool follow_ask,
+            int64_t durable_timeout_micros = 0);
 
   const RedisStoreOptions options_;
   const std::string script_sha_;         // lua/check.lua's
   const std::string lease_sha_;          // lua/lease.lua's
   const std::string single_check_head_;  // SingleCheckHead(script_sha_)
   const std::vector<std::string> warnings_;
+  const DurabilityAssessment durability_;
   Clock* const clock_;  // options_.clock or SystemClock()
   // Calls sent whose callbacks (which read the members here) have not returned yet. Shared
   // with the callbacks, which count down after they return; the destructor waits on it.

@@ -78,6 +78,17 @@ class StandaloneRouter final : public Router {
     client_->Send(formatted_command, std::move(done));
   }
 
+  void SendDurable(int /*slot*/, std::string formatted_command, const DurableSend& how,
+                   ReplyCallback done) override {
+    for (const LoopPool& loop_pool : loop_pools_) {
+      if (loop_pool.io->get_executor().running_in_this_thread()) {
+        loop_pool.pool->SendDurable(formatted_command, how, std::move(done));
+        return;
+      }
+    }
+    client_->SendDurable(formatted_command, how, std::move(done));
+  }
+
   bool OnIoThread() const override {
     for (const LoopPool& loop_pool : loop_pools_) {
       if (loop_pool.io->get_executor().running_in_this_thread()) return true;

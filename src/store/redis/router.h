@@ -67,6 +67,14 @@ class Router {
   virtual void Send(int slot, std::string formatted_command, ReplyCallback done,
                     bool follow_ask = true) = 0;
 
+  // Send of a write to be answered once a replica holds it (src/store/redis/durable_writes.h):
+  // on the durable connection of the node that serves `slot`, with the same redirects (an ASK
+  // is waited out on the same node rather than followed) and READONLY handling. `done` gets
+  // the reply once a WAIT sent after it returned with a replica, UnconfirmedWriteError when
+  // none confirmed in time, or the reply at once when it is an error or wrote nothing.
+  virtual void SendDurable(int slot, std::string formatted_command, const DurableSend& how,
+                           ReplyCallback done) = 0;
+
   // Blocking Send. REQUIRES: not on the I/O thread.
   absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args, int slot = kAnySlot);
 

@@ -84,17 +84,13 @@ class SentinelRouter final : public Router {
   void Send(int /*slot*/, std::string formatted_command, ReplyCallback done,
             bool /*follow_ask*/) override {
     ConnectionPool* pool = primary_.load(std::memory_order_acquire);
-    pool->Send(formatted_command,
-               [this, pool, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-                 if (!reply.ok()) {
-                   refresher_.Request();
-                 } else if (reply->is_error() && absl::StartsWith(reply->str, "READONLY")) {
-                   refresher_.Request();
-                   reply = absl::UnavailableError(absl::StrCat(
-                       "Redis at ", pool->address(), " is no longer the primary: ", reply->str));
-                 }
-                 std::move(done)(std::move(reply));
-               });
+    pool->Send(formatted_command, FollowingDemotion(pool, std::move(done)));
+  }
+
+  void SendDurable(int /*slot*/, std::string formatted_command, const DurableSend& how,
+                   ReplyCallback done) override {
+    ConnectionPool* pool = primary_.load(std::memory_order_acquire);
+    pool->SendDurable(formatted_command, how, FollowingDemotion(pool, std::move(done)));
   }
 
   void Post(absl::AnyInvocable<void() &&> task) override { io_thread_.Post(std::move(task)); }
@@ -109,6 +105,21 @@ class SentinelRouter final : public Router {
   }
 
  private:
+  // `done`, after asking the sentinels again when `pool`'s reply says the primary may have
+  // changed (a failure, or READONLY, which becomes Unavailable).
+  ReplyCallback FollowingDemotion(ConnectionPool* pool, ReplyCallback done) {
+    return [this, pool, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+      if (!reply.ok()) {
+        refresher_.Request();
+      } else if (reply->is_error() && absl::StartsWith(reply->str, "READONLY")) {
+        refresher_.Request();
+        reply = absl::UnavailableError(
+            absl::StrCat("Redis at ", pool->address(), " is no longer the primary: ", reply->str));
+      }
+      std::move(done)(std::move(reply));
+    };
+  }
+
   // One refresh, started by refresher_; ends with refresher_.Finish().
   void Refresh() { Ask(0); }
 
