@@ -228,34 +228,47 @@ struct RlqsService::Core : std::enable_shared_from_this<Core> {
 
 namespace {
 
-// One stream: its messages go to the ledger; it leaves the ledger when it closes.
+// One stream: its messages go to the ledger; it leaves the ledger when it closes. It holds the
+// service's core weakly: a connection may outlive the service (and even the loops, whose
+// destruction destroys what their pending handlers hold), and the core, which holds the
+// loops' timers, must go with the service. Once it has, the stream's messages end it with
+// UNAVAILABLE.
 class RlqsStreamHandler final : public server::GrpcStreamHandler {
  public:
-  RlqsStreamHandler(std::shared_ptr<RlqsService::Core> core,
+  RlqsStreamHandler(const std::shared_ptr<RlqsService::Core>& core,
                     std::shared_ptr<server::GrpcStreamWriter> writer)
-      : core_(std::move(core)), writer_(writer), id_(core_->ledger.OpenStream(std::move(writer))) {}
+      : core_(core), writer_(writer), id_(core->ledger.OpenStream(std::move(writer))) {}
 
   void OnMessage(std::string_view bytes) override {
     if (ended_) return;
+    const std::shared_ptr<RlqsService::Core> core = core_.lock();
+    if (core == nullptr) {
+      End(absl::UnavailableError("the Rate Limit Quota Service is shutting down"));
+      return;
+    }
     RateLimitQuotaUsageReports reports;
     if (!reports.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       End(absl::InvalidArgumentError("the message is not a RateLimitQuotaUsageReports"));
       return;
     }
     absl::StatusOr<bool> subscribed =
-        core_->ledger.Report(id_, reports, core_->options.check_service->snapshot(),
-                             core_->timers->NowMicros(), core_->NowMicros());
+        core->ledger.Report(id_, reports, core->options.check_service->snapshot(),
+                            core->timers->NowMicros(), core->NowMicros());
     if (!subscribed.ok()) {
       End(subscribed.status());
       return;
     }
     // A new bucket gets its first assignment from a round that comes now.
-    if (*subscribed && core_->task != nullptr) core_->task->RunWithin(0);
+    if (*subscribed && core->task != nullptr) core->task->RunWithin(0);
   }
 
   void OnHalfClose() override { End(absl::OkStatus()); }
 
-  void OnClose() override { core_->ledger.CloseStream(id_); }
+  void OnClose() override {
+    if (const std::shared_ptr<RlqsService::Core> core = core_.lock()) {
+      core->ledger.CloseStream(id_);
+    }
+  }
 
  private:
   void End(const absl::Status& status) {
@@ -263,7 +276,7 @@ class RlqsStreamHandler final : public server::GrpcStreamHandler {
     writer_->Finish(status);
   }
 
-  const std::shared_ptr<RlqsService::Core> core_;
+  const std::weak_ptr<RlqsService::Core> core_;
   const std::shared_ptr<server::GrpcStreamWriter> writer_;
   const RlqsLedger::StreamId id_;
   bool ended_ = false;
@@ -297,11 +310,15 @@ RlqsService::~RlqsService() {
 }
 
 void RlqsService::AddMethod(server::GrpcMethods& methods) {
-  methods.AddStreaming(kStreamRateLimitQuotasPath,
-                       [core = core_](std::shared_ptr<server::GrpcStreamWriter> writer)
-                           -> std::unique_ptr<server::GrpcStreamHandler> {
-                         return std::make_unique<RlqsStreamHandler>(core, std::move(writer));
-                       });
+  // Weakly, as the handlers (the server's methods live as long as its last connection).
+  methods.AddStreaming(
+      kStreamRateLimitQuotasPath,
+      [weak = std::weak_ptr<Core>(core_)](std::shared_ptr<server::GrpcStreamWriter> writer)
+          -> std::unique_ptr<server::GrpcStreamHandler> {
+        const std::shared_ptr<Core> core = weak.lock();
+        if (core == nullptr) return nullptr;  // the service is gone
+        return std::make_unique<RlqsStreamHandler>(core, std::move(writer));
+      });
 }
 
 server::RlqsStats RlqsService::stats() const {

@@ -73,7 +73,8 @@ class RlqsService {
   RlqsService(const RlqsService&) = delete;
   RlqsService& operator=(const RlqsService&) = delete;
   // Stops the rounds (waits for the one in flight), then sends what was reported and granted
-  // since to Redis (one last script call, waited for). Streams still open keep what they need.
+  // since to Redis (one last script call, waited for). Streams still open end with UNAVAILABLE
+  // at their next message.
   // REQUIRES: not on one of the Redis connections' threads.
   ~RlqsService();
 
@@ -87,8 +88,10 @@ class RlqsService {
  private:
   RlqsService(std::shared_ptr<Core> core, std::shared_ptr<RedisConnections> redis)
       : core_(std::move(core)), redis_(std::move(redis)) {}
-  // Shared with the streams' handlers, which may outlive the service; it does not own the
-  // connections (whose last owner must not be one of their own threads): the service does.
+  // Owned here: the streams' handlers, which may outlive the service, hold it weakly (a
+  // connection may outlive even the loops, and the core holds the loops' timers). It does not
+  // own the connections (whose last owner must not be one of their own threads): the service
+  // does.
   std::shared_ptr<Core> core_;
   std::shared_ptr<RedisConnections> redis_;
 };
