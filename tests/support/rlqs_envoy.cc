@@ -63,6 +63,11 @@ void SimulatedEnvoy::Stop() {
   for (std::thread& reader : readers) reader.join();
 }
 
+void SimulatedEnvoy::StopReporting() {
+  absl::MutexLock lock(&mu_);
+  silent_ = true;
+}
+
 void SimulatedEnvoy::DropStream() {
   absl::MutexLock lock(&write_mu_);
   if (context_ != nullptr) context_->TryCancel();
@@ -117,7 +122,7 @@ void SimulatedEnvoy::SendReport(const std::map<RlqsBucket, bool>& only) {
   reports.set_domain(options_.domain);
   {
     absl::MutexLock lock(&mu_);
-    if (stop_.HasBeenNotified()) return;
+    if (stop_.HasBeenNotified() || silent_) return;
     const Clock::time_point now = Clock::now();
     for (auto& [id, bucket] : buckets_) {
       if (!only.empty() && !only.contains(id)) continue;
@@ -192,6 +197,9 @@ void SimulatedEnvoy::Apply(const rlqs::RateLimitQuotaResponse& response) {
       case RateLimitStrategy::kBlanketRule:
         bucket.strategy =
             strategy.blanket_rule() == RateLimitStrategy::DENY_ALL ? "deny_all" : "allow_all";
+        if (bucket.strategy == "deny_all") {
+          counts.grants.push_back({std::chrono::system_clock::now(), 0});
+        }
         break;
       case RateLimitStrategy::kTokenBucket: {
         const auto& token_bucket = strategy.token_bucket();
@@ -207,6 +215,7 @@ void SimulatedEnvoy::Apply(const rlqs::RateLimitQuotaResponse& response) {
           bucket.fill_nanos = token_bucket.fill_interval().nanos();
           bucket.tokens = bucket.max_tokens;
           bucket.refilled = now;
+          counts.grants.push_back({std::chrono::system_clock::now(), token_bucket.max_tokens()});
         }
         counts.last_max_tokens = token_bucket.max_tokens();
         counts.max_tokens_seen =

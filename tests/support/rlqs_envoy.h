@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -49,6 +50,14 @@ struct SimulatedEnvoyOptions {
   bool no_assignment_allows = true;
 };
 
+// A new assignment of a bucket: a token_bucket that replaced the one Envoy held (`tokens`, its
+// max_tokens), or DENY_ALL (`tokens` 0); `at` is when it arrived, on the wall clock (the
+// limits' windows are Redis', this host's).
+struct RlqsGrant {
+  std::chrono::system_clock::time_point at;
+  int64_t tokens = 0;
+};
+
 // What one bucket has seen.
 struct RlqsBucketCounts {
   int64_t allowed = 0;
@@ -59,7 +68,8 @@ struct RlqsBucketCounts {
   std::string last_strategy;
   int64_t last_max_tokens = 0;
   int64_t last_ttl_seconds = 0;
-  int64_t max_tokens_seen = 0;  // the largest token bucket ever assigned
+  int64_t max_tokens_seen = 0;    // the largest token bucket ever assigned
+  std::vector<RlqsGrant> grants;  // oldest first
 };
 
 class SimulatedEnvoy {
@@ -79,6 +89,9 @@ class SimulatedEnvoy {
   void DropStream();
   // Stops everything: no more reports or reads; the stream is cancelled (an Envoy killed).
   void Stop();
+  // Stops reporting and taking requests, with the stream left open and read (an Envoy that
+  // hangs, or loses its route to the server but not the connection).
+  void StopReporting();
 
   RlqsBucketCounts counts(const RlqsBucket& bucket) const;
   // Whether `bucket` is in the cache (not abandoned).
@@ -111,6 +124,7 @@ class SimulatedEnvoy {
   std::string last_stream_status_ ABSL_GUARDED_BY(mu_);
   int64_t responses_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool silent_ ABSL_GUARDED_BY(mu_) = false;  // StopReporting
 
   // The stream: written under write_mu_, read by its reader thread.
   // Taken before mu_ when both are held.

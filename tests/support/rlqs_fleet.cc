@@ -29,7 +29,7 @@ int64_t RlqsAdmitted::WindowOf(std::chrono::system_clock::time_point at) const {
 }
 
 RlqsAdmitted DriveRlqs(std::vector<RlqsTraffic>& traffic, int64_t window_seconds, int seconds,
-                       std::map<int, std::function<void()>> at_second) {
+                       std::map<double, std::function<void()>> at_second) {
   RlqsAdmitted admitted;
   admitted.window_seconds = window_seconds;
   const auto start = std::chrono::steady_clock::now();
@@ -56,6 +56,18 @@ RlqsAdmitted DriveRlqs(std::vector<RlqsTraffic>& traffic, int64_t window_seconds
   }
   admitted.last_window = admitted.WindowOf(std::chrono::system_clock::now());
   return admitted;
+}
+
+std::vector<int64_t> FirstGrants(const SimulatedEnvoy& envoy, const RlqsBucket& bucket,
+                                 const RlqsAdmitted& admitted, int64_t from, int64_t to) {
+  std::vector<int64_t> first(static_cast<size_t>(std::max<int64_t>(0, to - from + 1)), -1);
+  for (const RlqsGrant& grant : envoy.counts(bucket).grants) {
+    const int64_t window = admitted.WindowOf(grant.at);
+    if (window < from || window > to) continue;
+    int64_t& slot = first[static_cast<size_t>(window - from)];
+    if (slot < 0) slot = grant.tokens;
+  }
+  return first;
 }
 
 void WaitForWindowStart(int64_t window_seconds) {

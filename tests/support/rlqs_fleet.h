@@ -45,7 +45,12 @@ struct RlqsAdmitted {
 // Each of `at_second` runs once, that many seconds into the run, on this thread; it may change
 // `traffic` (stop one by setting its envoy to nullptr).
 RlqsAdmitted DriveRlqs(std::vector<RlqsTraffic>& traffic, int64_t window_seconds, int seconds,
-                       std::map<int, std::function<void()>> at_second = {});
+                       std::map<double, std::function<void()>> at_second = {});
+
+// The first grant `envoy` received for `bucket` in each window of `admitted` from `from` to
+// `to` (-1 for a window without one).
+std::vector<int64_t> FirstGrants(const SimulatedEnvoy& envoy, const RlqsBucket& bucket,
+                                 const RlqsAdmitted& admitted, int64_t from, int64_t to);
 
 // Returns just after the next fixed window of `window_seconds` starts (on this host's clock,
 // which is Redis'), so that a run's events fall at known places in its windows.
