@@ -30,11 +30,13 @@ using rlqs::RlqsService;
 using testing::RlqsBucket;
 using testing::SimulatedEnvoy;
 
+// name=api: 10 an hour, so that a test's few seconds all but never straddle the end of a window
+// (the fixed window's next 10 would let "the limit" pass twice).
 constexpr char kTiffin[] = R"(domain: tiffin
 descriptors:
   - key: name
     value: api
-    rate_limit: {unit: minute, requests_per_unit: 10}
+    rate_limit: {unit: hour, requests_per_unit: 10}
   - key: name
     value: blocked
     rate_limit: {unit: minute, requests_per_unit: 0}
