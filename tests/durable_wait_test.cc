@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/proxied_replication.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/redis_stores.h"
 #include "tollgate/fleet.h"
@@ -32,7 +33,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::tollgate::testing::FaultProxy;
 using ::tollgate::testing::RedisCommand;
-using ::tollgate::testing::RedisSentinelSet;
 
 constexpr char kPhone[] = "+919800000000";
 
@@ -90,19 +90,10 @@ struct Answer {
   }
 };
 
-class DurableWaitTest : public ::testing::Test {
+class DurableWaitTest : public ::tollgate::testing::ProxiedReplicationTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set =
-        RedisSentinelSet::StartWithProxiedReplication();
-    ASSERT_TRUE(set.ok()) << set.status();
-    set_ = *std::move(set);
-    ASSERT_TRUE(set_->WaitReplicaKnown(std::chrono::seconds(30)).ok());
-  }
-
   int primary() const { return set_->port(0); }
   std::string url() const { return absl::StrCat("redis://127.0.0.1:", primary()); }
-  FaultProxy& link() const { return *set_->replication_link(); }
 
   std::unique_ptr<RedisStore> Store(ResilienceEventCallback on_event = nullptr) {
     absl::StatusOr<std::unique_ptr<RedisStore>> store =
@@ -110,8 +101,6 @@ class DurableWaitTest : public ::testing::Test {
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
-
-  std::unique_ptr<RedisSentinelSet> set_;
 };
 
 TEST_F(DurableWaitTest, AnAdmissionIsAnsweredOnlyOnceAReplicaHoldsIt) {

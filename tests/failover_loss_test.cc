@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/proxied_replication.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/serve_process.h"
 
@@ -28,7 +29,6 @@ namespace {
 using ::tollgate::testing::FaultProxy;
 using ::tollgate::testing::HttpTestClient;
 using ::tollgate::testing::RedisCommand;
-using ::tollgate::testing::RedisSentinelSet;
 using ::tollgate::testing::ServeProcess;
 
 // The OTP limit, `durable` as given, and a limit of API calls left to the default (a fail_open
@@ -82,16 +82,8 @@ bool Eventually(Condition condition, std::chrono::seconds within) {
   return condition();
 }
 
-class FailoverLossTest : public ::testing::Test {
+class FailoverLossTest : public ::tollgate::testing::ProxiedReplicationTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<RedisSentinelSet>> set =
-        RedisSentinelSet::StartWithProxiedReplication();
-    ASSERT_TRUE(set.ok()) << set.status();
-    set_ = *std::move(set);
-    ASSERT_TRUE(set_->WaitReplicaKnown(std::chrono::seconds(30)).ok());
-  }
-
   std::unique_ptr<ServeProcess> Serve(const std::string& config) {
     return ServeProcess::Start(config, {"--redis", set_->url()});
   }
@@ -113,7 +105,7 @@ class FailoverLossTest : public ::testing::Test {
         RedisCommand(set_->port(0), {"WAIT", "1", "5000"});
     EXPECT_TRUE(replicated.ok() && replicated->integer == 1);
 
-    set_->replication_link()->set_fault(FaultProxy::Fault::kBlackHole);
+    link().set_fault(FaultProxy::Fault::kBlackHole);
     const int third = Otp(*a);
     admitted += third == 200;
     // A durable limit's third waits for a replica, which never confirms: its policy refuses.
@@ -158,7 +150,6 @@ class FailoverLossTest : public ::testing::Test {
     return admitted;
   }
 
-  std::unique_ptr<RedisSentinelSet> set_;
 };
 
 TEST_F(FailoverLossTest, AnAdmissionTheReplicaNeverReceivedIsLostAtFailover) {
