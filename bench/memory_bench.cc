@@ -61,7 +61,8 @@ Limit BenchLimit(Algorithm algorithm) {
       limit.name = "bench_token_bucket";
       limit.numbers.capacity = 1'000'000'000;
       // The slowest refill ValidateLimit accepts (full again within 365 days): a hot key is
-      // never refused, and a used key is full again 32 ms after its last unit.
+      // never refused. A key Prefill() spent kPrefillTokens of is full again (and expires)
+      // only after 36 days, so the 1M-key rows decide on live entries.
       limit.numbers.refill_per_second = 32;
       break;
     case Algorithm::kFixedWindow:
@@ -126,6 +127,10 @@ class KeyCursor {
   int64_t next_;
 };
 
+// What Prefill() spends of a token bucket's key: 100M of its 1G tokens, refilled at 32 a
+// second, keep the key below full (alive) for 36 days.
+constexpr int64_t kPrefillTokens = 100'000'000;
+
 // Checks every distinct key of `limit` once in `store`, before the first timed run that
 // uses them: the timed loop then measures decisions on existing keys, not a million first
 // inserts, whichever rows a filter selects. (The other thread of a two-thread run waits at
@@ -136,7 +141,9 @@ void Prefill(MemoryStoreImpl& store, const Limit& limit) {
   absl::MutexLock lock(&mu);
   if (!done->insert({&store, &limit}).second) return;
   for (int64_t i = 0; i < kDistinctKeys; ++i) {
-    store.ApplyAsync({CheckItem{&limit, DistinctKey(i), 1}}, [](auto) {});
+    const int64_t cost =
+        limit.numbers.algorithm == Algorithm::kTokenBucket ? kPrefillTokens : 1;
+    store.ApplyAsync({CheckItem{&limit, DistinctKey(i), cost}}, [](auto) {});
   }
 }
 

@@ -49,6 +49,13 @@ if(NOT TOLLGATE_BUILD_BENCH)
   return()
 endif()
 
+# The Rate Limit Quota Service's load (E Envoys x B buckets, grpc++ streams), for
+# bench/rlqs_bench.sh.
+add_executable(rlqs_load ${CMAKE_SOURCE_DIR}/bench/rlqs_load.cc)
+target_include_directories(rlqs_load PRIVATE ${CMAKE_SOURCE_DIR})
+target_link_libraries(rlqs_load PRIVATE tollgate_grpc absl::synchronization)
+set_target_properties(rlqs_load PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
 # A minimal ShouldRateLimit server per gRPC server API (callback, async, sync) that answers OK
 # at once: gRPC's own cost per call, for bench/grpc_floor.sh.
 add_executable(grpc_floor_server ${CMAKE_SOURCE_DIR}/bench/grpc_floor_server.cc)

@@ -28,6 +28,7 @@ set(TOLLGATE_LAYERS
   fleet         # tollgate::Fleet: the production stack in one call
   config        # YAML -> validated limits
   server        # HTTP, gRPC, RLS planning and descriptor matching, metrics, tracing
+  rlqs          # Envoy's Rate Limit Quota Service: streams, buckets, grants synced in Redis
   xds           # config over xDS (reports to the server's metrics)
   cli)          # the binary's subcommands (src/cli/main.cc is the tollgate executable)
 set(TOLLGATE_USES_algorithm)
@@ -41,8 +42,9 @@ set(TOLLGATE_USES_resilience algorithm core store_memory store_redis)
 set(TOLLGATE_USES_fleet core store_memory store_redis store_sync limiter resilience)
 set(TOLLGATE_USES_config core)
 set(TOLLGATE_USES_server core net store_memory limiter config)
+set(TOLLGATE_USES_rlqs core store_redis store_sync config server)
 set(TOLLGATE_USES_xds core config server)
-set(TOLLGATE_USES_cli core config fleet server xds)
+set(TOLLGATE_USES_cli core config fleet server rlqs xds)
 
 # The layers `layer` may use, itself included: what it uses, and what those use.
 function(tollgate_layer_closure layer out)
@@ -203,6 +205,7 @@ target_link_libraries(tollgate_server
   PUBLIC tollgate_proto Boost::headers nlohmann_json::nlohmann_json spdlog::spdlog
          absl::flat_hash_map absl::synchronization absl::strings absl::random_random
          Threads::Threads PkgConfig::NGHTTP2 OpenSSL::SSL)  # OpenSSL: TLS on the gRPC port
+target_link_libraries(tollgate_rlqs PRIVATE absl::flat_hash_map absl::strings spdlog::spdlog)
 target_link_libraries(tollgate_xds
   PUBLIC tollgate_grpc absl::status absl::statusor absl::synchronization
   PRIVATE yaml-cpp absl::strings absl::time spdlog::spdlog Threads::Threads)

@@ -1,13 +1,14 @@
 include(GoogleTest)
 
 # Test helpers shared by tests that start real servers (tests/support/).
-# (fault_proxy.cc is its own library, tollgate_fault_proxy, which benchmarks use too.)
+# (fault_proxy.cc is its own library, tollgate_fault_proxy, which benchmarks use too; so is
+# rlqs_envoy.cc, tollgate_rlqs_envoy, which the demo uses.)
 file(GLOB TOLLGATE_TEST_SUPPORT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/support/*.cc)
-list(FILTER TOLLGATE_TEST_SUPPORT_SOURCES EXCLUDE REGEX "/fault_proxy\\.cc$")
+list(FILTER TOLLGATE_TEST_SUPPORT_SOURCES EXCLUDE REGEX "/(fault_proxy|rlqs_envoy)\\.cc$")
 add_library(tollgate_test_support STATIC ${TOLLGATE_TEST_SUPPORT_SOURCES})
 target_include_directories(tollgate_test_support PUBLIC ${CMAKE_SOURCE_DIR})
-target_link_libraries(tollgate_test_support PUBLIC tollgate tollgate_server tollgate_xds tollgate_grpc
-  tollgate_fault_proxy GTest::gtest GTest::gmock
+target_link_libraries(tollgate_test_support PUBLIC tollgate tollgate_server tollgate_rlqs tollgate_xds tollgate_grpc
+  tollgate_fault_proxy tollgate_rlqs_envoy GTest::gtest GTest::gmock
   absl::strings absl::time)
 target_compile_definitions(tollgate_test_support PUBLIC
   TOLLGATE_BINARY="$<TARGET_FILE:tollgate_cli>"
@@ -17,7 +18,7 @@ target_compile_definitions(tollgate_test_support PUBLIC
 set(TOLLGATE_TEST_ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
 
 # Unit tests: one binary per folder under src/, from the *_test.cc files beside the code.
-foreach(dir core algorithm store/memory store/redis store/sync limiter resilience fleet config server xds cli)
+foreach(dir core algorithm store/memory store/redis store/sync limiter resilience fleet config server rlqs xds cli)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*_test.cc)
   if(tests)
     string(REPLACE "/" "_" name ${dir})

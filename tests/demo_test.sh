@@ -16,6 +16,10 @@
 #           token bucket's budget plus the calls in flight when it ran dry; a tenant never
 #           holds more than its 4 streams; a SIGKILLed gateway's leases stop counting within
 #           the lease time.
+#   rlqs    Envoys of the Rate Limit Quota Service (4 at 4x the limit, on 2 tollgate serve):
+#           every second admits at most the limit plus the measured bound (the largest grant
+#           each Envoy held, summed) and, after the first, at least half the limit on average;
+#           every Envoy keeps its one stream.
 #
 #   bash tests/demo_test.sh BUILD_DIR SOURCE_DIR
 #
@@ -33,7 +37,7 @@ for tool in haproxy redis-server python3; do
     exit 1
   fi
 done
-for binary in tiffin-app tiffin-load; do
+for binary in tiffin-app tiffin-load tiffin-envoys tollgate; do
   if [ ! -x "$BUILD/$binary" ]; then
     echo "FAIL: $BUILD/$binary not built"
     exit 1
@@ -195,6 +199,23 @@ llm_back_s=$(awk -F, -v k="$llm_kill_s" 'NR > 1 && $1 > k && $4 == 0 { print $1;
 check "llm: $llm_victim held $llm_held of initech's leases when SIGKILLed at ${llm_kill_s}s; Redis counted none of them from ${llm_back_s:-never}s, within the lease time ($LEASE_S s) + 1 s of sampling" \
   awk -v k="$llm_kill_s" -v b="${llm_back_s:-1e9}" -v h="$llm_held" -v l="$LEASE_S" \
   'BEGIN { exit !(h >= 1 && b > k && b <= k + l + 1) }'
+
+# rlqs: OUT/rlqs.csv per second (the limit's 1 s windows); OUT/rlqs_summary.csv one row of
+#   envoys,streams,assignments,bound,redis_calls,seconds
+RLQS_LIMIT=200
+IFS=, read -r rlqs_envoys rlqs_streams rlqs_assignments rlqs_bound rlqs_calls rlqs_seconds \
+  < <(tail -n 1 "$OUT/rlqs_summary.csv")
+rlqs_max=$(awk -F, 'NR > 1 && $3 > m { m = $3 } END { print m + 0 }' "$OUT/rlqs.csv")
+rlqs_last=$(($(seconds "$OUT/rlqs.csv") - 1))
+echo "rlqs: $rlqs_envoys Envoys, $rlqs_assignments assignments, $rlqs_calls Redis script calls" \
+  "in ${rlqs_seconds}s; allowed per second at most $rlqs_max; bound $rlqs_bound"
+check "rlqs: every second allowed <= the limit $RLQS_LIMIT + the measured bound $rlqs_bound (max $rlqs_max)" \
+  every "$OUT/rlqs.csv" 0 "$rlqs_last" "\$3 <= $RLQS_LIMIT + $rlqs_bound"
+rlqs_used=$(sum "$OUT/rlqs.csv" 3 1 "$rlqs_last")
+check "rlqs: allowed $rlqs_used after the first second, at least half the limit's $((RLQS_LIMIT * rlqs_last))" \
+  test "$rlqs_used" -ge $((RLQS_LIMIT * rlqs_last / 2))
+check "rlqs: $rlqs_streams streams for $rlqs_envoys Envoys (none ended), $rlqs_assignments assignments" \
+  test "$rlqs_streams" -eq "$rlqs_envoys" -a "$rlqs_assignments" -gt 0
 
 echo
 if [ "$failures" -eq 0 ]; then

@@ -149,7 +149,6 @@ class FailoverLossTest : public ::tollgate::testing::ProxiedReplicationTest {
     EXPECT_EQ(b->Stop(), 0);
     return admitted;
   }
-
 };
 
 TEST_F(FailoverLossTest, AnAdmissionTheReplicaNeverReceivedIsLostAtFailover) {

@@ -418,7 +418,8 @@ TEST(TollgateCliTest, ValidateReportsTheErrorsOfEveryFile) {
             "descriptors, name (did you mean 'domain'?)\n"
             "envoy.yaml:4:54: descriptors[0].rate_limit: unknown key 'unlimted', expected one of "
             "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
-            "on_store_failure, timeout, durable (did you mean 'unlimited'?)\n"
+            "on_store_failure, timeout, durable, rlqs_on_store_failure (did you mean "
+            "'unlimited'?)\n"
             "missing.yaml: no such file\n");
 }
 

@@ -43,6 +43,7 @@ free_port() {
 serve_port=""
 start_serve() {
   local log="$WORK/serve.${#pids[@]}.log"
+  : >"$log"  # before the server's shell opens it: the first read below must find it
   "$BUILD/tollgate" serve --config "$SOURCE/examples/tiffin.yaml" --http 127.0.0.1:0 \
     --grpc 127.0.0.1:0 "$@" >"$log" 2>&1 &
   pids+=($!)

@@ -17,6 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+: >"$WORK/serve.log"  # before the server's shell opens it: the first read below must find it
 "$BUILD/tollgate" serve --config "$SOURCE/examples/tiffin.yaml" --http 127.0.0.1:0 \
   --grpc 127.0.0.1:0 >"$WORK/serve.log" 2>&1 &
 server_pid=$!

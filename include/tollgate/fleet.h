@@ -120,6 +120,9 @@ class Fleet {
   virtual const RedisStore* redis_store() const = 0;
   // With Redis and a learned N: fail_open's shares (FallbackShares::Fractions). Else nullptr.
   virtual const FallbackShares* fallback_shares() const = 0;
+  // With Redis: the connections every part shares (for other parts of a service that count in
+  // the same Redis, such as the Rate Limit Quota Service). Else nullptr.
+  virtual const std::shared_ptr<RedisConnections>& connections() const = 0;
   // N: FleetOptions::instances when set, else the live count the registry learned, else 1
   // (without Redis).
   virtual int64_t InstanceCount() const = 0;

@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   CLI::App* validate_command = app.add_subcommand("validate", "Check config files and exit");
   validate_command->add_option("--config", validate_paths, "Config file (YAML); repeatable")
       ->required();
+  std::vector<std::string> validate_buckets;
+  validate_command->add_option("--rlqs-bucket", validate_buckets,
+                               "Print what a Rate Limit Quota Service bucket counts against: "
+                               "DOMAIN:key=value[,key=value...]; repeatable");
 
   tollgate::cli::CheckOptions check;
   CLI::App* check_command = app.add_subcommand(
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
     }
     return tollgate::cli::RunServe(serve_flags.options);
   }
-  if (*validate_command) return tollgate::cli::RunValidate(validate_paths);
+  if (*validate_command) return tollgate::cli::RunValidate(validate_paths, validate_buckets);
   if (*check_command) return tollgate::cli::RunCheck(check);
   return 2;
 }

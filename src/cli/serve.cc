@@ -26,6 +26,7 @@
 #include "src/cli/instance_group.h"
 #include "src/cli/load_configs.h"
 #include "src/cli/serve_environment.h"
+#include "src/cli/serve_rlqs.h"
 #include "src/cli/serve_xds.h"
 #include "src/core/build_info.h"
 #include "src/server/check_service.h"
@@ -321,6 +322,15 @@ int RunServe(const ServeOptions& given) {
   server::GrpcHealth grpc_health;
   server::GrpcMethods grpc_methods;
   server::AddRlsGrpcMethods(grpc_methods, **rls, grpc_health);
+  // Envoy's Rate Limit Quota Service beside it (serve_rlqs.h): the same rules, the same Redis.
+  absl::StatusOr<std::unique_ptr<rlqs::RlqsService>> rlqs_service =
+      StartRlqs(options.rlqs, options.redis_key_prefix, stack, *check_service, timers);
+  if (!rlqs_service.ok()) {
+    spdlog::error("rlqs: {}", std::string(rlqs_service.status().message()));
+    return 1;
+  }
+  (*rlqs_service)->AddMethod(grpc_methods);
+  metrics.set_rlqs_stats([raw = rlqs_service->get()] { return raw->stats(); });
   server::GrpcServerOptions grpc_options = options.grpc;
   grpc_options.address = *grpc_address;
   grpc_options.max_message_bytes = static_cast<uint32_t>(options.max_body_bytes);
@@ -472,6 +482,9 @@ int RunServe(const ServeOptions& given) {
   http->reset();
   metrics_http.reset();
   grpc->reset();
+  // Its rounds read the check service and use the fleet's connections: it goes first.
+  metrics.set_rlqs_stats(nullptr);
+  rlqs_service->reset();
   // Connections still closing on the loops hold the check service (and its limiters) for a
   // moment: it goes once they let go, while the loops still run, and before the fleet.
   check_service.reset();

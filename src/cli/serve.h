@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/config/loaded_configs.h"
+#include "src/rlqs/ledger.h"
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_tls.h"
 #include "src/server/ratelimit_headers.h"
@@ -71,6 +72,9 @@ struct ServeOptions {
   // TLS on the gRPC port (--grpc-tls-*; docs/envoy.md, "TLS and mTLS"); all empty: plaintext.
   // Its handshake bounds are grpc.max_tls_handshakes and grpc.tls_handshake_timeout.
   server::GrpcTlsFiles grpc_tls;
+  // Envoy's Rate Limit Quota Service on the gRPC port (--rlqs-*; src/cli/serve_rlqs.h). Its
+  // key_prefix is redis_key_prefix.
+  rlqs::RlqsLedgerOptions rlqs;
 
   // Prepended to every Redis key tollgate writes (its counters and the instance registry), so
   // that several deployments can share one Redis (the peer's CACHE_KEY_PREFIX).

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/cli/ratelimit_environment.h"
 #include "src/cli/serve_environment.h"
+#include "src/cli/serve_rlqs.h"
 
 namespace tollgate::cli {
 
@@ -377,6 +378,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
 
+  AddRlqsFlags(*serve_command, serve.rlqs, serve.grpc);  // serve_rlqs.cc
   // Every option above also from the environment, TOLLGATE_<OPTION>; the command line wins.
   ReadOptionsFromEnvironment(*serve_command);
   serve_command->footer(

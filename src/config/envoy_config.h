@@ -46,6 +46,12 @@ std::string_view EnvoyUnitName(EnvoyUnit unit);
 // Case-insensitive "second" ... "year". nullopt for anything else.
 std::optional<EnvoyUnit> ParseEnvoyUnit(std::string_view text);
 
+// Extension: what the Rate Limit Quota Service assigns a rule's buckets while Redis is away
+// (src/rlqs/ledger.h): this instance's fallback share (fail_open), DENY_ALL
+// (fail_closed), or nothing, so that the assignments Envoy holds expire into its own
+// expired_assignment_behavior (expire).
+enum class RlqsStoreFailure { kFailOpen, kFailClosed, kExpire };
+
 // A descriptor's `rate_limit:` block.
 struct EnvoyRateLimit {
   // Matches, answers OK, counts nothing.
@@ -72,6 +78,8 @@ struct EnvoyRateLimit {
   // Extension: Limit::durable (answered once a Redis replica holds the count); unset: the
   // store's default.
   std::optional<bool> durable = std::nullopt;
+  // Extension (`rlqs_on_store_failure`); unset: as on_store_failure.
+  std::optional<RlqsStoreFailure> rlqs_on_store_failure;
 };
 
 // One entry of a `descriptors:` list, with its nested list.

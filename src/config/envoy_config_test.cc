@@ -83,6 +83,17 @@ TEST(EnvoyConfigTest, LoadsEnvoyproxyRatelimitFormat) {
   EXPECT_TRUE(config->descriptors[4].rate_limit->unlimited);
 }
 
+TEST(EnvoyConfigTest, RlqsOnStoreFailureIsReadAndUnsetByDefault) {
+  absl::StatusOr<EnvoyDomainConfig> config = ParseEnvoyConfig(
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: "
+      "1, rlqs_on_store_failure: expire}\n  - key: b\n    rate_limit: {unit: second, "
+      "requests_per_unit: 1}\n",
+      "d.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->descriptors[0].rate_limit->rlqs_on_store_failure, RlqsStoreFailure::kExpire);
+  EXPECT_FALSE(config->descriptors[1].rate_limit->rlqs_on_store_failure.has_value());
+}
+
 TEST(EnvoyConfigTest, UnitsHaveEnvoyproxyLengths) {
   EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kSecond), 1);
   EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kHour), 3600);
@@ -167,6 +178,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "requests_per_unit: 1, on_store_failure: local}\n",
                   "descriptors[0].rate_limit.on_store_failure: expected fail_open or "
                   "fail_closed"},
+        BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1, rlqs_on_store_failure: later}\n",
+                  "descriptors[0].rate_limit.rlqs_on_store_failure: expected fail_open, "
+                  "fail_closed or expire, got 'later'"},
         BadConfig{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
                   "requests_per_unit: 1, reqests: 2}\n",
                   "descriptors[0].rate_limit: unknown key 'reqests'"},
@@ -401,7 +416,7 @@ descriptors:
           "number from 0 to 4294967295, got '-1'",
           "envoy.yaml:11:7: descriptors[1].rate_limit: unknown key 'unlimted', expected one of "
           "unit, requests_per_unit, unit_multiplier, unlimited, name, replaces, algorithm, "
-          "on_store_failure, timeout, durable (did you mean 'unlimited'?)",
+          "on_store_failure, timeout, durable, rlqs_on_store_failure (did you mean 'unlimited'?)",
           "envoy.yaml:12:5: descriptors[2].key: missing",
           "envoy.yaml:13:18: descriptors[2].shadow_mode: expected true or false, got 'maybe'"));
 }

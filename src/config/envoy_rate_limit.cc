@@ -15,9 +15,17 @@
 namespace tollgate::config {
 namespace {
 
-constexpr absl::string_view kRateLimitKeys[] = {
-    "unit",     "requests_per_unit", "unit_multiplier",  "unlimited", "name",
-    "replaces", "algorithm",         "on_store_failure", "timeout",   "durable"};
+constexpr absl::string_view kRateLimitKeys[] = {"unit",
+                                                "requests_per_unit",
+                                                "unit_multiplier",
+                                                "unlimited",
+                                                "name",
+                                                "replaces",
+                                                "algorithm",
+                                                "on_store_failure",
+                                                "timeout",
+                                                "durable",
+                                                "rlqs_on_store_failure"};
 constexpr absl::string_view kReplacesKeys[] = {"name"};
 constexpr absl::string_view kUnitNames[] = {"second", "minute", "hour", "day",
                                             "week",   "month",  "year"};
@@ -139,6 +147,23 @@ absl::Status ReadFailureMode(EnvoyParser& parser, const YAML::Node& failure,
   }
   return absl::OkStatus();
 }
+absl::Status ReadRlqsFailure(EnvoyParser& parser, const YAML::Node& failure,
+                             const std::string& field, EnvoyRateLimit& rate_limit) {
+  absl::StatusOr<std::string> text = parser.Scalar(failure, field);
+  if (!text.ok()) return text.status();
+  if (*text == "fail_open") {
+    rate_limit.rlqs_on_store_failure = RlqsStoreFailure::kFailOpen;
+  } else if (*text == "fail_closed") {
+    rate_limit.rlqs_on_store_failure = RlqsStoreFailure::kFailClosed;
+  } else if (*text == "expire") {
+    rate_limit.rlqs_on_store_failure = RlqsStoreFailure::kExpire;
+  } else {
+    return parser.Fail(
+        failure, field,
+        absl::StrCat("expected fail_open, fail_closed or expire, got ", Describe(failure)));
+  }
+  return absl::OkStatus();
+}
 absl::Status ReadTimeout(EnvoyParser& parser, const YAML::Node& timeout, const std::string& field,
                          EnvoyRateLimit& rate_limit) {
   absl::StatusOr<std::string> text = parser.Scalar(timeout, field);
@@ -199,6 +224,9 @@ absl::StatusOr<EnvoyRateLimit> EnvoyParser::ParseRateLimit(const YAML::Node& nod
   if (YAML::Node durable = node["durable"]) {
     absl::StatusOr<bool> value = Bool(durable, field + ".durable");
     if (value.ok()) rate_limit.durable = *value;
+  }
+  if (YAML::Node failure = node["rlqs_on_store_failure"]) {
+    ReadRlqsFailure(*this, failure, field + ".rlqs_on_store_failure", rate_limit).IgnoreError();
   }
   return rate_limit;
 }

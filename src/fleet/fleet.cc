@@ -50,6 +50,7 @@ class FleetImpl final : public Fleet {
   const SyncStore* sync_store() const override { return sync_; }
   const RedisStore* redis_store() const override { return redis_; }
   const FallbackShares* fallback_shares() const override { return fallback_shares_.get(); }
+  const std::shared_ptr<RedisConnections>& connections() const override { return connections_; }
 
   int64_t InstanceCount() const override {
     if (fixed_instances_ > 0) return fixed_instances_;

@@ -60,7 +60,18 @@ std::string_view GrpcResponder::traceparent() const {
 // ---- GrpcMethods ----------------------------------------------------------------------------
 
 void GrpcMethods::AddUnary(std::string path, GrpcUnaryHandler handler) {
+  streaming_.erase(path);
   handlers_.insert_or_assign(std::move(path), std::move(handler));
+}
+
+void GrpcMethods::AddStreaming(std::string path, GrpcStreamFactory factory) {
+  handlers_.erase(path);
+  streaming_.insert_or_assign(std::move(path), std::move(factory));
+}
+
+const GrpcStreamFactory* GrpcMethods::FindStreaming(std::string_view path) const {
+  auto it = streaming_.find(AbslView(path));
+  return it == streaming_.end() ? nullptr : &it->second;
 }
 
 const GrpcUnaryHandler* GrpcMethods::Find(std::string_view path) const {
@@ -77,6 +88,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(EventLoops& loops,
       options.max_header_list_bytes == 0 || options.reset_burst == 0 || options.max_settings == 0 ||
       options.control_burst == 0 || options.max_buffered_bytes_per_connection == 0 ||
       options.max_buffered_bytes == 0 || options.idle_timeout.count() <= 0 ||
+      options.max_streaming_calls_per_connection == 0 || options.max_stream_queued_bytes == 0 ||
       (options.keepalive_interval.count() > 0 && options.keepalive_timeout.count() <= 0) ||
       (options.tls != nullptr &&
        (options.max_tls_handshakes == 0 || options.tls_handshake_timeout.count() <= 0))) {

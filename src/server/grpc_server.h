@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/server/event_loops.h"
+#include "src/server/grpc_stream.h"
 #include "src/server/grpc_wire.h"
 #include "src/server/listen_address.h"
 #include "tollgate/timers.h"
@@ -104,6 +105,11 @@ struct GrpcServerOptions {
   std::shared_ptr<Timers> timers;
   uint32_t max_tls_handshakes = 256;
   std::chrono::milliseconds tls_handshake_timeout{10'000};
+  // Streaming calls (src/server/grpc_stream.h): how many may be open at once on one
+  // connection, and how many bytes of one call's messages may wait for its client's
+  // flow-control window before the call is reset.
+  uint32_t max_streaming_calls_per_connection = 16;
+  size_t max_stream_queued_bytes = 1024 * 1024;
 };
 
 // The answer to one call. Move-only; Finish exactly once, from any thread (it posts to the
@@ -159,9 +165,15 @@ class GrpcMethods {
   void AddUnary(std::string path, GrpcUnaryHandler handler);
   // nullptr when no method has `path`.
   const GrpcUnaryHandler* Find(std::string_view path) const;
+  // A bidirectional streaming method (src/server/grpc_stream.h). A path is unary or
+  // streaming, not both: adding one removes the other.
+  void AddStreaming(std::string path, GrpcStreamFactory factory);
+  // nullptr when no streaming method has `path`.
+  const GrpcStreamFactory* FindStreaming(std::string_view path) const;
 
  private:
   absl::flat_hash_map<std::string, GrpcUnaryHandler> handlers_;
+  absl::flat_hash_map<std::string, GrpcStreamFactory> streaming_;
 };
 
 struct GrpcServerShared;  // what connections share with the server (src/server/h2_session.h)

@@ -122,6 +122,9 @@ int H2Callbacks::OnFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void*
 // rate, SETTINGS entries, CONTINUATION): such a connection is closed once it is written,
 // not left to send the rest of its flood.
 int H2Callbacks::OnFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+  if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+    static_cast<H2Session*>(user_data)->StreamingTrailersSent(frame->hd.stream_id);
+  }
   if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
     H2Session& session = *static_cast<H2Session*>(user_data);
     session.terminating_ = true;

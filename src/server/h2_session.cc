@@ -194,6 +194,7 @@ void H2Session::Terminate(uint32_t error_code) {
 void H2Session::GoAway() {
   if (closed_ || going_away_) return;
   going_away_ = true;
+  FinishAllStreaming(absl::UnavailableError("the server is shutting down"));  // h2_streaming.cc
   nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
                         nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
                         nullptr, 0);

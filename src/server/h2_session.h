@@ -6,7 +6,8 @@
 // Internal to GrpcServer (src/server/grpc_server.h). Threading: an H2Session lives on its
 // socket's loop; every member function below runs there, except GrpcResponder::Call's
 // Deliver, which posts to it. The connection's reading, writing and timers are in
-// h2_session.cc, its calls in h2_streams.cc, nghttp2's callbacks in h2_callbacks.cc.
+// h2_session.cc, its calls in h2_streams.cc, nghttp2's callbacks in h2_callbacks.cc, its
+// streaming calls in h2_streaming.cc.
 #ifndef TOLLGATE_SRC_SERVER_H2_SESSION_H_
 #define TOLLGATE_SRC_SERVER_H2_SESSION_H_
 
@@ -31,6 +32,7 @@
 #include "src/net/connection_stream.h"
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_wire.h"
+#include "src/server/h2_streaming.h"
 
 namespace tollgate::server {
 
@@ -137,6 +139,32 @@ class H2Session : public std::enable_shared_from_this<H2Session> {
   void AnswerHttp(Stream& stream, int http_status);
   void AnswerMessage(Stream& stream, std::string message);
   bool TakeControlToken();
+
+  // ---- Streaming calls (defined in src/server/h2_streaming.cc) ----
+  friend class H2StreamWriter;
+  // Starts a streaming call on `stream_id`: its response headers and its handler, in `*call`.
+  // A status other than OK is the call's answer instead (too many streaming calls open on
+  // this connection, no handler made).
+  absl::Status StartStreaming(int32_t stream_id, const GrpcStreamFactory& factory,
+                              std::optional<std::chrono::nanoseconds> timeout,
+                              std::unique_ptr<H2StreamingCall>* call);
+  void StreamingData(H2StreamingCall& call, const uint8_t* data, size_t length);
+  void StreamingHalfClose(H2StreamingCall& call);
+  // Posted by the writer; the call may be gone by then.
+  void StreamingWrite(int32_t stream_id, std::string message);
+  void StreamingFinish(int32_t stream_id, const absl::Status& status);
+  void FinishStreaming(H2StreamingCall& call, const absl::Status& status);
+  // The trailers of stream `stream_id` went out: a streaming call the client has not ended is
+  // reset with NO_ERROR.
+  void StreamingTrailersSent(int32_t stream_id);
+  // Finishes every open streaming call with `status` (GOAWAY).
+  void FinishAllStreaming(const absl::Status& status);
+  // Finishes `call` with DEADLINE_EXCEEDED when its deadline is past at `now`; returns its
+  // deadline when it is still ahead, else kNoGrpcDeadline.
+  int64_t StreamingDeadline(H2StreamingCall& call, int64_t now);
+  // The streaming call of stream `stream_id`, or nullptr (defined in h2_streams.cc).
+  H2StreamingCall* FindStreamingCall(int32_t stream_id);
+  size_t streaming_calls_ = 0;
 
   const std::shared_ptr<GrpcServerShared> shared_;
   const GrpcServerOptions& options_;

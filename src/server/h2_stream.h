@@ -1,6 +1,6 @@
 // Copyright tollgate authors. What the files of an H2Session share (src/server/h2_session.h):
 // a call's stream, nghttp2's callbacks into the session (h2_callbacks.cc), and the helpers
-// both use. Internal to h2_session.cc, h2_streams.cc and h2_callbacks.cc.
+// both use. Internal to h2_session.cc, h2_streams.cc, h2_callbacks.cc and h2_streaming.cc.
 #ifndef TOLLGATE_SRC_SERVER_H2_STREAM_H_
 #define TOLLGATE_SRC_SERVER_H2_STREAM_H_
 
@@ -16,6 +16,7 @@
 #include "src/server/grpc_server.h"
 #include "src/server/grpc_wire.h"
 #include "src/server/h2_session.h"
+#include "src/server/h2_streaming.h"
 
 namespace tollgate::server {
 
@@ -43,6 +44,8 @@ struct H2Session::Stream {
   std::array<char, kGrpcMessagePrefixBytes> prefix{};
   std::string response;
   size_t response_offset = 0;  // of prefix + response
+  // A streaming call's state (src/server/h2_streaming.h); nullptr for a unary call.
+  std::unique_ptr<H2StreamingCall> streaming;
 
   // As new, keeping the strings' capacity when small (a closed stream is reused for the
   // connection's next one): a spare holds at most kKeptBytes per string.
@@ -63,6 +66,7 @@ struct H2Session::Stream {
     if (response.capacity() > kKeptBytes) std::string().swap(response);
     response.clear();
     response_offset = 0;
+    streaming.reset();  // tells its handler the call is over
   }
 };
 

@@ -40,6 +40,11 @@ H2Session::Stream* H2Session::FindStream(int32_t stream_id) {
   return found_stream_;
 }
 
+H2StreamingCall* H2Session::FindStreamingCall(int32_t stream_id) {
+  Stream* stream = FindStream(stream_id);
+  return stream == nullptr ? nullptr : stream->streaming.get();
+}
+
 void H2Session::OnRequestHeaders(Stream& stream) {
   if (stream.state != Stream::State::kHeaders) return;
   stream.state = Stream::State::kReceiving;
@@ -66,6 +71,18 @@ void H2Session::OnRequestHeaders(Stream& stream) {
                   /*accept_identity=*/true);
       return;
   }
+  if (const GrpcStreamFactory* factory = shared_->methods.FindStreaming(stream.headers.path)) {
+    // A streaming call (h2_streaming.cc): it answers as it goes.
+    stream.state = Stream::State::kDispatched;
+    const absl::Status started =
+        StartStreaming(stream.id, *factory, check.timeout, &stream.streaming);
+    if (!started.ok()) {
+      AnswerError(stream, static_cast<GrpcStatusCode>(static_cast<int>(started.code())),
+                  std::string_view(started.message().data(), started.message().size()));
+    }
+    stream.headers.Clear();
+    return;
+  }
   stream.handler = shared_->methods.Find(stream.headers.path);
   if (stream.handler == nullptr) {
     AnswerError(stream, GrpcStatusCode::kUnimplemented, "unknown method " + stream.headers.path);
@@ -91,6 +108,10 @@ void H2Session::OnRequestHeaders(Stream& stream) {
 }
 
 void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length) {
+  if (stream.streaming != nullptr) {
+    StreamingData(*stream.streaming, data, length);  // h2_streaming.cc
+    return;
+  }
   if (stream.state != Stream::State::kReceiving || stream.handler == nullptr) return;
   const size_t limit = kGrpcMessagePrefixBytes + options_.max_message_bytes;
   if (held_body_bytes_ + length > options_.max_buffered_bytes_per_connection) {
@@ -124,6 +145,10 @@ void H2Session::OnRequestData(Stream& stream, const uint8_t* data, size_t length
 }
 
 void H2Session::OnRequestEnd(Stream& stream) {
+  if (stream.streaming != nullptr) {
+    StreamingHalfClose(*stream.streaming);  // h2_streaming.cc
+    return;
+  }
   if (stream.state != Stream::State::kReceiving || stream.handler == nullptr) return;
   const GrpcUnaryBody body = ParseGrpcUnaryBody(stream.body, options_.max_message_bytes);
   switch (body.result) {
@@ -181,6 +206,11 @@ void H2Session::OnDeadlines() {
   int64_t next = kNoGrpcDeadline;
   bool answered = false;
   for (auto& [id, stream] : streams_) {
+    if (stream->streaming != nullptr) {  // h2_streaming.cc
+      next = std::min(next, StreamingDeadline(*stream->streaming, now));
+      answered = true;
+      continue;
+    }
     if (stream->call == nullptr || stream->state == Stream::State::kAnswered) continue;
     if (stream->call->deadline_micros <= now) {
       AnswerError(*stream, GrpcStatusCode::kDeadlineExceeded, "deadline exceeded");

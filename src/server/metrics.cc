@@ -191,6 +191,11 @@ void Metrics::set_tracing_stats(std::function<TracingStats()> tracing_stats) {
   tracing_stats_ = std::move(tracing_stats);
 }
 
+void Metrics::set_rlqs_stats(std::function<RlqsStats()> rlqs_stats) {
+  absl::MutexLock lock(&mu_);
+  rlqs_stats_ = std::move(rlqs_stats);
+}
+
 void Metrics::set_durable_waits(std::function<DurableWaitStats()> durable_waits) {
   absl::MutexLock lock(&mu_);
   durable_waits_ = std::move(durable_waits);

@@ -51,6 +51,9 @@
 //       rejected (answered other than 2xx) | timeout | unreachable
 //   tollgate_tracing_queued_spans                   gauge; spans waiting for export
 //   (the tracing families only when tracing is on)
+//   tollgate_rlqs_*                                 the Rate Limit Quota Service
+//       (src/server/rlqs_stats.h, RenderRlqsStats): streams, buckets, reports, assignments by
+//       strategy, abandoned and refused buckets, rounds by result, Redis commands
 #ifndef TOLLGATE_SRC_SERVER_METRICS_H_
 #define TOLLGATE_SRC_SERVER_METRICS_H_
 
@@ -70,6 +73,7 @@
 #include "absl/types/span.h"
 #include "src/server/otlp_exporter.h"
 #include "src/server/ratelimit_metrics.h"
+#include "src/server/rlqs_stats.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/memory_store.h"
@@ -158,6 +162,8 @@ class Metrics {
   void set_tracing_stats(std::function<TracingStats()> tracing_stats);
   // The Redis store's WAITs for durable limits (RedisStore::durable_waits()).
   void set_durable_waits(std::function<DurableWaitStats()> durable_waits);
+  // The Rate Limit Quota Service's totals (tollgate_rlqs_*, src/server/rlqs_stats.h).
+  void set_rlqs_stats(std::function<RlqsStats()> rlqs_stats);
 
   // The whole exposition, every family with its HELP and TYPE once.
   std::string Render() const;
@@ -223,6 +229,7 @@ class Metrics {
   int64_t xds_applied_unix_micros_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<TracingStats()> tracing_stats_ ABSL_GUARDED_BY(mu_);
   std::function<DurableWaitStats()> durable_waits_ ABSL_GUARDED_BY(mu_);
+  std::function<RlqsStats()> rlqs_stats_ ABSL_GUARDED_BY(mu_);
 
   struct TrackedLease {
     std::string limit;

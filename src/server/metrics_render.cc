@@ -158,10 +158,12 @@ std::string Metrics::Render() const {
   const GrpcTlsCounters* grpc_tls = nullptr;
   std::function<TracingStats()> tracing_stats;
   std::function<DurableWaitStats()> durable_waits;
+  std::function<RlqsStats()> rlqs_stats;
   {
     absl::MutexLock lock(&mu_);
     tracing_stats = tracing_stats_;
     durable_waits = durable_waits_;
+    rlqs_stats = rlqs_stats_;
     const Table* table = table_.load(std::memory_order_acquire);
     for (const auto& [name, counters] : table->by_name) limits.emplace_back(name, counters);
     store = resilient_store_;
@@ -369,6 +371,7 @@ std::string Metrics::Render() const {
   }
   if (xds_started_.load(std::memory_order_relaxed)) RenderXds(out);
   if (tracing_stats) RenderTracing(out, tracing_stats());
+  if (rlqs_stats) RenderRlqsStats(out, rlqs_stats());  // rlqs_stats.cc
   return out;
 }
 
