@@ -77,34 +77,22 @@ void ConnectionPool::SendAsking(std::string_view formatted_command, ReplyCallbac
 
 void ConnectionPool::SendDurable(std::string_view formatted_command, const DurableSend& how,
                                  ReplyCallback done) {
-  if (durable_[kDurableConnections - 1].load(std::memory_order_acquire) == nullptr) {
+  DurableWrites* durable = durable_.load(std::memory_order_acquire);
+  if (durable == nullptr) {
     absl::MutexLock lock(&durable_mu_);
     if (shut_down_) {
       std::move(done)(absl::UnavailableError("the Redis store is shutting down"));
       return;
     }
-    if (durable_owned_[0] == nullptr) {
-      for (int i = 0; i < kDurableConnections; ++i) {
-        durable_owned_[i] =
-            std::make_unique<DurableWrites>(io_, options_.connection, options_.durable_monitor);
-        durable_owned_[i]->Start();
-      }
-      // The last is stored last: once it reads non-null, every one does.
-      for (int i = 0; i < kDurableConnections; ++i) {
-        durable_[i].store(durable_owned_[i].get(), std::memory_order_release);
-      }
+    if (durable_owned_ == nullptr) {
+      durable_owned_ =
+          std::make_unique<DurableWrites>(io_, options_.connection, options_.durable_monitor);
+      durable_owned_->Start();
+      durable_.store(durable_owned_.get(), std::memory_order_release);
     }
+    durable = durable_owned_.get();
   }
-  DurableWrites* chosen = durable_[0].load(std::memory_order_acquire);
-  auto since = chosen->WaitingSince();
-  for (int i = 1; i < kDurableConnections && since != decltype(since)::min(); ++i) {
-    DurableWrites* other = durable_[i].load(std::memory_order_acquire);
-    if (auto other_since = other->WaitingSince(); other_since < since) {
-      chosen = other;
-      since = other_since;
-    }
-  }
-  chosen->Send(formatted_command, how, std::move(done));
+  durable->Send(formatted_command, how, std::move(done));
 }
 
 int ConnectionPool::ReadyConnections() const {
@@ -116,15 +104,13 @@ int ConnectionPool::ReadyConnections() const {
 void ConnectionPool::Shutdown() {
   for (auto& connection : connections_) connection->Shutdown();
   if (ask_connection_ != nullptr) ask_connection_->Shutdown();
-  DurableWrites* durable[kDurableConnections] = {};
+  DurableWrites* durable = nullptr;
   {
     absl::MutexLock lock(&durable_mu_);
     shut_down_ = true;
-    for (int i = 0; i < kDurableConnections; ++i) durable[i] = durable_owned_[i].get();
+    durable = durable_owned_.get();
   }
-  for (DurableWrites* one : durable) {
-    if (one != nullptr) one->Shutdown();
-  }
+  if (durable != nullptr) durable->Shutdown();
 }
 
 IoThread::IoThread() : work_(boost::asio::make_work_guard(io_)), thread_([this] { io_.run(); }) {}

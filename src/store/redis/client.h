@@ -57,10 +57,8 @@ class ConnectionPool {
   // them; `done` gets the command's reply. REQUIRES: on the I/O thread (the only thread
   // that uses the ask connection); built with `with_ask_connection`.
   void SendAsking(std::string_view formatted_command, ReplyCallback done);
-  // Sends a write to be answered once a replica holds it, on one of the node's connections
-  // for durable writes (kDurableConnections DurableWrites, made and connected on first use):
-  // the one with no WAIT out, else the one whose WAIT has been out longest. With two, one
-  // group goes out while the other's WAIT is out.
+  // Sends a write to be answered once a replica holds it, on the node's connection for
+  // durable writes (DurableWrites, made and connected on first use).
   void SendDurable(std::string_view formatted_command, const DurableSend& how, ReplyCallback done);
 
   // Connections currently ready (the ask connection is not counted).
@@ -79,11 +77,10 @@ class ConnectionPool {
   std::vector<std::unique_ptr<RedisConnection>> connections_;
   std::unique_ptr<RedisConnection> ask_connection_;
   std::atomic<uint64_t> next_{0};
-  static constexpr int kDurableConnections = 2;
-  // Made by the first SendDurable; never replaced, so the pointers stay valid once read.
-  std::atomic<DurableWrites*> durable_[kDurableConnections] = {};
+  // Made by the first SendDurable; never replaced, so the pointer stays valid once read.
+  std::atomic<DurableWrites*> durable_{nullptr};
   absl::Mutex durable_mu_;
-  std::unique_ptr<DurableWrites> durable_owned_[kDurableConnections] ABSL_GUARDED_BY(durable_mu_);
+  std::unique_ptr<DurableWrites> durable_owned_ ABSL_GUARDED_BY(durable_mu_);
   bool shut_down_ ABSL_GUARDED_BY(durable_mu_) = false;
 
   absl::Mutex mu_;

@@ -138,11 +138,6 @@ void DurableWrites::Send(std::string_view command, const DurableSend& how, Reply
   if (expire_sooner) boost::asio::post(io_, [this] { Expire(); });
 }
 
-std::chrono::steady_clock::time_point DurableWrites::WaitingSince() const {
-  absl::MutexLock lock(&mu_);
-  return waiting_since_;
-}
-
 void DurableWrites::ScheduleFlush() {
   // Inside a handler on this loop (the read of a WAIT's reply, whose callbacks send the next
   // writes), everything queued by the handler leaves in one group when it returns.
@@ -159,7 +154,6 @@ void DurableWrites::Flush() {
     if (closed_ || waiting_ || !started_ || queued_.empty()) return;
     group_commands.swap(queued_);
     waiting_ = true;
-    waiting_since_ = std::chrono::steady_clock::now();
   }
   const SteadyTime now = std::chrono::steady_clock::now();
   const bool ready = connection_.ready();
@@ -205,7 +199,6 @@ void DurableWrites::Flush() {
     {
       absl::MutexLock lock(&mu_);
       waiting_ = false;
-      waiting_since_ = SteadyTime::min();
       more = !queued_.empty() && !flush_scheduled_;
       flush_scheduled_ = flush_scheduled_ || more;
     }
@@ -248,7 +241,6 @@ void DurableWrites::OnWaitReply(const std::shared_ptr<Group>& group, SteadyTime 
   {
     absl::MutexLock lock(&mu_);
     waiting_ = false;
-    waiting_since_ = SteadyTime::min();
     more = !queued_.empty() && !flush_scheduled_;
     flush_scheduled_ = flush_scheduled_ || more;
   }

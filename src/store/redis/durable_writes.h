@@ -1,6 +1,5 @@
-// Copyright tollgate authors. Writes answered once a replica holds them: a connection to a
-// primary for them alone (ConnectionPool keeps two, so that one group is sent while the
-// other's WAIT is out), and one Redis WAIT per group of writes sent together (group commit).
+// Copyright tollgate authors. Writes answered once a replica holds them: one connection per
+// primary for them alone, and one Redis WAIT per group of writes sent together (group commit).
 //
 // WAIT blocks the connection it is sent on until the replicas acknowledge the connection's
 // last write, or until its timeout. On a connection of their own, durable writes never hold up
@@ -102,10 +101,6 @@ class DurableWrites {
   // Closes for good; what is queued or out fails with Unavailable. REQUIRES: on the I/O
   // thread.
   void Shutdown();
-  // When its WAIT went out; SteadyTime::min() while none is out. Of several DurableWrites to
-  // one node, the least of these is the one to queue on: an idle one sends at once, else the
-  // one whose WAIT has been out longest is likely to return first.
-  std::chrono::steady_clock::time_point WaitingSince() const;
 
  private:
   using SteadyTime = std::chrono::steady_clock::time_point;
@@ -135,11 +130,10 @@ class DurableWrites {
   std::shared_ptr<Group> current_;
   boost::asio::steady_timer timer_;
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::vector<Queued> queued_ ABSL_GUARDED_BY(mu_);
   bool flush_scheduled_ ABSL_GUARDED_BY(mu_) = false;
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;  // a WAIT is out
-  SteadyTime waiting_since_ ABSL_GUARDED_BY(mu_) = SteadyTime::min();  // WaitingSince()
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // the first connection attempt has ended
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // When the timer fires next (SteadyTime::max(): not armed): a command queued with an
