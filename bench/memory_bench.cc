@@ -141,8 +141,7 @@ void Prefill(MemoryStoreImpl& store, const Limit& limit) {
   absl::MutexLock lock(&mu);
   if (!done->insert({&store, &limit}).second) return;
   for (int64_t i = 0; i < kDistinctKeys; ++i) {
-    const int64_t cost =
-        limit.numbers.algorithm == Algorithm::kTokenBucket ? kPrefillTokens : 1;
+    const int64_t cost = limit.numbers.algorithm == Algorithm::kTokenBucket ? kPrefillTokens : 1;
     store.ApplyAsync({CheckItem{&limit, DistinctKey(i), cost}}, [](auto) {});
   }
 }
