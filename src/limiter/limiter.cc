@@ -150,16 +150,10 @@ absl::StatusOr<const Limit*> Limiter::Resolve(LimitRef ref) const {
 }
 
 absl::StatusOr<Decision> Limiter::Check(LimitRef limit, std::string_view key, int64_t cost) {
-  // The single-item path: no vectors, no MultiDecision, no callback, the name looked up here
-  // (not through Resolve's StatusOr); the memory store answers it without allocating.
-  const Limit* found = limit.limit();
-  if (found == nullptr) {
-    auto it = state_->by_name.find(limit.name());
-    if (ABSL_PREDICT_FALSE(it == state_->by_name.end())) {
-      return internal::UnknownLimit(limit.name());
-    }
-    found = &state_->limits[it->second];
-  }
+  // The single-item path: no vectors, no MultiDecision, no callback (nor Resolve's
+  // StatusOr); the memory store answers it without allocating.
+  const Limit* found = limit.limit() != nullptr ? limit.limit() : FindLimit(limit.name());
+  if (ABSL_PREDICT_FALSE(found == nullptr)) return internal::UnknownLimit(limit.name());
   const Limit& resolved = *found;
   if (ABSL_PREDICT_FALSE(key.empty() || key.size() > kMaxKeyBytes || cost < 0)) {
     return internal::ValidateRequest(resolved.name, key, cost);
