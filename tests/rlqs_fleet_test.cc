@@ -87,6 +87,10 @@ TEST_F(RlqsFleetTest, ASkewedFleetGetsAtLeastNinetyPercentOfTheLimit) {
                                       {envoys[1].get(), kApi, 0.2 * total / 3},
                                       {envoys[2].get(), kApi, 0.2 * total / 3},
                                       {envoys[3].get(), kApi, 0.2 * total / 3}};
+  // Traffic starts as a window starts, so the first full window opens five reporting
+  // intervals in, after the reports have shown the skew: until then the shares are equal and
+  // the Envoy with 80% of the traffic holds a quarter of the limit.
+  testing::WaitForWindowStart(kWindowSeconds);
   const RlqsAdmitted admitted = DriveRlqs(traffic, kWindowSeconds, 21);
   const std::vector<int64_t> full = admitted.Full(kApi);
   std::printf("admitted per full window: %s (limit %lld)\n", DescribeWindows(full).c_str(),
