@@ -6,13 +6,16 @@
 // says durable: true with a timeout of 1 s, so that every check is confirmed and the row
 // measures the WAITs, not the failure policy.
 //
-// Columns: decisions per second; p50 and p99 of a decision's latency; the primary's CPU per
-// decision (/proc/PID/stat); WAITs per decision (INFO commandstats): decisions per WAIT is the
-// group a WAIT covers. Goals (issue 45): at most one WAIT per flush (a group is one flush of
-// the durable connection, so WAITs per decision <= 1); durable at least 0.5x the plain rows'
-// decisions per second at 64 callers.
+// Columns: decisions per second; p50 and p99 of a decision's latency; the primary's, the
+// replica's and this process's CPU per decision (/proc/PID/stat); WAITs per decision (INFO
+// commandstats): decisions per WAIT is the group a WAIT covers; a WAIT's mean time from sent
+// to answered (sent with its group, so it includes the group's script call). Goals (issue 45): at
+// most one WAIT per flush (a group is one flush of the durable connection, so WAITs per decision <=
+// 1); durable at least 0.5x the plain rows' decisions per second at 64 callers.
 //
 //   build/bench/durable_bench          (TOLLGATE_BENCH_QUICK=1: 0.5 s per row)
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,8 +42,11 @@ struct Row {
   double per_second = 0;
   double p50_us = 0;
   double p99_us = 0;
-  double cpu_us_per_decision = 0;
+  double cpu_us_per_decision = 0;          // the primary's
+  double replica_cpu_us_per_decision = 0;  // the replica's
+  double client_cpu_us_per_decision = 0;   // this process's
   double waits_per_decision = 0;
+  double wait_mean_us = 0;  // a WAIT's mean time, sent to answered (the store's histogram)
   int64_t errors = 0;
 };
 
@@ -101,20 +107,27 @@ class Run {
 };
 
 Row Measure(RedisStore& store, const Limit& limit, int callers, double seconds,
-            const RedisProcess& primary) {
+            const RedisProcess& primary, const RedisProcess& replica) {
   {
     std::vector<int64_t> warmup;
     Run(store, limit, callers, seconds / 5).Go(&warmup);
   }
   const double cpu_before = ProcessCpuSeconds(primary.pid());
+  const double replica_cpu_before = ProcessCpuSeconds(replica.pid());
+  const double client_cpu_before = ProcessCpuSeconds(getpid());
   const int64_t waits_before = CommandCalls(primary.port(), "wait");
+  const DurableWaitStats waited_before = store.durable_waits();
   const SteadyClock::time_point started = SteadyClock::now();
   std::vector<int64_t> latencies;
   Run run(store, limit, callers, seconds);
   const int64_t decisions = run.Go(&latencies);
   const double elapsed = std::chrono::duration<double>(SteadyClock::now() - started).count();
   const double cpu = ProcessCpuSeconds(primary.pid()) - cpu_before;
+  const double replica_cpu = ProcessCpuSeconds(replica.pid()) - replica_cpu_before;
+  const double client_cpu = ProcessCpuSeconds(getpid()) - client_cpu_before;
   const int64_t waits = CommandCalls(primary.port(), "wait") - waits_before;
+  const DurableWaitStats waited = store.durable_waits();
+  const int64_t timed = waited.wait_latency.count - waited_before.wait_latency.count;
   std::sort(latencies.begin(), latencies.end());
   auto at = [&](double q) {
     return latencies.empty()
@@ -127,9 +140,18 @@ Row Measure(RedisStore& store, const Limit& limit, int callers, double seconds,
   row.per_second = static_cast<double>(decisions) / elapsed;
   row.p50_us = at(0.50);
   row.p99_us = at(0.99);
-  row.cpu_us_per_decision = decisions > 0 ? cpu * 1e6 / static_cast<double>(decisions) : 0;
+  auto per_decision = [&](double seconds) {
+    return decisions > 0 ? seconds * 1e6 / static_cast<double>(decisions) : 0;
+  };
+  row.cpu_us_per_decision = per_decision(cpu);
+  row.replica_cpu_us_per_decision = per_decision(replica_cpu);
+  row.client_cpu_us_per_decision = per_decision(client_cpu);
   row.waits_per_decision =
       decisions > 0 ? static_cast<double>(waits) / static_cast<double>(decisions) : 0;
+  row.wait_mean_us = timed > 0 ? static_cast<double>(waited.wait_latency.sum_micros -
+                                                     waited_before.wait_latency.sum_micros) /
+                                     static_cast<double>(timed)
+                               : 0;
   row.errors = run.errors();
   return row;
 }
@@ -166,22 +188,24 @@ int Main() {
       "One primary and one replica on loopback; %.1f s per row; callers = checks outstanding.\n\n",
       seconds);
   std::printf(
-      "| checks | callers | decisions/s | p50 µs | p99 µs | primary CPU µs/decision | "
-      "WAITs/decision | decisions/WAIT | errors |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| checks | callers | decisions/s | p50 µs | p99 µs | CPU µs/decision: primary, replica, "
+      "client | WAITs/decision | decisions/WAIT | WAIT mean µs | errors |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   double plain_at_64 = 0;
   double durable_at_64 = 0;
   double worst_waits = 0;
   for (int callers : {1, 8, 64}) {
     for (bool durable : {false, true}) {
       const Limit limit = BenchLimit(durable);
-      const Row row = Measure(**store, limit, callers, seconds, *primary);
-      std::printf("| %s | %d | %.0f | %.0f | %.0f | %.2f | %.3f | %s | %lld |\n",
+      const Row row = Measure(**store, limit, callers, seconds, *primary, *replica);
+      std::printf("| %s | %d | %.0f | %.0f | %.0f | %.2f, %.2f, %.2f | %.3f | %s | %s | %lld |\n",
                   durable ? "durable" : "plain", callers, row.per_second, row.p50_us, row.p99_us,
-                  row.cpu_us_per_decision, row.waits_per_decision,
+                  row.cpu_us_per_decision, row.replica_cpu_us_per_decision,
+                  row.client_cpu_us_per_decision, row.waits_per_decision,
                   durable && row.waits_per_decision > 0
                       ? absl::StrCat(std::lround(1 / row.waits_per_decision)).c_str()
                       : "-",
+                  durable ? absl::StrCat(std::lround(row.wait_mean_us)).c_str() : "-",
                   static_cast<long long>(row.errors));
       if (callers == 64) (durable ? durable_at_64 : plain_at_64) = row.per_second;
       if (durable) worst_waits = std::max(worst_waits, row.waits_per_decision);
