@@ -106,11 +106,19 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries,
         }
       }
       if (!reply.ok() || masters != primaries || lines != total) settled = false;
-      // A replica must have finished its first sync before a test kills its primary.
+      // A replica must have finished its first sync before a test kills its primary, and its
+      // primary must count it online (what a store reads to call a limit durable).
       absl::StatusOr<redis::RedisReply> role = RedisCommand(port, {"INFO", "replication"});
       if (!role.ok() || (absl::StrContains(role->str, "role:slave") &&
                          !absl::StrContains(role->str, "master_link_status:up"))) {
         settled = false;
+      }
+      if (role.ok() && absl::StrContains(role->str, "role:master")) {
+        int online = 0;
+        for (absl::string_view line : absl::StrSplit(role->str, '\n', absl::SkipEmpty())) {
+          if (absl::StartsWith(line, "slave") && absl::StrContains(line, "state=online")) ++online;
+        }
+        if (online < replicas_per_primary) settled = false;
       }
     }
     if (settled) break;
@@ -364,6 +372,21 @@ absl::StatusOr<int> RedisSentinelSet::PrimaryPort() const {
   return port;
 }
 
+namespace {
+
+// Whether the primary on `port` counts a replica online: it has taken the replica's first
+// acknowledgement after its sync (a store reads this to call a limit durable).
+bool PrimaryCountsAReplicaOnline(int port) {
+  absl::StatusOr<redis::RedisReply> info = RedisCommand(port, {"INFO", "replication"});
+  if (!info.ok()) return false;
+  for (absl::string_view line : absl::StrSplit(info->str, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "slave") && absl::StrContains(line, "state=online")) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status RedisSentinelSet::WaitReplicaKnown(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -379,7 +402,9 @@ absl::Status RedisSentinelSet::WaitReplicaKnown(std::chrono::milliseconds timeou
           if (key == "flags") slave = value == "slave";
           if (key == "master-link-status") link_ok = value == "ok";
         }
-        if (slave && link_ok) return absl::OkStatus();
+        if (slave && link_ok && PrimaryCountsAReplicaOnline(servers_.front()->port())) {
+          return absl::OkStatus();
+        }
       }
     }
     std::this_thread::sleep_for(kPoll);
