@@ -140,8 +140,8 @@ Row Measure(RedisStore& store, const Limit& limit, int callers, double seconds,
   row.per_second = static_cast<double>(decisions) / elapsed;
   row.p50_us = at(0.50);
   row.p99_us = at(0.99);
-  auto per_decision = [&](double seconds) {
-    return decisions > 0 ? seconds * 1e6 / static_cast<double>(decisions) : 0;
+  auto per_decision = [&](double cpu_seconds) {
+    return decisions > 0 ? cpu_seconds * 1e6 / static_cast<double>(decisions) : 0;
   };
   row.cpu_us_per_decision = per_decision(cpu);
   row.replica_cpu_us_per_decision = per_decision(replica_cpu);
