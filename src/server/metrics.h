@@ -245,6 +245,11 @@ class Metrics {
 // `value` escaped for a label value: backslash, double quote and newline.
 std::string EscapeLabelValue(std::string_view value);
 
+// Appends the "# HELP" and "# TYPE" lines that open family `name` (`type`: counter, gauge,
+// histogram) in Prometheus' text format.
+void AppendFamilyHeader(std::string& out, std::string_view name, std::string_view type,
+                        std::string_view help);
+
 }  // namespace tollgate::server
 
 #endif  // TOLLGATE_SRC_SERVER_METRICS_H_

@@ -30,27 +30,24 @@ constexpr std::array<const char*, kStoreRoundTripBucketsMicros.size()> kRoundTri
     "5e-05",  "0.0001", "0.0002", "0.0003", "0.0005", "0.00075", "0.001",
     "0.0015", "0.0025", "0.005",  "0.01",   "0.025",  "0.05",    "0.1"};
 
-void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ", AbslView(name),
-                  " ", AbslView(type), "\n");
-}
-
 void RenderGrpcTls(std::string& out, const GrpcTlsCounters& tls) {
   auto value = [](const std::atomic<int64_t>& counter) {
     return counter.load(std::memory_order_relaxed);
   };
-  Family(out, "tollgate_grpc_tls_handshakes_in_progress", "gauge",
-         "TLS handshakes on the gRPC port not yet done (at most --grpc-tls-max-handshakes).");
+  AppendFamilyHeader(
+      out, "tollgate_grpc_tls_handshakes_in_progress", "gauge",
+      "TLS handshakes on the gRPC port not yet done (at most --grpc-tls-max-handshakes).");
   absl::StrAppend(&out, "tollgate_grpc_tls_handshakes_in_progress ",
                   value(tls.handshakes_in_progress), "\n");
-  Family(out, "tollgate_grpc_tls_handshakes_total", "counter",
-         "TLS handshakes on the gRPC port that completed.");
+  AppendFamilyHeader(out, "tollgate_grpc_tls_handshakes_total", "counter",
+                     "TLS handshakes on the gRPC port that completed.");
   absl::StrAppend(&out, "tollgate_grpc_tls_handshakes_total ", value(tls.handshakes_completed),
                   "\n");
-  Family(out, "tollgate_grpc_tls_handshake_failures_total", "counter",
-         "Connections to the gRPC port closed before their TLS handshake completed: failed by "
-         "the client or the protocol, timeout, or over_cap (refused at once: too many "
-         "handshakes in progress).");
+  AppendFamilyHeader(
+      out, "tollgate_grpc_tls_handshake_failures_total", "counter",
+      "Connections to the gRPC port closed before their TLS handshake completed: failed by "
+      "the client or the protocol, timeout, or over_cap (refused at once: too many "
+      "handshakes in progress).");
   const std::pair<const char*, int64_t> failures[] = {{"failed", value(tls.handshakes_failed)},
                                                       {"timeout", value(tls.handshakes_timed_out)},
                                                       {"over_cap", value(tls.handshakes_refused)}};
@@ -58,8 +55,9 @@ void RenderGrpcTls(std::string& out, const GrpcTlsCounters& tls) {
     absl::StrAppend(&out, "tollgate_grpc_tls_handshake_failures_total{reason=\"", reason, "\"} ",
                     count, "\n");
   }
-  Family(out, "tollgate_grpc_tls_reloads_total", "counter",
-         "Reloads of the gRPC port's certificates by result (a failed one keeps the old ones).");
+  AppendFamilyHeader(
+      out, "tollgate_grpc_tls_reloads_total", "counter",
+      "Reloads of the gRPC port's certificates by result (a failed one keeps the old ones).");
   absl::StrAppend(&out, "tollgate_grpc_tls_reloads_total{result=\"success\"} ",
                   value(tls.reloads_succeeded), "\n");
   absl::StrAppend(&out, "tollgate_grpc_tls_reloads_total{result=\"failure\"} ",
@@ -69,7 +67,7 @@ void RenderGrpcTls(std::string& out, const GrpcTlsCounters& tls) {
 // A histogram family of kStoreRoundTripBucketsMicros.
 void RenderRoundTrips(std::string& out, const char* name, std::string_view help,
                       const StoreRoundTripHistogram& histogram) {
-  Family(out, name, "histogram", help);
+  AppendFamilyHeader(out, name, "histogram", help);
   int64_t cumulative = 0;
   for (size_t i = 0; i < kRoundTripBounds.size(); ++i) {
     cumulative += histogram.counts[i];
@@ -82,15 +80,16 @@ void RenderRoundTrips(std::string& out, const char* name, std::string_view help,
 }
 
 void RenderDurableWaits(std::string& out, const DurableWaitStats& stats) {
-  Family(out, "tollgate_durable_waits_total", "counter",
-         "Redis WAITs sent for durable limits: one per group of durable calls.");
+  AppendFamilyHeader(out, "tollgate_durable_waits_total", "counter",
+                     "Redis WAITs sent for durable limits: one per group of durable calls.");
   absl::StrAppend(&out, "tollgate_durable_waits_total ", stats.waits, "\n");
-  Family(out, "tollgate_durable_wait_timeouts_total", "counter",
-         "WAITs for durable limits that returned without a replica's confirmation.");
+  AppendFamilyHeader(out, "tollgate_durable_wait_timeouts_total", "counter",
+                     "WAITs for durable limits that returned without a replica's confirmation.");
   absl::StrAppend(&out, "tollgate_durable_wait_timeouts_total ", stats.wait_timeouts, "\n");
-  Family(out, "tollgate_durable_calls_total", "counter",
-         "Durable calls that wrote, by whether a replica confirmed them in time (unconfirmed: "
-         "answered by the limit's on_store_failure).");
+  AppendFamilyHeader(
+      out, "tollgate_durable_calls_total", "counter",
+      "Durable calls that wrote, by whether a replica confirmed them in time (unconfirmed: "
+      "answered by the limit's on_store_failure).");
   absl::StrAppend(&out, "tollgate_durable_calls_total{result=\"confirmed\"} ",
                   stats.calls_confirmed, "\n");
   absl::StrAppend(&out, "tollgate_durable_calls_total{result=\"unconfirmed\"} ",
@@ -101,18 +100,20 @@ void RenderDurableWaits(std::string& out, const DurableWaitStats& stats) {
 }
 
 void RenderTracing(std::string& out, const TracingStats& stats) {
-  Family(out, "tollgate_tracing_spans_exported_total", "counter",
-         "Spans an OpenTelemetry collector accepted.");
+  AppendFamilyHeader(out, "tollgate_tracing_spans_exported_total", "counter",
+                     "Spans an OpenTelemetry collector accepted.");
   absl::StrAppend(&out, "tollgate_tracing_spans_exported_total ", stats.spans_exported, "\n");
-  Family(out, "tollgate_tracing_spans_dropped_total", "counter",
-         "Sampled spans not exported: the export queue was full, or their export failed.");
+  AppendFamilyHeader(
+      out, "tollgate_tracing_spans_dropped_total", "counter",
+      "Sampled spans not exported: the export queue was full, or their export failed.");
   absl::StrAppend(&out, "tollgate_tracing_spans_dropped_total{reason=\"queue_full\"} ",
                   stats.spans_dropped_queue_full, "\n");
   absl::StrAppend(&out, "tollgate_tracing_spans_dropped_total{reason=\"export_failed\"} ",
                   stats.spans_dropped_export_failed, "\n");
-  Family(out, "tollgate_tracing_exports_total", "counter",
-         "Export requests to the collector by how they ended: success, rejected (answered "
-         "other than 2xx), timeout, unreachable (refused, reset, name not resolved).");
+  AppendFamilyHeader(
+      out, "tollgate_tracing_exports_total", "counter",
+      "Export requests to the collector by how they ended: success, rejected (answered "
+      "other than 2xx), timeout, unreachable (refused, reset, name not resolved).");
   const std::pair<const char*, int64_t> results[] = {{"success", stats.exports_succeeded},
                                                      {"rejected", stats.exports_rejected},
                                                      {"timeout", stats.exports_timed_out},
@@ -120,12 +121,18 @@ void RenderTracing(std::string& out, const TracingStats& stats) {
   for (const auto& [result, count] : results) {
     absl::StrAppend(&out, "tollgate_tracing_exports_total{result=\"", result, "\"} ", count, "\n");
   }
-  Family(out, "tollgate_tracing_queued_spans", "gauge",
-         "Spans waiting for export (bounded by the queue's size).");
+  AppendFamilyHeader(out, "tollgate_tracing_queued_spans", "gauge",
+                     "Spans waiting for export (bounded by the queue's size).");
   absl::StrAppend(&out, "tollgate_tracing_queued_spans ", stats.queued_spans, "\n");
 }
 
 }  // namespace
+
+void AppendFamilyHeader(std::string& out, std::string_view name, std::string_view type,
+                        std::string_view help) {
+  absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ", AbslView(name),
+                  " ", AbslView(type), "\n");
+}
 
 std::string EscapeLabelValue(std::string_view value) {
   std::string escaped;
@@ -186,12 +193,13 @@ std::string Metrics::Render() const {
   }
 
   std::string out;
-  Family(out, "tollgate_build_info", "gauge",
-         "Always 1; the labels say which version and commit this server was built from");
+  AppendFamilyHeader(
+      out, "tollgate_build_info", "gauge",
+      "Always 1; the labels say which version and commit this server was built from");
   absl::StrAppend(&out, "tollgate_build_info{version=\"", EscapeLabelValue(kBuildVersion),
                   "\",commit=\"", EscapeLabelValue(kBuildCommit), "\"} 1\n");
-  Family(out, "tollgate_decisions_total", "counter",
-         "Decisions by limit, the part of tollgate that made them, and outcome.");
+  AppendFamilyHeader(out, "tollgate_decisions_total", "counter",
+                     "Decisions by limit, the part of tollgate that made them, and outcome.");
   for (const auto& [name, counters] : limits) {
     const std::string limit = EscapeLabelValue(name);
     for (DecisionSource source : kSourceOrder) {
@@ -208,7 +216,7 @@ std::string Metrics::Render() const {
   // A family with one series per limit, of one counter of LimitCounters.
   auto per_limit = [&](std::string_view family, std::string_view help,
                        std::atomic<int64_t> LimitCounters::*counter) {
-    Family(out, family, "counter", help);
+    AppendFamilyHeader(out, family, "counter", help);
     for (const auto& [name, counters] : limits) {
       absl::StrAppend(&out, AbslView(family), "{limit=\"", EscapeLabelValue(name), "\"} ",
                       (counters->*counter).load(std::memory_order_relaxed), "\n");
@@ -226,9 +234,10 @@ std::string Metrics::Render() const {
             &LimitCounters::debt_units);
 
   {
-    Family(out, "tollgate_leases_held", "gauge",
-           "Leases of a concurrency limit granted or renewed through this instance, neither "
-           "released nor past their lease time, by limit.");
+    AppendFamilyHeader(
+        out, "tollgate_leases_held", "gauge",
+        "Leases of a concurrency limit granted or renewed through this instance, neither "
+        "released nor past their lease time, by limit.");
     absl::MutexLock lock(&leases_mu_);
     const int64_t now = NowMicros();
     std::vector<std::pair<std::string, int64_t>> held;
@@ -254,8 +263,8 @@ std::string Metrics::Render() const {
                       "\n");
     }
   }
-  Family(out, "tollgate_check_duration_seconds", "histogram",
-         "Time from a parsed check request to its reply, as seen by the server.");
+  AppendFamilyHeader(out, "tollgate_check_duration_seconds", "histogram",
+                     "Time from a parsed check request to its reply, as seen by the server.");
   for (size_t api = 0; api < durations_.size(); ++api) {
     const Histogram& histogram = durations_[api];
     int64_t cumulative = 0;
@@ -298,15 +307,15 @@ std::string Metrics::Render() const {
           stats.reconcile_dropped_items}},
     };
     for (const auto& [name, help_value] : store_counters) {
-      Family(out, name, "counter", help_value.first);
+      AppendFamilyHeader(out, name, "counter", help_value.first);
       absl::StrAppend(&out, name, " ", help_value.second, "\n");
     }
     RenderRoundTrips(out, "tollgate_store_round_trip_seconds",
                      "Time the shared store (Redis) took to answer a check call, late answers "
                      "included.",
                      store->store_round_trips());
-    Family(out, "tollgate_circuit_breaker_state", "gauge",
-           "The store's circuit breaker: 0 closed, 1 open, 2 half_open.");
+    AppendFamilyHeader(out, "tollgate_circuit_breaker_state", "gauge",
+                       "The store's circuit breaker: 0 closed, 1 open, 2 half_open.");
     int state = 0;
     switch (store->circuit_state()) {
       case CircuitState::kClosed:
@@ -323,36 +332,40 @@ std::string Metrics::Render() const {
   }
   if (durable_waits) RenderDurableWaits(out, durable_waits());
   if (instance_count) {
-    Family(out, "tollgate_instances", "gauge",
-           "Live tollgate instances sharing the limits (N of the fallback share).");
+    AppendFamilyHeader(out, "tollgate_instances", "gauge",
+                       "Live tollgate instances sharing the limits (N of the fallback share).");
     absl::StrAppend(&out, "tollgate_instances ", instance_count(), "\n");
   }
   if (fallback_shares) {
-    Family(out, "tollgate_fallback_share", "gauge",
-           "The fraction of a fail_open limit this instance's fallback takes while the store is "
-           "unreachable, learned from its share of the fleet's demand (1/N when nothing is).");
+    AppendFamilyHeader(
+        out, "tollgate_fallback_share", "gauge",
+        "The fraction of a fail_open limit this instance's fallback takes while the store is "
+        "unreachable, learned from its share of the fleet's demand (1/N when nothing is).");
     for (const auto& [limit, fraction] : fallback_shares()) {
       absl::StrAppend(&out, "tollgate_fallback_share{limit=\"", EscapeLabelValue(limit), "\"} ",
                       absl::StrFormat("%.6f", fraction), "\n");
     }
   }
   if (memory_store != nullptr) {
-    Family(out, "tollgate_memory_store_keys", "gauge",
-           "Entries (limit and key) the embedded in-memory store holds, expired ones not yet "
-           "swept included.");
+    AppendFamilyHeader(
+        out, "tollgate_memory_store_keys", "gauge",
+        "Entries (limit and key) the embedded in-memory store holds, expired ones not yet "
+        "swept included.");
     absl::StrAppend(&out, "tollgate_memory_store_keys ", memory_store->Size(), "\n");
-    Family(out, "tollgate_memory_store_max_keys", "gauge",
-           "The embedded store's cap on entries (--memory-max-keys, memory_store.max_keys).");
+    AppendFamilyHeader(
+        out, "tollgate_memory_store_max_keys", "gauge",
+        "The embedded store's cap on entries (--memory-max-keys, memory_store.max_keys).");
     absl::StrAppend(&out, "tollgate_memory_store_max_keys ", memory_max_keys, "\n");
-    Family(out, "tollgate_memory_store_evictions_total", "counter",
-           "Entries evicted because the embedded store was at its cap (their next check sees a "
-           "fresh limit).");
+    AppendFamilyHeader(
+        out, "tollgate_memory_store_evictions_total", "counter",
+        "Entries evicted because the embedded store was at its cap (their next check sees a "
+        "fresh limit).");
     absl::StrAppend(&out, "tollgate_memory_store_evictions_total ", memory_store->Evictions(),
                     "\n");
   }
 
-  Family(out, "tollgate_config_reloads_total", "counter",
-         "Configuration reloads by result (a failed one keeps the old configuration).");
+  AppendFamilyHeader(out, "tollgate_config_reloads_total", "counter",
+                     "Configuration reloads by result (a failed one keeps the old configuration).");
   absl::StrAppend(&out, "tollgate_config_reloads_total{result=\"success\"} ",
                   reloads_succeeded_.load(std::memory_order_relaxed), "\n");
   absl::StrAppend(&out, "tollgate_config_reloads_total{result=\"failure\"} ",
@@ -376,29 +389,31 @@ std::string Metrics::Render() const {
 }
 
 void Metrics::RenderXds(std::string& out) const {
-  Family(out, "tollgate_xds_connected", "gauge",
-         "1 while the stream to the xDS server is up, else 0.");
+  AppendFamilyHeader(out, "tollgate_xds_connected", "gauge",
+                     "1 while the stream to the xDS server is up, else 0.");
   absl::StrAppend(&out, "tollgate_xds_connected ",
                   xds_connected_.load(std::memory_order_relaxed) ? 1 : 0, "\n");
-  Family(out, "tollgate_xds_config_applied_total", "counter", "xDS responses applied and ACKed.");
+  AppendFamilyHeader(out, "tollgate_xds_config_applied_total", "counter",
+                     "xDS responses applied and ACKed.");
   absl::StrAppend(&out, "tollgate_xds_config_applied_total ",
                   xds_applied_.load(std::memory_order_relaxed), "\n");
-  Family(out, "tollgate_xds_config_rejected_total", "counter",
-         "xDS responses rejected and NACKed (the running config stays).");
+  AppendFamilyHeader(out, "tollgate_xds_config_rejected_total", "counter",
+                     "xDS responses rejected and NACKed (the running config stays).");
   absl::StrAppend(&out, "tollgate_xds_config_rejected_total ",
                   xds_rejected_.load(std::memory_order_relaxed), "\n");
-  Family(out, "tollgate_xds_stream_restarts_total", "counter",
-         "xDS streams that ended and were opened again.");
+  AppendFamilyHeader(out, "tollgate_xds_stream_restarts_total", "counter",
+                     "xDS streams that ended and were opened again.");
   absl::StrAppend(&out, "tollgate_xds_stream_restarts_total ",
                   xds_restarts_.load(std::memory_order_relaxed), "\n");
   absl::MutexLock lock(&mu_);
   if (xds_applied_unix_micros_ == 0) return;
-  Family(out, "tollgate_xds_config_version_info", "gauge",
-         "Always 1; the version of the xDS config last applied.");
+  AppendFamilyHeader(out, "tollgate_xds_config_version_info", "gauge",
+                     "Always 1; the version of the xDS config last applied.");
   absl::StrAppend(&out, "tollgate_xds_config_version_info{version=\"",
                   EscapeLabelValue(xds_version_), "\"} 1\n");
-  Family(out, "tollgate_xds_last_applied_timestamp_seconds", "gauge",
-         "When the xDS config last applied was applied, in seconds since the Unix epoch.");
+  AppendFamilyHeader(
+      out, "tollgate_xds_last_applied_timestamp_seconds", "gauge",
+      "When the xDS config last applied was applied, in seconds since the Unix epoch.");
   absl::StrAppend(&out, "tollgate_xds_last_applied_timestamp_seconds ",
                   xds_applied_unix_micros_ / 1'000'000, "\n");
 }

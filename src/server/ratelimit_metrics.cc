@@ -31,11 +31,6 @@ constexpr Family kFamilies[] = {
      "Hits refused by the rule in shadow mode, answered OK", &RatelimitCounters::shadow_mode},
 };
 
-void Header(std::string& out, std::string_view name, std::string_view help) {
-  absl::StrAppend(&out, "# HELP ", AbslView(name), " ", AbslView(help), "\n# TYPE ", AbslView(name),
-                  " counter\n");
-}
-
 // {domain="...",key1="..."[,key2="..."]} of a rule's name.
 std::string Labels(std::string_view name) {
   const size_t hash = name.rfind('#');
@@ -74,7 +69,7 @@ void RenderRatelimitFamilies(
   }
   if (used.empty()) return;
   for (const Family& family : kFamilies) {
-    Header(out, family.name, family.help);
+    AppendFamilyHeader(out, family.name, "counter", family.help);
     for (const auto& [labels, counters] : used) {
       absl::StrAppend(&out, AbslView(family.name), labels, " ",
                       (counters->*family.counter).load(std::memory_order_relaxed), "\n");
@@ -84,12 +79,12 @@ void RenderRatelimitFamilies(
 
 void RenderRatelimitServiceFamilies(std::string& out, int64_t config_loads_succeeded,
                                     int64_t config_loads_failed, int64_t store_errors) {
-  Header(out, "ratelimit_service_config_load_success", "Configs loaded");
+  AppendFamilyHeader(out, "ratelimit_service_config_load_success", "counter", "Configs loaded");
   absl::StrAppend(&out, "ratelimit_service_config_load_success ", config_loads_succeeded, "\n");
-  Header(out, "ratelimit_service_config_load_error", "Configs refused");
+  AppendFamilyHeader(out, "ratelimit_service_config_load_error", "counter", "Configs refused");
   absl::StrAppend(&out, "ratelimit_service_config_load_error ", config_loads_failed, "\n");
-  Header(out, "ratelimit_service_should_rate_limit_error",
-         "ShouldRateLimit calls whose store failed");
+  AppendFamilyHeader(out, "ratelimit_service_should_rate_limit_error", "counter",
+                     "ShouldRateLimit calls whose store failed");
   absl::StrAppend(&out, "ratelimit_service_should_rate_limit_error{err_type=\"redis_error\"} ",
                   store_errors, "\n");
 }
