@@ -82,19 +82,26 @@ void RedisStoreImpl::ApplyAsync(std::vector<CheckItem> items, CheckCallback done
     return;
   }
   // check.lua applies every other op.
+  const std::optional<int> slot = SlotToSend(items, std::nullopt, done);
+  if (!slot.has_value()) return;
+  Submit(*slot, {std::move(items), std::move(done), nullptr});
+}
+
+std::optional<int> RedisStoreImpl::SlotToSend(std::vector<CheckItem>& items,
+                                              std::optional<int64_t> now_micros,
+                                              CheckCallback& done) {
   if (absl::Status valid = ValidateRequest(items); !valid.ok()) {
     std::move(done)(std::move(valid));
-    return;
+    return std::nullopt;
   }
   const std::optional<int> slot = SlotOf(items);
   if (!slot.has_value()) {
     std::vector<int> slots;
     slots.reserve(items.size());
     for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
-    CheckSlotsAsync(std::move(items), slots, std::nullopt, std::move(done));
-    return;
+    CheckSlotsAsync(std::move(items), slots, now_micros, std::move(done));
   }
-  Submit(*slot, {std::move(items), std::move(done), nullptr});
+  return slot;
 }
 
 void RedisStoreImpl::AddAsync(std::vector<CheckItem> items, CheckCallback done) {

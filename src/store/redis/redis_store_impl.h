@@ -90,6 +90,11 @@ class RedisStoreImpl final : public RedisStore {
   void AbandonOpenFlush();
   // The hash slot of `items` (kAnySlot on one server); nullopt when they span several.
   std::optional<int> SlotOf(const std::vector<CheckItem>& items) const;
+  // The one hash slot of a request of `items` for the caller to send; nullopt when it is
+  // taken care of here: `done` answered (invalid items) or the request sent through
+  // CheckSlotsAsync (items of several slots). `items` and `done` are moved from then only.
+  std::optional<int> SlotToSend(std::vector<CheckItem>& items, std::optional<int64_t> now_micros,
+                                CheckCallback& done);
   // `request` joins this thread's open flush for this store, or opens one that goes at the
   // end of the running I/O handler; on a thread that runs no handler of the connections, it
   // goes at once.

@@ -66,18 +66,8 @@ struct RedisStoreImpl::ScriptCall {
 
 void RedisStoreImpl::CheckAtAsync(std::vector<CheckItem> items, std::optional<int64_t> now_micros,
                                   CheckCallback done) {
-  if (absl::Status valid = ValidateRequest(items); !valid.ok()) {
-    std::move(done)(std::move(valid));
-    return;
-  }
-  const std::optional<int> slot = SlotOf(items);
-  if (!slot.has_value()) {
-    std::vector<int> slots;
-    slots.reserve(items.size());
-    for (const CheckItem& item : items) slots.push_back(ItemSlot(options_.key_prefix, item));
-    CheckSlotsAsync(std::move(items), slots, now_micros, std::move(done));
-    return;
-  }
+  const std::optional<int> slot = SlotToSend(items, now_micros, done);
+  if (!slot.has_value()) return;
   std::vector<ScriptRequest> requests;
   requests.push_back({std::move(items), std::move(done), nullptr});
   SendRequests(*slot, std::move(requests), now_micros);
