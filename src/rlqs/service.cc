@@ -18,6 +18,7 @@
 #include "src/store/redis/redis_connections_impl.h"
 #include "src/store/redis/router.h"
 #include "src/store/sync/round.h"
+#include "src/store/sync/send_call.h"
 
 namespace tollgate::rlqs {
 
@@ -120,26 +121,16 @@ struct RlqsService::Core : std::enable_shared_from_this<Core> {
     round->next = std::move(next);
     round->sent_micros = clock->NowMicros();
     context.instances = Instances();
-    for (size_t i = 0; i < round->calls.size(); ++i) Send(round, i, /*eval=*/false);
+    for (size_t i = 0; i < round->calls.size(); ++i) Send(round, i);
   }
 
-  // EVALSHA of call `i`, or EVAL after NOSCRIPT (Redis restarted or flushed its scripts).
-  void Send(const std::shared_ptr<Round>& round, size_t i, bool eval) {
-    const std::vector<std::string> args = sync::ScriptCommand(
-        eval ? "EVAL" : "EVALSHA", eval ? redis::kLuaSync : script_sha, context, round->calls[i]);
-    redis_commands.fetch_add(1, std::memory_order_relaxed);
-    router->Send(
-        round->calls[i].slot, redis::FormatCommand(args),
-        [self = shared_from_this(), round, i, eval](absl::StatusOr<redis::RedisReply> reply) {
-          if (!eval && reply.ok() && reply->is_error() &&
-              absl::StartsWith(reply->str, "NOSCRIPT")) {
-            self->Send(round, i, /*eval=*/true);
-            return;
-          }
-          round->replies[i] = std::move(reply);
-          if (round->outstanding.fetch_sub(1) == 1) self->Finish(*round);
-        },
-        /*follow_ask=*/false);
+  // Call `i` of the round (sync::SendCall: EVALSHA, EVAL after NOSCRIPT).
+  void Send(const std::shared_ptr<Round>& round, size_t i) {
+    sync::SendCall(*router, script_sha, context, round->calls[i], redis_commands, /*eval=*/false,
+                   [self = shared_from_this(), round, i](absl::StatusOr<redis::RedisReply> reply) {
+                     round->replies[i] = std::move(reply);
+                     if (round->outstanding.fetch_sub(1) == 1) self->Finish(*round);
+                   });
   }
 
   // Every call answered: the replies applied (a failed call's batches wait for the next

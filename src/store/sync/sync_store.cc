@@ -16,7 +16,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -27,6 +26,7 @@
 #include "src/store/redis/router.h"
 #include "src/store/sync/key_table.h"
 #include "src/store/sync/round.h"
+#include "src/store/sync/send_call.h"
 #include "src/store/sync/sync_store_testing.h"
 
 namespace tollgate {
@@ -266,27 +266,17 @@ class SyncCore : public std::enable_shared_from_this<SyncCore> {
     round->outstanding.store(round->calls.size());
     round->done = std::move(done);
     round->sent_micros = clock_->NowMicros();
-    for (size_t i = 0; i < round->calls.size(); ++i) SendCall(round, i, /*eval=*/false);
+    for (size_t i = 0; i < round->calls.size(); ++i) SendCall(round, i);
   }
 
-  // EVALSHA of the call, or EVAL after NOSCRIPT (Redis restarted or flushed its scripts).
-  void SendCall(const std::shared_ptr<Round>& round, size_t i, bool eval) {
-    const sync::SlotCall& call = round->calls[i];
-    const std::vector<std::string> args = sync::ScriptCommand(
-        eval ? "EVAL" : "EVALSHA", eval ? redis::kLuaSync : script_sha_, round->context, call);
-    redis_commands_.fetch_add(1, std::memory_order_relaxed);
-    router_.Send(
-        call.slot, redis::FormatCommand(args),
-        [self = shared_from_this(), round, i, eval](absl::StatusOr<RedisReply> reply) {
-          if (!eval && reply.ok() && reply->is_error() &&
-              absl::StartsWith(reply->str, "NOSCRIPT")) {
-            self->SendCall(round, i, /*eval=*/true);
-            return;
-          }
-          round->replies[i] = std::move(reply);
-          if (round->outstanding.fetch_sub(1) == 1) self->FinishRound(*round);
-        },
-        /*follow_ask=*/false);
+  // Call `i` of the round (sync::SendCall: EVALSHA, EVAL after NOSCRIPT).
+  void SendCall(const std::shared_ptr<Round>& round, size_t i) {
+    sync::SendCall(router_, script_sha_, round->context, round->calls[i], redis_commands_,
+                   /*eval=*/false,
+                   [self = shared_from_this(), round, i](absl::StatusOr<RedisReply> reply) {
+                     round->replies[i] = std::move(reply);
+                     if (round->outstanding.fetch_sub(1) == 1) self->FinishRound(*round);
+                   });
   }
 
   // Every call answered: applies what came back; a failed call's batches wait for the next
