@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/store/redis/client.h"
+#include "src/store/redis/durability.h"
 
 namespace tollgate::testing {
 namespace {
@@ -113,12 +114,9 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries,
                          !absl::StrContains(role->str, "master_link_status:up"))) {
         settled = false;
       }
-      if (role.ok() && absl::StrContains(role->str, "role:master")) {
-        int online = 0;
-        for (absl::string_view line : absl::StrSplit(role->str, '\n', absl::SkipEmpty())) {
-          if (absl::StartsWith(line, "slave") && absl::StrContains(line, "state=online")) ++online;
-        }
-        if (online < replicas_per_primary) settled = false;
+      if (role.ok() && absl::StrContains(role->str, "role:master") &&
+          redis::OnlineReplicas(role->str) < replicas_per_primary) {
+        settled = false;
       }
     }
     if (settled) break;
@@ -372,21 +370,6 @@ absl::StatusOr<int> RedisSentinelSet::PrimaryPort() const {
   return port;
 }
 
-namespace {
-
-// Whether the primary on `port` counts a replica online: it has taken the replica's first
-// acknowledgement after its sync (a store reads this to call a limit durable).
-bool PrimaryCountsAReplicaOnline(int port) {
-  absl::StatusOr<redis::RedisReply> info = RedisCommand(port, {"INFO", "replication"});
-  if (!info.ok()) return false;
-  for (absl::string_view line : absl::StrSplit(info->str, '\n', absl::SkipEmpty())) {
-    if (absl::StartsWith(line, "slave") && absl::StrContains(line, "state=online")) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 absl::Status RedisSentinelSet::WaitReplicaKnown(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -402,9 +385,11 @@ absl::Status RedisSentinelSet::WaitReplicaKnown(std::chrono::milliseconds timeou
           if (key == "flags") slave = value == "slave";
           if (key == "master-link-status") link_ok = value == "ok";
         }
-        if (slave && link_ok && PrimaryCountsAReplicaOnline(servers_.front()->port())) {
-          return absl::OkStatus();
-        }
+        if (!slave || !link_ok) continue;
+        // And the primary counts it online: what a store reads to call a limit durable.
+        absl::StatusOr<redis::RedisReply> primary =
+            RedisCommand(servers_.front()->port(), {"INFO", "replication"});
+        if (primary.ok() && redis::OnlineReplicas(primary->str) > 0) return absl::OkStatus();
       }
     }
     std::this_thread::sleep_for(kPoll);
