@@ -86,7 +86,6 @@ class Slot {
   Slot(Run& run, Connection& connection, int index)
       : run_(run),
         connection_(connection),
-        index_(index),
         timer_(run.io),
         pacer_(run.options.rate, run.options.concurrency, index) {}
 
@@ -131,7 +130,6 @@ class Slot {
 
   Run& run_;
   Connection& connection_;
-  const int index_;
   asio::steady_timer timer_;
   std::string body_;
   size_t body_sent_ = 0;
