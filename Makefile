@@ -1,7 +1,7 @@
 # tollgate — the commands in the README.
 #   make run     install what running needs, build the binary, serve examples/tiffin.yaml on
 #                127.0.0.1:8080 (build/ without tests and benchmarks, unless it has them)
-#   make test    install what the tests need, build with ASan+UBSan, run every test
+#   make test    install what the tests need, build with ASan+UBSan (clang), run every test
 #   make bench   build optimized, run the benchmarks (bench/out/report.md); QUICK=1: short
 #   make lint    clang-format check and clang-tidy
 #   make demo    build, run the Tiffin fleet demo (demo/out/report.md); SCENARIO=name for one
@@ -50,9 +50,16 @@ run: bootstrap-run
 	@cmake --build $(BUILD) -j $(JOBS) --target tollgate_cli
 	$(BUILD)/tollgate serve --config $(CONFIG)
 
+# The sanitized test tree is compiled by clang (scripts/bootstrap test installs it and its
+# sanitizer runtimes), the quicker of the two at it: its compile is most of make test's time on
+# a fresh machine (BENCHMARKS.md, "make test itself"). TEST_CC/TEST_CXX choose another
+# compiler for a new $(TEST_BUILD).
+TEST_CC ?= clang
+TEST_CXX ?= clang++
 $(TEST_BUILD)/build.ninja:
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=ON \
-	  -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	  -DTOLLGATE_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=$(TEST_CC) -DCMAKE_CXX_COMPILER=$(TEST_CXX) \
+	  $(CMAKE_FLAGS) >/dev/null
 
 test-build: bootstrap-test $(TEST_BUILD)/build.ninja
 	@cmake --build $(TEST_BUILD) -j $(JOBS)

@@ -56,8 +56,15 @@ foreach(test_script ${script_tests})
   get_filename_component(name ${test_script} NAME_WE)
   add_test(NAME ${name} COMMAND bash ${test_script} ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
   # Exit 77: skipped (a script that cannot run here says why).
+  # TOLLGATE_SANITIZED: whether the binaries are sanitized (GCC links the runtime as a shared
+  # library, clang into each executable: ldd cannot tell).
+  if(TOLLGATE_SANITIZE)
+    set(sanitized 1)
+  else()
+    set(sanitized 0)
+  endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
-    ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT}")
+    ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT};TOLLGATE_SANITIZED=${sanitized}")
 endforeach()
 
 # src/cli/*_test.cc test the binary's subcommands (the cli layer's library).

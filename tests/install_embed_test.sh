@@ -31,13 +31,16 @@ if grep -l '#include "src/' "$work/prefix/include/tollgate/"*.h; then
   exit 1
 fi
 
-# The installed library was built with this build's flags (sanitizers under `make test`).
+# The installed library was built with this build's compiler and flags (clang with sanitizers
+# under `make test`): the program is too.
+compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
 flags=$(sed -n 's/^CMAKE_CXX_FLAGS:STRING=//p' "$build_dir/CMakeCache.txt")
 if grep -q '^TOLLGATE_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then
   flags="$flags -fsanitize=address,undefined -fno-omit-frame-pointer"
 fi
 cmake -S "$source_dir/examples/embed" -B "$work/embed" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="$flags" >/dev/null
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_COMPILER="$compiler" \
+  -DCMAKE_CXX_FLAGS="$flags" >/dev/null
 cmake --build "$work/embed" >/dev/null
 output=$("$work/embed/embed")
 echo "$output"
