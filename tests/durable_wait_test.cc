@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/store/redis/redis_store_impl.h"
+#include "tests/support/limits.h"
 #include "tests/support/process.h"
 #include "tests/support/proxied_replication.h"
 #include "tests/support/redis_cluster.h"
@@ -37,7 +38,10 @@ using ::tollgate::testing::RedisCommand;
 
 constexpr char kPhone[] = "+919800000000";
 
+// The OTP limit of a test, returned clear of a window's edge: its counts stay in one window
+// for the test's run.
 Limit Otp(int64_t limit, int64_t timeout_micros) {
+  testing::WaitClearOfWindowEdge(600'000'000, 30'000'000);
   Limit otp;
   otp.name = "otp_per_phone";
   otp.numbers = {

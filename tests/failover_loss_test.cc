@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/limits.h"
 #include "tests/support/proxied_replication.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/serve_process.h"
@@ -91,6 +92,8 @@ class FailoverLossTest : public ::tollgate::testing::ProxiedReplicationTest {
   // The OTPs admitted across a partition of the replication link and a failover, through
   // two servers (each asked in turn), of a durable limit or not.
   int AdmittedAcrossAFailover(bool durable) {
+    // The OTPs are counted in one 10-minute window over the whole run, failover included.
+    testing::WaitClearOfWindowEdge(600'000'000, 60'000'000);
     const std::string config = Config(durable);
     std::unique_ptr<ServeProcess> a = Serve(config);
     std::unique_ptr<ServeProcess> b = Serve(config);

@@ -41,6 +41,7 @@ constexpr int kTrials = 4;
 constexpr int64_t kCapacity = 10;
 
 using ::tollgate::testing::TokenBucket;
+using ::tollgate::testing::WaitClearOfWindowEdge;
 using ::tollgate::testing::Window;
 
 std::unique_ptr<RedisClient> ConnectClient(const std::string& url, int connections) {
@@ -73,7 +74,7 @@ bool NaiveTake(RedisClient& client, const std::string& key) {
   absl::StatusOr<RedisReply> got = client.Command({"GET", key});
   if (!got.ok()) return false;
   int64_t tokens = kCapacity;
-  if (got->type == RedisReply::Type::kString) absl::SimpleAtoi(got->str, &tokens);
+  if (got->type == RedisReply::Type::kString && !absl::SimpleAtoi(got->str, &tokens)) return false;
   if (tokens < 1) return false;
   std::this_thread::sleep_for(std::chrono::microseconds(500));
   return client.Command({"SET", key, absl::StrCat(tokens - 1), "EX", "600"}).ok();
@@ -222,12 +223,8 @@ TEST_F(RedisRaceTest, NaiveReadThenWriteOverAdmitsButTheStoreNever) {
 
 TEST_F(RedisRaceTest, OtpThreePerTenMinutesAdmitsExactlyThree) {
   const Limit otp = Window("otp_per_phone", Algorithm::kFixedWindow, 3, 600'000'000);
-  // A burst that straddled a window boundary would rightly admit 3 in each window; start
-  // clear of one (a bounded wait, at most a few seconds, rarely needed).
-  RedisReply time = *client_->Command({"TIME"});
-  int64_t seconds = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(time.elements[0].str, &seconds));
-  if (seconds % 600 > 595) std::this_thread::sleep_for(std::chrono::seconds(600 - seconds % 600));
+  // A burst that straddled a window boundary would rightly admit 3 in each window.
+  WaitClearOfWindowEdge(otp.numbers.window_micros, 5'000'000);
 
   std::vector<std::unique_ptr<RedisStore>> servers;
   for (int s = 0; s < 4; ++s) servers.push_back(ConnectStore(server_->url()));

@@ -85,7 +85,7 @@ struct StoreFactory {
 // A ResilientStore over the primary `make_primary` makes on the given clock (a primary may
 // own what it needs, such as its redis-server), on a simulated clock and simulated timers
 // that `advance` moves together.
-absl::StatusOr<StoreUnderTest> ResilientOver(
+inline absl::StatusOr<StoreUnderTest> ResilientOver(
     const std::function<absl::StatusOr<std::shared_ptr<Store>>(Clock*)>& make_primary,
     DecisionSource source) {
   // Destroyed in reverse: the store (and its primary) before the timers and the clock.

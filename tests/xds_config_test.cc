@@ -41,7 +41,6 @@ using ::tollgate::testing::XdsRecordedRequest;
 using ::tollgate::testing::XdsTestServer;
 
 constexpr char kNode[] = "envoy-ratelimit";
-constexpr auto kOk = RateLimitResponse::OK;
 constexpr auto kOver = RateLimitResponse::OVER_LIMIT;
 
 // Envoy Gateway's shape: one resource per domain, named after it. `limit` per minute per user.

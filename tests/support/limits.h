@@ -2,8 +2,10 @@
 #ifndef TOLLGATE_TESTS_SUPPORT_LIMITS_H_
 #define TOLLGATE_TESTS_SUPPORT_LIMITS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "tollgate/limit.h"
@@ -28,6 +30,19 @@ inline Limit Window(std::string name, Algorithm algorithm, int64_t limit_per_win
   limit.numbers.limit = limit_per_window;
   limit.numbers.window_micros = window_micros;
   return limit;
+}
+
+// Windows are aligned to multiples of their length since 1970 on Redis's clock (this
+// machine's, on loopback): a test that counts a window's admissions exactly while seconds pass
+// calls this first, so that its run ends in the window it started in. Waits (at most
+// `needed_micros`, and only when the current window has less than that left) for the next
+// window to begin.
+inline void WaitClearOfWindowEdge(int64_t window_micros, int64_t needed_micros) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const int64_t left = window_micros - now % window_micros;
+  if (left < needed_micros) std::this_thread::sleep_for(std::chrono::microseconds(left + 1'000));
 }
 
 }  // namespace tollgate::testing
