@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "tollgate/clock.h"
 #include "tollgate/limit.h"
 
 namespace tollgate::testing {
@@ -38,10 +39,7 @@ inline Limit Window(std::string name, Algorithm algorithm, int64_t limit_per_win
 // `needed_micros`, and only when the current window has less than that left) for the next
 // window to begin.
 inline void WaitClearOfWindowEdge(int64_t window_micros, int64_t needed_micros) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const int64_t left = window_micros - now % window_micros;
+  const int64_t left = window_micros - SystemClock().NowMicros() % window_micros;
   if (left < needed_micros) std::this_thread::sleep_for(std::chrono::microseconds(left + 1'000));
 }
 
