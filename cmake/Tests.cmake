@@ -52,17 +52,17 @@ endforeach()
 
 # Shell-driven tests (tests/*_test.sh): run with the build directory as $1.
 file(GLOB script_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*_test.sh)
+# TOLLGATE_SANITIZED tells them whether the binaries are sanitized (GCC links the runtime as a
+# shared library, clang into each executable: ldd cannot tell).
+if(TOLLGATE_SANITIZE)
+  set(sanitized 1)
+else()
+  set(sanitized 0)
+endif()
 foreach(test_script ${script_tests})
   get_filename_component(name ${test_script} NAME_WE)
   add_test(NAME ${name} COMMAND bash ${test_script} ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
   # Exit 77: skipped (a script that cannot run here says why).
-  # TOLLGATE_SANITIZED: whether the binaries are sanitized (GCC links the runtime as a shared
-  # library, clang into each executable: ldd cannot tell).
-  if(TOLLGATE_SANITIZE)
-    set(sanitized 1)
-  else()
-    set(sanitized 0)
-  endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "${TOLLGATE_TEST_ENVIRONMENT};TOLLGATE_SANITIZED=${sanitized}")
 endforeach()
